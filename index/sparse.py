@@ -1,0 +1,146 @@
+"""Sparse BM25 index with bm25s: arrays saved as ``.npy`` with ``allow_pickle=False``.
+
+Tokenisation is ours (lowercase, ``\\w\\w+`` tokens, bm25s's English stopwords, PyStemmer
+Snowball stems) so that documents and queries go through exactly the same function.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from stages.config import IndexConfig
+
+_TOKEN = re.compile(r"(?u)\b\w\w+\b")
+
+
+@functools.lru_cache(maxsize=8)
+def _stopwords(name: str) -> frozenset[str]:
+    if not name or name == "none":
+        return frozenset()
+    from bm25s.stopwords import STOPWORDS_EN
+
+    if name in ("en", "english"):
+        return frozenset(STOPWORDS_EN)
+    raise ValueError(f"index.bm25_stopwords = {name!r}: only 'en' or 'none' are supported")
+
+
+@functools.lru_cache(maxsize=8)
+def _stemmer(name: str):
+    if not name or name == "none":
+        return None
+    import Stemmer
+
+    return Stemmer.Stemmer(name)
+
+
+class Analyzer:
+    """Text → BM25 terms; the same for documents and queries."""
+
+    def __init__(self, stemmer: str = "english", stopwords: str = "en") -> None:
+        self.stemmer_name = stemmer
+        self.stopwords_name = stopwords
+        self._stop = _stopwords(stopwords)
+        self._stem = _stemmer(stemmer)
+        self._cache: dict[str, str] = {}
+
+    def params(self) -> dict[str, str]:
+        return {"stemmer": self.stemmer_name, "stopwords": self.stopwords_name}
+
+    def terms_batch(self, texts: list[str]) -> list[list[str]]:
+        """Terms of each text; stems every distinct word once."""
+        stop = self._stop
+        words = [[w for w in _TOKEN.findall(t.lower()) if w not in stop] for t in texts]
+        if self._stem is None:
+            return words
+        cache = self._cache
+        new = {w for ws in words for w in ws if w not in cache}
+        if new:
+            new_list = list(new)
+            cache.update(zip(new_list, self._stem.stemWords(new_list), strict=True))
+        return [[cache[w] for w in ws] for ws in words]
+
+    def terms(self, text: str) -> list[str]:
+        return self.terms_batch([text])[0]
+
+
+class Bm25Index:
+    """BM25 over the chunk store (row i = chunk i)."""
+
+    DIR = "bm25"
+
+    def __init__(self, model: Any, analyzer: Analyzer, n: int) -> None:
+        self.model = model
+        self.analyzer = analyzer
+        self.n = n
+
+    @classmethod
+    def build(cls, texts: list[str], cfg: IndexConfig) -> Bm25Index:
+        import bm25s
+
+        analyzer = Analyzer(cfg.bm25_stemmer, cfg.bm25_stopwords)
+        terms = analyzer.terms_batch(texts)
+        vocab: dict[str, int] = {}
+        ids = [[vocab.setdefault(t, len(vocab)) for t in doc] for doc in terms]
+        model = bm25s.BM25(k1=cfg.bm25_k1, b=cfg.bm25_b)
+        if texts:
+            model.index(bm25s.tokenization.Tokenized(ids=ids, vocab=vocab), show_progress=False)
+        return cls(model, analyzer, len(texts))
+
+    def params(self, cfg: IndexConfig) -> dict[str, Any]:
+        return {"k1": cfg.bm25_k1, "b": cfg.bm25_b, "n": self.n, **self.analyzer.params()}
+
+    def save(self, directory: Path) -> None:
+        out = directory / self.DIR
+        out.mkdir(parents=True, exist_ok=True)
+        if self.n:
+            self.model.save(str(out), allow_pickle=False, show_progress=False)
+        (out / "fathom.json").write_text(
+            json.dumps({"n": self.n, **self.analyzer.params()}), encoding="utf-8"
+        )
+
+    @classmethod
+    def load(cls, directory: Path, mmap: bool = False) -> Bm25Index:
+        import bm25s
+
+        src = directory / cls.DIR
+        meta = json.loads((src / "fathom.json").read_text(encoding="utf-8"))
+        analyzer = Analyzer(meta["stemmer"], meta["stopwords"])
+        model = None
+        if meta["n"]:
+            model = bm25s.BM25.load(
+                str(src), mmap=mmap, allow_pickle=False, load_corpus=False, show_progress=False
+            )
+        return cls(model, analyzer, int(meta["n"]))
+
+    def scores(self, query: str) -> np.ndarray:
+        """BM25 score of every row for ``query``: ``(n,) float32``."""
+        import numpy as np
+
+        if not self.n:
+            return np.zeros(0, dtype=np.float32)
+        ids = self.model.get_tokens_ids(self.analyzer.terms(query))
+        if not ids:
+            return np.zeros(self.n, dtype=np.float32)
+        return self.model.get_scores_from_ids(ids)
+
+    def search(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top ``k`` rows with a positive score: ``(scores (k',), rows (k',) int64)``."""
+        import numpy as np
+
+        scores = self.scores(query)
+        k = min(k, scores.shape[0])
+        if k <= 0:
+            return np.zeros(0, np.float32), np.zeros(0, np.int64)
+        top = np.argpartition(-scores, k - 1)[:k]
+        # Stable tie order (by row) so results are reproducible.
+        order = np.lexsort((top, -scores[top]))
+        top = top[order]
+        keep = scores[top] > 0
+        return scores[top][keep].astype(np.float32), top[keep].astype(np.int64)

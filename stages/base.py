@@ -1,0 +1,239 @@
+"""Records that flow between stages, and one small protocol per stage.
+
+Leaf module: imports nothing from the project. Records are frozen dataclasses with a stable
+``to_dict()``; ids derive from content so re-ingesting unchanged text yields the same ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:  # numpy only for annotations: this module stays stdlib-only at run time
+    import numpy as np
+
+QueryType = Literal["factual", "summarization", "reasoning", "multi_hop"]
+SearchMode = Literal["dense", "bm25", "hybrid"]
+
+
+def content_id(*parts: str | bytes, length: int = 16) -> str:
+    """A short hex id from the sha256 of the parts (stable across runs and machines)."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part if isinstance(part, bytes) else part.encode("utf-8"))
+        h.update(b"\x00")
+    return h.hexdigest()[:length]
+
+
+@dataclass(frozen=True, slots=True)
+class PageSpan:
+    """Page ``number`` (1-based) covers ``text[start:end]`` of its document."""
+
+    number: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class SectionSpan:
+    """A titled section (heading ``level`` 1 = top) covering ``text[start:end]``."""
+
+    title: str
+    level: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """Clean text of one source, with page and section spans.
+
+    Paragraphs in ``text`` are separated by a blank line; a table row is one line with cells
+    joined by `` | ``. ``doc_id`` is derived from the source bytes (``sha256``) so unchanged
+    files keep their id. ``source_id`` is an external id (e.g. a BEIR doc id) when there is one.
+    """
+
+    doc_id: str
+    path: str
+    title: str
+    text: str
+    sha256: str
+    format: str
+    pages: tuple[PageSpan, ...] = ()
+    sections: tuple[SectionSpan, ...] = ()
+    source_id: str = ""
+    warnings: tuple[str, ...] = ()
+
+    def page_at(self, offset: int) -> int:
+        """The page number containing character ``offset`` (1 when the format has no pages)."""
+        number = 1
+        for page in self.pages:
+            if page.start <= offset:
+                number = page.number
+            else:
+                break
+        return number
+
+    def section_at(self, offset: int) -> str:
+        """The innermost section title containing ``offset`` ('' outside any section)."""
+        title, level = "", 0
+        for sec in self.sections:
+            if sec.start <= offset < sec.end and sec.level >= level:
+                title, level = sec.title, sec.level
+        return title
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "doc_id": self.doc_id,
+            "path": self.path,
+            "title": self.title,
+            "sha256": self.sha256,
+            "format": self.format,
+            "source_id": self.source_id,
+            "pages": [[p.number, p.start, p.end] for p in self.pages],
+            "sections": [[s.title, s.level, s.start, s.end] for s in self.sections],
+            "chars": len(self.text),
+            "warnings": list(self.warnings),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A retrievable span of a document: ``text == document.text[char_start:char_end]``."""
+
+    chunk_id: str
+    doc_id: str
+    text: str
+    char_start: int
+    char_end: int
+    page_start: int
+    page_end: int
+    section: str
+    n_tokens: int
+    ordinal: int
+    title: str = ""
+    source_id: str = ""
+
+    @staticmethod
+    def make_id(doc_id: str, char_start: int, char_end: int) -> str:
+        return content_id(doc_id, str(char_start), str(char_end))
+
+    @property
+    def pages(self) -> str:
+        """Human page label: '3' or '3-4'."""
+        if self.page_start == self.page_end:
+            return str(self.page_start)
+        return f"{self.page_start}-{self.page_end}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "chunk_id": self.chunk_id,
+            "doc_id": self.doc_id,
+            "text": self.text,
+            "char_start": self.char_start,
+            "char_end": self.char_end,
+            "page_start": self.page_start,
+            "page_end": self.page_end,
+            "section": self.section,
+            "n_tokens": self.n_tokens,
+            "ordinal": self.ordinal,
+            "title": self.title,
+            "source_id": self.source_id,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Chunk:
+        return cls(**d)
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A chunk found for a query: fused score plus each retriever's 1-based rank and score."""
+
+    chunk: Chunk
+    score: float
+    ranks: dict[str, int] = field(default_factory=dict)
+    scores: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "chunk_id": self.chunk.chunk_id,
+            "doc_id": self.chunk.doc_id,
+            "title": self.chunk.title,
+            "source_id": self.chunk.source_id,
+            "pages": self.chunk.pages,
+            "section": self.chunk.section,
+            "score": self.score,
+            "ranks": dict(self.ranks),
+            "scores": dict(self.scores),
+            "text": self.chunk.text,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """One first-stage retrieval to the deepest budget, shared by the depth policy and stages."""
+
+    query: str
+    hits: tuple[Hit, ...]
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """How deep to retrieve: ``k`` chunks (0 = answer without context), who chose it and why."""
+
+    k: int
+    policy: str
+    reason: str
+    scores: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"k": self.k, "policy": self.policy, "reason": self.reason, "scores": self.scores}
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage protocols
+# ---------------------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Loader(Protocol):
+    def load(self, path: str) -> Document: ...
+
+
+@runtime_checkable
+class Chunker(Protocol):
+    name: str
+
+    def params(self) -> dict[str, Any]: ...
+
+    def split(self, doc: Document) -> list[Chunk]: ...
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    def count(self, texts: list[str]) -> list[int]: ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Maps texts to L2-normalised vectors: ``embed(texts) -> (n, dim) float32``."""
+
+    id: str
+    dim: int
+
+    def embed(self, texts: list[str]) -> np.ndarray: ...
+
+    def embed_query(self, text: str) -> np.ndarray: ...
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    def search(self, query: str, k: int) -> list[Hit]: ...
+
+
+@runtime_checkable
+class DepthPolicy(Protocol):
+    def decide(self, query: str, probe: Probe, qtype: QueryType) -> Decision: ...

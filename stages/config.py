@@ -1,0 +1,209 @@
+"""One configuration: dataclass defaults → fathom.toml → FATHOM_<SECTION>__<KEY> env → flags.
+
+Later sources win. An unknown key or a wrongly typed value is a ``ConfigError`` naming the key,
+the value and where it came from. Leaf module: stdlib only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from stages.errors import ConfigError
+
+DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"  # resolved to the packaged copy when installed
+
+
+@dataclass
+class EmbedderConfig:
+    name: str = DEFAULT_EMBEDDER
+    batch_size: int = 64
+    device: str = "cpu"
+    # Prepend the document title to every chunk's embedding input (context for short chunks).
+    title_prefix: bool = True
+
+
+@dataclass
+class ChunkerConfig:
+    name: str = "semantic"
+    target_tokens: int = 180
+    min_tokens: int = 48
+    max_tokens: int = 250
+    overlap_tokens: int = 32
+
+
+@dataclass
+class IndexConfig:
+    # Exact inner-product search up to this many vectors, HNSW above it.
+    hnsw_threshold: int = 250_000
+    hnsw_m: int = 32
+    hnsw_ef_construction: int = 200
+    hnsw_ef_search: int = 128
+    bm25_stemmer: str = "english"
+    bm25_stopwords: str = "en"
+    bm25_k1: float = 1.5
+    bm25_b: float = 0.75
+
+
+@dataclass
+class RetrievalConfig:
+    mode: Literal["dense", "bm25", "hybrid"] = "hybrid"
+    k: int = 10
+    rrf_k: int = 60
+    # Each retriever's depth before fusion (at least k).
+    candidates: int = 100
+
+
+@dataclass
+class IngestConfig:
+    strict: bool = False
+    max_file_mb: int = 512
+    follow_symlinks: bool = True
+
+
+@dataclass
+class Config:
+    home: str = ""
+    embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
+    chunker: ChunkerConfig = field(default_factory=ChunkerConfig)
+    index: IndexConfig = field(default_factory=IndexConfig)
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    ingest: IngestConfig = field(default_factory=IngestConfig)
+
+    def home_path(self) -> Path:
+        """FATHOM_HOME: config ``home``, else the platform data dir."""
+        if self.home:
+            return Path(self.home).expanduser()
+        return default_home()
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def default_home() -> Path:
+    """The platform data directory for Fathom (XDG on Linux)."""
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support" / "fathom"
+    if os.name == "nt":
+        return Path(os.environ.get("LOCALAPPDATA", Path.home())) / "fathom"
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "fathom"
+
+
+def _coerce(value: Any, typ: Any, key: str, source: str) -> Any:
+    """Convert ``value`` to the field type ``typ``; strings from the environment are parsed."""
+    origin = typing.get_origin(typ)
+    if origin is Literal:
+        allowed = typing.get_args(typ)
+        if value not in allowed:
+            raise ConfigError(
+                f"{key} = {value!r} (from {source}): must be one of {', '.join(map(str, allowed))}"
+            )
+        return value
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(typ) if a is not type(None)]
+        if value is None or (isinstance(value, str) and value.lower() in ("", "none")):
+            return None
+        return _coerce(value, args[0], key, source)
+    try:
+        if typ is bool:
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on"):
+                return True
+            if isinstance(value, str) and value.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if typ is int:
+            if isinstance(value, bool):
+                raise ValueError
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            return int(value)
+        if typ is float:
+            if isinstance(value, bool):
+                raise ValueError
+            return float(value)
+        if typ is str:
+            if not isinstance(value, str):
+                raise ValueError
+            return value
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"{key} = {value!r} (from {source}): expected {getattr(typ, '__name__', typ)}"
+        ) from None
+    return value
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _apply(cfg: Config, section: str | None, key: str, value: Any, source: str) -> None:
+    target: Any = cfg if section is None else getattr(cfg, section, None)
+    name = key if section is None else f"{section}.{key}"
+    if target is None or not dataclasses.is_dataclass(target):
+        raise ConfigError(f"unknown section [{section}] (from {source})")
+    types_ = _field_types(type(target))
+    if key not in types_ or dataclasses.is_dataclass(types_[key]):
+        raise ConfigError(f"unknown key {name} = {value!r} (from {source})")
+    setattr(target, key, _coerce(value, types_[key], name, source))
+
+
+def apply_mapping(cfg: Config, data: dict[str, Any], source: str) -> None:
+    """Merge a TOML-shaped mapping (``{"section": {"key": value}}``) into ``cfg``."""
+    top = _field_types(Config)
+    for key, value in data.items():
+        if isinstance(value, dict):
+            if key not in top or not dataclasses.is_dataclass(top[key]):
+                raise ConfigError(f"unknown section [{key}] (from {source})")
+            for sub, subvalue in value.items():
+                _apply(cfg, key, sub, subvalue, source)
+        else:
+            _apply(cfg, None, key, value, source)
+
+
+def apply_overrides(cfg: Config, overrides: dict[str, Any], source: str = "command line") -> None:
+    """Apply dotted overrides such as ``{"retrieval.k": 5}``; ``None`` values are skipped."""
+    for dotted, value in overrides.items():
+        if value is None:
+            continue
+        section, _, key = dotted.rpartition(".")
+        _apply(cfg, section or None, key, value, source)
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    env: dict[str, str] | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> Config:
+    """Build the effective configuration from every source, later ones winning."""
+    cfg = Config()
+    env = dict(os.environ) if env is None else env
+    toml_path = Path(path) if path else Path("fathom.toml")
+    if path and not toml_path.exists():
+        raise ConfigError(f"{toml_path}: config file not found")
+    if toml_path.exists():
+        try:
+            data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{toml_path}: not valid TOML ({exc})") from None
+        apply_mapping(cfg, data, str(toml_path))
+    if env.get("FATHOM_HOME"):
+        cfg.home = env["FATHOM_HOME"]
+    for name, value in sorted(env.items()):
+        if not name.startswith("FATHOM_") or "__" not in name:
+            continue
+        section, _, key = name[len("FATHOM_") :].lower().partition("__")
+        _apply(cfg, section, key, value, f"environment {name}")
+    if overrides:
+        apply_overrides(cfg, overrides)
+    return cfg

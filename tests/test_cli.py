@@ -1,0 +1,131 @@
+"""The command line: exit codes, stderr vs stdout, --json, and a light --help."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+import cli
+
+REPO = Path(__file__).resolve().parent.parent
+HEAVY = ("torch", "faiss", "sentence_transformers", "fitz", "pymupdf", "transformers", "llama_cpp")
+
+
+def test_help_imports_no_heavy_library() -> None:
+    code = (
+        "import sys, json; sys.argv = ['fathom', '--help']\n"
+        "import cli\n"
+        "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    modules = set(json.loads(proc.stdout.strip().splitlines()[-1]))
+    assert "click" in modules
+    assert not {m for m in modules if m.split(".")[0] in HEAVY}
+
+
+def test_python_cli_and_console_script_are_the_same_app() -> None:
+    proc = subprocess.run(
+        [sys.executable, "cli.py", "--version"], capture_output=True, text=True, cwd=REPO
+    )
+    assert proc.returncode == 0 and "fathom" in proc.stdout
+    import tomllib
+
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"fathom": "cli:main"}
+
+
+def _corpus(tmp_path: Path) -> Path:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "tea.md").write_text(
+        "# Tea\n\nGreen tea is made from unoxidised leaves.\n\n# Coffee\n\n"
+        "Espresso is brewed by forcing hot water through finely ground coffee."
+    )
+    (folder / "notes.txt").write_text("Meeting notes: the budget review moved to Thursday.")
+    return folder
+
+
+def test_ingest_search_show_list_remove_json(tmp_path: Path, minilm) -> None:
+    runner = CliRunner()
+    folder = _corpus(tmp_path)
+    res = runner.invoke(cli.main, ["ingest", str(folder), "-c", "drinks", "--json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert report["counts"]["ok"] == 2 and report["committed"] is True
+
+    res = runner.invoke(cli.main, ["search", "drinks", "espresso brewed with hot water", "-k", "2", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["mode"] == "hybrid" and len(out["hits"]) == 2
+    top = out["hits"][0]
+    assert "Espresso" in top["text"] and top["section"] == "Coffee" and top["pages"] == "1"
+    assert set(top) >= {"chunk_id", "doc_id", "score", "ranks", "scores", "title"}
+
+    res = runner.invoke(cli.main, ["search", "drinks", "budget", "--mode", "bm25", "--json"])
+    assert json.loads(res.stdout)["hits"][0]["title"] == "notes"
+
+    res = runner.invoke(cli.main, ["collections", "show", "drinks", "--json"])
+    manifest = json.loads(res.stdout)
+    assert manifest["counts"]["documents"] == 2 and manifest["embedder_dim"] == 384
+
+    res = runner.invoke(cli.main, ["collections", "list", "--json"])
+    assert [c["name"] for c in json.loads(res.stdout)] == ["drinks"]
+
+    res = runner.invoke(cli.main, ["ingest", str(folder), "-c", "drinks", "--json"])
+    again = json.loads(res.stdout)
+    assert again["counts"]["unchanged"] == 2 and again["embedded_chunks"] == 0
+
+    res = runner.invoke(cli.main, ["collections", "remove", "drinks"])
+    assert res.exit_code == 0
+    res = runner.invoke(cli.main, ["collections", "list", "--json"])
+    assert json.loads(res.stdout) == []
+
+
+def test_expected_failure_is_one_line_exit_1(tmp_path: Path) -> None:
+    res = CliRunner().invoke(cli.main, ["search", "nope", "anything"])
+    assert res.exit_code == 1
+    assert "no collection named 'nope'" in res.stderr and "fathom ingest" in res.stderr
+    assert "Traceback" not in res.output and res.stdout == ""
+
+
+def test_bad_usage_exit_2() -> None:
+    res = CliRunner().invoke(cli.main, ["search", "only-one-arg"])
+    assert res.exit_code == 2
+    res = CliRunner().invoke(cli.main, ["search", "c", "q", "--mode", "fuzzy"])
+    assert res.exit_code == 2
+
+
+def test_config_error_names_source(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("FATHOM_RETRIEVAL__K", "lots")
+    res = CliRunner().invoke(cli.main, ["config", "show"])
+    assert res.exit_code == 1 and "FATHOM_RETRIEVAL__K" in res.stderr
+
+
+def test_config_show_json(tmp_path: Path, fathom_home: Path) -> None:
+    (tmp_path / "fathom.toml").write_text("[retrieval]\nk = 4\n")
+    res = CliRunner().invoke(cli.main, ["config", "show", "--json"])
+    data = json.loads(res.stdout)
+    assert data["retrieval"]["k"] == 4 and data["home"] == str(fathom_home)
+
+
+def test_auto_collection_name_is_keyed_by_content(tmp_path: Path) -> None:
+    from index.collection import collection_for
+
+    folder = _corpus(tmp_path)
+    name = collection_for([folder])
+    assert name.startswith("auto-") and name == collection_for([folder])
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for f in folder.iterdir():
+        (copy / f.name).write_bytes(f.read_bytes())
+    assert collection_for([copy]) == name
+    (copy / "notes.txt").write_text("changed")
+    assert collection_for([copy]) != name

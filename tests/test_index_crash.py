@@ -1,0 +1,67 @@
+"""SIGKILL in the middle of an ingest never leaves a collection that fails to load."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from index.collection import Collection
+from stages.config import load_config
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _write_corpus(folder: Path, n: int, version: int) -> None:
+    folder.mkdir(exist_ok=True)
+    rng = random.Random(version)
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
+    for i in range(n):
+        paras = [
+            " ".join(rng.choice(words) for _ in range(60)) + f". Version {version} file {i}."
+            for _ in range(4)
+        ]
+        (folder / f"f{i:04d}.txt").write_text("\n\n".join(paras))
+
+
+def _ingest_cmd(folder: Path) -> list[str]:
+    return [sys.executable, str(REPO / "cli.py"), "ingest", str(folder), "-c", "k",
+            "--embedder", "hashing:64", "--json"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(int(os.environ.get("FATHOM_KILL_TRIALS", "6"))))
+def test_sigkill_mid_ingest_keeps_previous_or_new_version(tmp_path: Path, fathom_home, seed) -> None:
+    folder = tmp_path / "corpus"
+    _write_corpus(folder, 150, version=1)
+    env = {**os.environ, "FATHOM_HOME": str(fathom_home)}
+    subprocess.run(_ingest_cmd(folder), check=True, env=env, capture_output=True, timeout=300)
+    cfg = load_config()
+    v1 = Collection.open(cfg, "k")
+    v1_texts = {c.text for c in v1.store.all()}
+    v1.close()
+
+    _write_corpus(folder, 180, version=2)
+    proc = subprocess.Popen(_ingest_cmd(folder), env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    time.sleep(random.Random(seed).uniform(0.3, 3.0))
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+
+    coll = Collection.open(cfg, "k")
+    assert coll.check() == []
+    texts = {c.text for c in coll.store.all()}
+    assert texts == v1_texts or all("Version 2" in t for t in texts)
+    coll.close()
+    # The next ingest recovers: it completes and cleans up the interrupted build.
+    subprocess.run(_ingest_cmd(folder), check=True, env=env, capture_output=True, timeout=300)
+    coll = Collection.open(cfg, "k")
+    assert coll.check() == [] and coll.manifest.counts()["documents"] == 180
+    leftovers = [p.name for p in coll.directory.iterdir() if p.is_dir()]
+    assert leftovers == [coll.manifest.data_dir_name]

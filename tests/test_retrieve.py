@@ -1,0 +1,110 @@
+"""Retrieval against brute-force numpy over the same collection (ties may reorder)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from chunking import make_chunker
+from index.collection import Collection, embed_input, ingest
+from stages.retrieve import CollectionRetriever, rrf_fuse
+
+SENTENCES = [
+    "The mitochondria is the powerhouse of the cell and produces ATP.",
+    "Photosynthesis in chloroplasts converts light into chemical energy.",
+    "The French Revolution began in 1789 with the storming of the Bastille.",
+    "Napoleon crowned himself emperor in 1804 at Notre-Dame.",
+    "Black holes form when massive stars collapse under gravity.",
+    "Neutron stars are the dense remnants of supernova explosions.",
+    "Python is a programming language created by Guido van Rossum.",
+    "Rust guarantees memory safety without a garbage collector.",
+    "The Nile flows north through eleven countries into the Mediterranean.",
+    "Mount Everest is the highest mountain above sea level.",
+]
+
+
+@pytest.fixture
+def coll(cfg, tmp_path: Path, minilm) -> Collection:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i, s in enumerate(SENTENCES):
+        (folder / f"doc{i:02d}.txt").write_text(s)
+    chunker = make_chunker(cfg.chunker, minilm.token_counter())
+    ingest(cfg, [folder], "r", minilm, chunker)
+    return Collection.open(cfg, "r")
+
+
+def _same_up_to_ties(got_rows, got_scores, want_scores, k):
+    """``got`` is a valid top-k of ``want_scores``: its scores equal the k best, in order."""
+    want = np.sort(want_scores)[::-1][:k]
+    np.testing.assert_allclose(np.asarray(got_scores), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(want_scores[np.asarray(got_rows)], got_scores, rtol=1e-5, atol=1e-5)
+
+
+QUERIES = ["energy in plant cells", "when did the revolution start", "collapsed stars", "zzz qqq"]
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_dense_matches_brute_force(coll: Collection, minilm, query: str) -> None:
+    chunks = coll.store.all()
+    vecs = minilm.embed([embed_input(c, True) for c in chunks])
+    want = vecs @ minilm.embed_query(query)
+    hits = CollectionRetriever(coll, minilm, mode="dense").search(query, 5)
+    rows = [next(i for i, c in enumerate(chunks) if c.chunk_id == h.chunk.chunk_id) for h in hits]
+    _same_up_to_ties(rows, [h.scores["dense"] for h in hits], want, 5)
+    assert [h.ranks["dense"] for h in hits] == [1, 2, 3, 4, 5]
+
+
+def _bm25_brute(docs: list[list[str]], query: list[str], k1=1.5, b=0.75) -> np.ndarray:
+    """Lucene-style BM25 (bm25s's default) computed directly from term counts."""
+    n = len(docs)
+    avgdl = sum(map(len, docs)) / n
+    out = np.zeros(n)
+    for term in set(query):
+        df = sum(term in d for d in docs)
+        if not df:
+            continue
+        idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
+        for i, d in enumerate(docs):
+            tf = d.count(term)
+            out[i] += idf * tf / (tf + k1 * (1 - b + b * len(d) / avgdl)) if tf else 0
+    return out * (query.count(query[0]) if False else 1)
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_bm25_matches_brute_force(coll: Collection, query: str) -> None:
+    chunks = coll.store.all()
+    analyzer = coll.bm25.analyzer
+    docs = analyzer.terms_batch([embed_input(c, True) for c in chunks])
+    terms = analyzer.terms(query)
+    want = _bm25_brute(docs, terms)
+    hits = CollectionRetriever(coll, None, mode="bm25").search(query, 5)
+    positive = int((want > 0).sum())
+    assert len(hits) == min(5, positive)  # rows with no matching term are not hits
+    rows = [next(i for i, c in enumerate(chunks) if c.chunk_id == h.chunk.chunk_id) for h in hits]
+    if hits:
+        _same_up_to_ties(rows, [h.scores["bm25"] for h in hits], want, len(hits))
+
+
+def test_rrf_fuse_hand_worked() -> None:
+    dense = (np.array([0.9, 0.8, 0.7]), np.array([3, 1, 2]))
+    bm25 = (np.array([5.0, 4.0]), np.array([1, 7]))
+    out = rrf_fuse({"dense": dense, "bm25": bm25}, rrf_k=60, k=4)
+    fused = {row: score for row, score, _, _ in out}
+    assert [row for row, *_ in out] == [1, 3, 7, 2]
+    assert fused[1] == pytest.approx(1 / 62 + 1 / 61)
+    assert fused[3] == pytest.approx(1 / 61)
+    assert fused[7] == pytest.approx(1 / 62) and fused[2] == pytest.approx(1 / 63)
+    assert out[0][2] == {"dense": 2, "bm25": 1} and out[0][3] == {"dense": 0.8, "bm25": 5.0}
+
+
+def test_hybrid_keeps_both_ranks_and_finds_the_answer(coll: Collection, minilm) -> None:
+    probe = CollectionRetriever(coll, minilm, mode="hybrid").probe("Bastille 1789", 3)
+    top = probe.hits[0]
+    assert "Bastille" in top.chunk.text
+    assert set(top.ranks) == {"dense", "bm25"} and top.ranks["bm25"] == 1
+    assert set(probe.timings_ms) >= {"embed_query", "dense", "bm25", "fuse", "fetch"}
+    scores = [h.score for h in probe.hits]
+    assert scores == sorted(scores, reverse=True)
