@@ -133,6 +133,10 @@ class _IngestProgress:
             task = p.tasks[self.embed_task]
             if task.speed:
                 p.update(self.embed_task, rate=f"{task.speed:,.0f} chunks/s")
+        elif event == "exporting":
+            p.console.print(f"exporting {info['model']} to ONNX for fast queries (once)…")
+        elif event == "warning":
+            p.console.print(f"[yellow]warning[/yellow] {info['message']}")
         elif event == "writing":
             p.console.print(f"writing index ({info['chunks']} chunks)…")
 

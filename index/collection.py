@@ -748,4 +748,25 @@ def ingest_paths(
 
     embedder = make_embedder(cfg.embedder)
     chunker = make_chunker(cfg.chunker, embedder.token_counter())
-    return ingest(cfg, paths, name, embedder, chunker, rebuild=rebuild, progress=progress)
+    report = ingest(cfg, paths, name, embedder, chunker, rebuild=rebuild, progress=progress)
+    _export_query_model(cfg, embedder, progress)
+    return report
+
+
+def _export_query_model(cfg: Config, embedder: Embedder, progress: Progress | None) -> None:
+    """Leave an ONNX export of the embedder for the torch-free query path (once per model)."""
+    from index.embed import SentenceTransformerEmbedder, ensure_onnx_export
+    from index.onnx_embed import onnx_dir, onnx_ready
+
+    if not isinstance(embedder, SentenceTransformerEmbedder) or cfg.embedder.query_backend == "torch":
+        return
+    if onnx_ready(onnx_dir(cfg.models_path(), embedder.id), embedder.id):
+        return
+    if progress:
+        progress("exporting", model=embedder.id)
+    try:
+        ensure_onnx_export(embedder, cfg.models_path())
+    except Exception as exc:  # the query path falls back to sentence-transformers
+        if progress:
+            progress("warning", message=f"ONNX export of {embedder.id} failed ({exc}); "
+                     "queries will load sentence-transformers")

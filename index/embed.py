@@ -198,3 +198,47 @@ def make_embedder(cfg: EmbedderConfig) -> SentenceTransformerEmbedder | HashingE
     # Keep torch from spawning more threads than there are cores on small machines.
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     return SentenceTransformerEmbedder(name, batch_size=cfg.batch_size, device=cfg.device)
+
+
+def embedder_id_for(cfg: EmbedderConfig) -> str:
+    """The id an embedder built from ``cfg`` would have, without loading any model."""
+    name = cfg.name.strip()
+    if name == "hashing" or name.startswith("hashing:"):
+        return f"hashing:{name.partition(':')[2] or '384'}"
+    return resolve_model(name)[1]
+
+
+def make_query_embedder(cfg: EmbedderConfig, models: Path):
+    """The light embedder for the query path: the ONNX export when present, no torch import."""
+    from index.onnx_embed import OnnxEmbedder, onnx_dir, onnx_ready
+
+    emb_id = embedder_id_for(cfg)
+    if emb_id.startswith("hashing:"):
+        return make_embedder(cfg)
+    directory = onnx_dir(models, emb_id)
+    if cfg.query_backend != "torch" and onnx_ready(directory, emb_id):
+        return OnnxEmbedder(directory)
+    if cfg.query_backend == "onnx":
+        raise BackendUnavailable(
+            f"embedder.query_backend = 'onnx' but {directory} holds no export of {emb_id!r} — "
+            "run `fathom ingest` once (it exports the model) or set query_backend = 'auto'"
+        )
+    return make_embedder(cfg)
+
+
+def ensure_onnx_export(embedder, models: Path) -> Path | None:
+    """Export a loaded sentence-transformers embedder for the query path, once per model.
+
+    Returns the export folder, or None when the embedder has no local folder to export from.
+    """
+    from index.onnx_embed import export_onnx, onnx_dir, onnx_ready
+
+    if not isinstance(embedder, SentenceTransformerEmbedder):
+        return None
+    directory = onnx_dir(models, embedder.id)
+    if onnx_ready(directory, embedder.id):
+        return directory
+    model_dir = embedder.model_dir()
+    if model_dir is None:
+        return None
+    return export_onnx(embedder._load(), model_dir, embedder.id, directory)

@@ -28,6 +28,11 @@ class EmbedderConfig:
     device: str = "cpu"
     # Prepend the document title to every chunk's embedding input (context for short chunks).
     title_prefix: bool = True
+    # Query-time backend: "auto" uses the ONNX export when one exists (no torch import), else
+    # sentence-transformers; "onnx" requires the export; "torch" always uses sentence-transformers.
+    query_backend: Literal["auto", "onnx", "torch"] = "auto"
+    # Where exported query-path models live (default: FATHOM_HOME/models).
+    cache_dir: str = ""
 
 
 @dataclass
@@ -82,6 +87,12 @@ class Config:
         if self.home:
             return Path(self.home).expanduser()
         return default_home()
+
+    def models_path(self) -> Path:
+        """Folder of exported query-path models."""
+        if self.embedder.cache_dir:
+            return Path(self.embedder.cache_dir).expanduser()
+        return self.home_path() / "models"
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -108,11 +108,11 @@ class CollectionRetriever:
 def open_retriever(cfg, name: str, mode: SearchMode | None = None) -> CollectionRetriever:
     """A retriever over collection ``name`` using the embedder it was built with."""
     from index.collection import Collection
-    from index.embed import make_embedder
+    from index.embed import embedder_id_for, make_query_embedder
 
     mode = mode or cfg.retrieval.mode
-    embedder = make_embedder(cfg.embedder) if mode != "bm25" else None
-    coll = Collection.open(cfg, name, expect_embedder=embedder.id if embedder else None)
+    coll = Collection.open(cfg, name, expect_embedder=embedder_id_for(cfg.embedder))
+    embedder = make_query_embedder(cfg.embedder, cfg.models_path()) if mode != "bm25" else None
     return CollectionRetriever(
         coll, embedder, mode=mode, rrf_k=cfg.retrieval.rrf_k, candidates=cfg.retrieval.candidates
     )

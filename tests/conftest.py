@@ -18,14 +18,21 @@ def shared_data_dir() -> Path:
     return Path(os.environ.get("FATHOM_DATA") or REPO.parent / "shared" / "data")
 
 
+@pytest.fixture(scope="session")
+def models_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One folder of exported query models for the session (an export takes seconds)."""
+    return tmp_path_factory.mktemp("models")
+
+
 @pytest.fixture(autouse=True)
-def fathom_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def fathom_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, models_cache: Path) -> Path:
     """Each test gets its own data directory and runs outside the repo (no stray fathom.toml)."""
     home = tmp_path / "fathom-home"
     monkeypatch.setenv("FATHOM_HOME", str(home))
     for name in list(os.environ):
         if name.startswith("FATHOM_") and "__" in name:
             monkeypatch.delenv(name)
+    monkeypatch.setenv("FATHOM_EMBEDDER__CACHE_DIR", str(models_cache))
     monkeypatch.chdir(tmp_path)
     return home
 
@@ -34,7 +41,7 @@ def fathom_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def cfg(fathom_home: Path):
     from stages.config import load_config
 
-    return load_config(env={"FATHOM_HOME": str(fathom_home)})
+    return load_config()
 
 
 @pytest.fixture(scope="session")
