@@ -1,0 +1,272 @@
+"""Ingestion: one loader per format, a suffix -> loader table, file discovery and JSONL records.
+
+Nothing heavy is imported here: PyMuPDF, pdfplumber and python-docx load inside the loaders.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import re
+import stat
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, TextIO
+
+from ingestion.clean import DEFAULT_MAX_BYTES, sections_from_headings, strip_controls
+from ingestion.pdf import PdfLoader
+from ingestion.text import MarkdownLoader, TextLoader
+from ingestion.word import DocxLoader
+from stages.base import Document, Loader, PageSpan, SectionSpan
+from stages.errors import ParseError
+
+__all__ = [
+    "LOADERS",
+    "SUPPORTED_SUFFIXES",
+    "DocxLoader",
+    "MarkdownLoader",
+    "PdfLoader",
+    "Source",
+    "TextLoader",
+    "discover",
+    "load_document",
+    "load_records",
+]
+
+# suffix (lower-case, with the dot) -> loader class; each takes ``max_bytes=`` (PdfLoader also
+# ``password=``).
+LOADERS: dict[str, Callable[..., Loader]] = {
+    ".pdf": PdfLoader,
+    ".docx": DocxLoader,
+    ".txt": TextLoader,
+    ".md": MarkdownLoader,
+    ".markdown": MarkdownLoader,
+}
+SUPPORTED_SUFFIXES: frozenset[str] = frozenset(LOADERS)
+
+
+def load_document(
+    path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, password: str | None = None
+) -> Document:
+    """Load one file with the loader for its (lower-cased) suffix; ParseError if unsupported."""
+    suffix = Path(path).suffix.lower()
+    factory = LOADERS.get(suffix)
+    if factory is None:
+        raise ParseError(
+            str(path),
+            f"unsupported file type {suffix or '(no suffix)'!r}",
+            f"supported: {', '.join(sorted(SUPPORTED_SUFFIXES))}",
+        )
+    if factory is PdfLoader:
+        return PdfLoader(max_bytes=max_bytes, password=password).load(path)
+    return factory(max_bytes=max_bytes).load(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Discovery
+# ---------------------------------------------------------------------------------------------
+
+SourceStatus = Literal["ok", "skipped", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """A path found by ``discover``: ``ok`` (load it), ``skipped`` or ``failed`` with the reason."""
+
+    path: Path
+    problem: str | None = None
+    status: SourceStatus = "ok"
+
+    def __post_init__(self) -> None:
+        if (self.status == "ok") != (self.problem is None):
+            raise ValueError(f"Source status {self.status!r} does not fit problem {self.problem!r}")
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {"path": str(self.path), "status": self.status, "problem": self.problem}
+
+
+def _skipped(path: Path, reason: str) -> Source:
+    return Source(path, reason, "skipped")
+
+
+def _failed(path: Path, reason: str) -> Source:
+    return Source(path, reason, "failed")
+
+
+def discover(paths: Iterable[str | Path], follow_symlinks: bool = True) -> Iterator[Source]:
+    """Expand files and folders (recursively, sorted by name) into Sources; never raises.
+
+    Hidden entries (name starts with '.') inside folders and unsupported suffixes are skipped;
+    broken symlinks, symlink loops and unreadable folders are failed. A file reached twice is
+    reported once. Paths given explicitly are taken even if hidden.
+    """
+    seen_files: set[tuple[int, int]] = set()
+    for raw in paths:
+        path = Path(raw)
+        try:
+            st = os.lstat(path)
+        except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+            reason = _os_reason(exc) if isinstance(exc, OSError) else str(exc)
+            yield _failed(path, reason)
+            continue
+        active_dirs: set[tuple[int, int]] = set()
+        yield from _visit(path, st, follow_symlinks, seen_files, active_dirs, top=True)
+
+
+def _os_reason(exc: OSError) -> str:
+    """The OS's reason in lower case ('permission denied'), without the path it repeats."""
+    return exc.strerror.lower() if exc.strerror else str(exc)
+
+
+def _visit(
+    path: Path,
+    lst: os.stat_result,
+    follow: bool,
+    seen_files: set[tuple[int, int]],
+    active_dirs: set[tuple[int, int]],
+    top: bool = False,
+) -> Iterator[Source]:
+    st = lst
+    if stat.S_ISLNK(lst.st_mode):
+        if not follow and not top:
+            yield _skipped(path, "symlink (not followed)")
+            return
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                yield _failed(path, "symlink loop (too many levels of symbolic links)")
+            elif isinstance(exc, FileNotFoundError):
+                target = _readlink(path)
+                yield _failed(path, f"broken symlink (target {target!r} does not exist)")
+            else:
+                yield _failed(path, f"cannot follow symlink: {_os_reason(exc)}")
+            return
+
+    if stat.S_ISDIR(st.st_mode):
+        key = (st.st_dev, st.st_ino)
+        if key in active_dirs:
+            yield _failed(path, "symlink loop (points back to a parent folder)")
+            return
+        try:
+            with os.scandir(path) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            yield _failed(path, f"cannot read folder: {_os_reason(exc)}")
+            return
+        active_dirs.add(key)
+        for entry in entries:
+            child = path / entry.name
+            if entry.name.startswith("."):
+                yield _skipped(child, "hidden")
+                continue
+            try:
+                child_lst = entry.stat(follow_symlinks=False)
+            except OSError as exc:
+                yield _failed(child, _os_reason(exc))
+                continue
+            yield from _visit(child, child_lst, follow, seen_files, active_dirs)
+        active_dirs.discard(key)
+        return
+
+    if not stat.S_ISREG(st.st_mode):
+        yield _skipped(path, "not a regular file")
+        return
+    suffix = path.suffix.lower()
+    if suffix not in SUPPORTED_SUFFIXES:
+        yield _skipped(path, f"unsupported file type {suffix or '(no suffix)'!r}")
+        return
+    key = (st.st_dev, st.st_ino)
+    if key in seen_files:
+        yield _skipped(path, "duplicate (same file already listed)")
+        return
+    seen_files.add(key)
+    if not os.access(path, os.R_OK):
+        yield _failed(path, "cannot read: permission denied")
+        return
+    yield Source(path)
+
+
+def _readlink(path: Path) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "?"
+
+
+# ---------------------------------------------------------------------------------------------
+# JSONL records
+# ---------------------------------------------------------------------------------------------
+
+_MD_HEADING = re.compile(r"(?m)^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")
+_NEEDS_CLEANING = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u200b\u2060\ufeff\u2028\u2029]")
+
+
+def load_records(jsonl_path: str | Path) -> Iterator[Document]:
+    """Documents from a ``docs.jsonl`` (one ``{"doc_id", "title", "text", ...}`` per line).
+
+    The text is kept as given (only newlines and control characters normalised) so answer
+    spans in the data still match; ``doc_id`` is the sha256 of text + title. Markdown ``#``
+    headings, if any, become sections (their text stays as written).
+    """
+    name = str(jsonl_path)
+    try:
+        # not a with-block here: only opening errors are "cannot read"
+        fh = open(jsonl_path, encoding="utf-8")  # noqa: SIM115 - closed by the with below
+    except OSError as exc:
+        raise ParseError(name, f"cannot read: {_os_reason(exc)}", "check the path") from None
+    with fh:
+        yield from _records(name, fh)
+
+
+def _records(name: str, fh: TextIO) -> Iterator[Document]:
+    lineno = 0
+    try:
+        for lineno, line in enumerate(fh, 1):
+            if line.strip():
+                yield _parse_record(name, lineno, line)
+    except UnicodeDecodeError as exc:
+        raise ParseError(
+            f"{name}:{lineno + 1}", f"not UTF-8 ({exc.reason})", "JSONL files must be UTF-8"
+        ) from None
+
+
+def _parse_record(name: str, lineno: int, line: str) -> Document:
+    try:
+        record = json.loads(line)
+        source_id = str(record["doc_id"])
+        text = record["text"]
+        title = record.get("title") or ""
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ParseError(
+            f"{name}:{lineno}",
+            f"not a record ({type(exc).__name__}: {exc})",
+            'each line must be a JSON object with "doc_id" and "text"',
+        ) from None
+    if not isinstance(text, str) or not isinstance(title, str):
+        raise ParseError(f"{name}:{lineno}", "text and title must be strings")
+    return _record_document(name, source_id, title, text)
+
+
+def _record_document(name: str, source_id: str, title: str, text: str) -> Document:
+    sha = hashlib.sha256((text + title).encode("utf-8")).hexdigest()
+    if _NEEDS_CLEANING.search(text):  # cheap test first: almost every record is clean
+        text = strip_controls(text)
+    sections: tuple[SectionSpan, ...] = ()
+    if "#" in text:
+        heads = [(m.start(), m.group(2), len(m.group(1))) for m in _MD_HEADING.finditer(text)]
+        sections = sections_from_headings(heads, len(text))
+    return Document(
+        doc_id=sha[:16],
+        path=f"{name}#{source_id}",
+        title=title,
+        text=text,
+        sha256=sha,
+        format="record",
+        pages=(PageSpan(1, 0, len(text)),),
+        sections=sections,
+        source_id=source_id,
+    )

@@ -1,0 +1,201 @@
+"""Plain-text and Markdown loaders: careful decoding, then paragraphs and (Markdown) headings."""
+
+from __future__ import annotations
+
+import codecs
+import re
+from pathlib import Path
+
+from ingestion.clean import (
+    DEFAULT_MAX_BYTES,
+    Block,
+    assemble,
+    make_document,
+    read_source,
+    table_row,
+)
+from stages.base import Document
+from stages.errors import ParseError
+
+# Tried in this order for files without a UTF-16 byte-order mark; the first that decodes wins.
+ENCODINGS = ("utf-8", "cp1252")
+_SNIFF_BYTES = 8192
+# Control bytes that never appear in text (keeps \t \n \v \f \r and ESC, which ANSI logs use).
+_BINARY_BYTES = bytes(b for b in range(32) if b not in (9, 10, 11, 12, 13, 27)) + b"\x7f"
+_BINARY_FIX = "check the file type or convert it to text"
+_CONTROL_CHARS = re.compile(r"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]")
+
+
+def decode_text(path: str, data: bytes) -> tuple[str, str]:
+    """Decode ``data`` as (text, encoding): utf-8(-sig), UTF-16 with a BOM, then cp1252."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        try:
+            text = data.decode("utf-16")
+        except UnicodeDecodeError as exc:
+            raise ParseError(
+                path,
+                f"has a UTF-16 byte-order mark but is not valid UTF-16 ({exc.reason})",
+                "re-save it as UTF-8",
+            ) from None
+        head_text = text[:_SNIFF_BYTES]
+        if len(_CONTROL_CHARS.findall(head_text)) > len(head_text) // 10:
+            raise ParseError(path, "binary data, not text", _BINARY_FIX)
+        return text, "utf-16"
+    head = data[:_SNIFF_BYTES]
+    if b"\x00" in head or len(head) - len(head.translate(None, _BINARY_BYTES)) > len(head) // 10:
+        raise ParseError(path, "binary data, not text", _BINARY_FIX)
+    try:
+        return data.decode("utf-8-sig"), "utf-8"
+    except UnicodeDecodeError as exc:
+        first_error = exc
+    try:
+        return data.decode("cp1252"), "cp1252"
+    except UnicodeDecodeError:
+        pos = first_error.start
+        raise ParseError(
+            path,
+            f"cannot decode text (tried {', '.join(ENCODINGS)}; "
+            f"byte 0x{data[pos]:02x} at offset {pos})",
+            "re-save it as UTF-8",
+        ) from None
+
+
+def _read_text(path: str | Path, max_bytes: int) -> tuple[bytes, str, list[str]]:
+    name = str(path)
+    data = read_source(path, max_bytes)
+    text, encoding = decode_text(name, data)
+    if not text.strip():
+        raise ParseError(name, "empty file", "remove it or give it some content")
+    warnings = [] if encoding == "utf-8" else [f"decoded as {encoding} (not UTF-8)"]
+    return data, text, warnings
+
+
+class TextLoader:
+    """Loads ``.txt``: paragraphs separated by blank lines, wrapped lines joined."""
+
+    format = "txt"
+
+    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.max_bytes = max_bytes
+
+    def load(self, path: str | Path) -> Document:
+        """Read and decode the file into a Document with one page and no sections."""
+        data, text, warnings = _read_text(path, self.max_bytes)
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        blocks = [Block(p) for p in re.split(r"\n[ \t]*\n", text)]
+        assembled = assemble(blocks)
+        if not assembled.text:
+            raise ParseError(str(path), "no text", "the file holds only control characters")
+        return make_document(path, data, self.format, assembled, warnings=warnings)
+
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+_TABLE_LINE = re.compile(r"^\s*\|.*\|\s*$")
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?\n)(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
+
+
+def parse_markdown(text: str) -> tuple[list[Block], str]:
+    """Markdown as blocks: ATX/setext headings, fenced code kept verbatim, tables as rows.
+
+    Returns the blocks and the front-matter ``title:`` ('' when there is none).
+    """
+    title = ""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    front = _FRONT_MATTER.match(text)
+    if front:
+        match = re.search(r"(?m)^title:[ \t]*(.+?)[ \t]*$", front.group(1))
+        if match:
+            title = match.group(1).strip("'\"")
+        text = text[front.end() :]
+
+    blocks: list[Block] = []
+    para: list[str] = []
+    table: list[str] = []
+
+    def flush() -> None:
+        if para:
+            blocks.append(Block("\n".join(para)))
+            para.clear()
+        if table:
+            rows = (
+                table_row(c.strip() for c in row.strip().strip("|").split("|")) for row in table
+            )
+            blocks.append(Block("\n".join(r for r in rows if r), "table"))
+            table.clear()
+
+    lines = text.split("\n")
+    i, n = 0, len(lines)
+    while i < n:
+        line = lines[i]
+        fence = _FENCE.match(line)
+        if fence:
+            flush()
+            marker = fence.group(1)
+            code: list[str] = []
+            i += 1
+            while i < n and not lines[i].lstrip().startswith(marker):
+                code.append(lines[i])
+                i += 1
+            i += 1  # the closing fence (or past the end)
+            for chunk in re.split(r"\n\s*\n", "\n".join(code)):
+                if chunk.strip():
+                    blocks.append(Block(chunk, "code"))
+            continue
+        if not line.strip():
+            flush()
+            i += 1
+            continue
+        atx = _ATX.match(line)
+        if atx:
+            flush()
+            if atx.group(2):
+                blocks.append(Block(atx.group(2), "heading", level=len(atx.group(1))))
+            i += 1
+            continue
+        if _TABLE_LINE.match(line):
+            if para:
+                flush()
+            if not _TABLE_RULE.match(line):
+                table.append(line)
+            i += 1
+            continue
+        if table:
+            flush()
+        setext = _SETEXT.match(line)
+        if setext and para:
+            blocks.append(
+                Block(" ".join(para), "heading", level=1 if setext.group(1)[0] == "=" else 2)
+            )
+            para.clear()
+            i += 1
+            continue
+        if setext and not para:  # a thematic break ("---" on its own)
+            i += 1
+            continue
+        para.append(line)
+        i += 1
+    flush()
+    return blocks, title
+
+
+class MarkdownLoader:
+    """Loads ``.md``/``.markdown``: headings become sections, the ``#`` marks dropped."""
+
+    format = "md"
+
+    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.max_bytes = max_bytes
+
+    def load(self, path: str | Path) -> Document:
+        """Read, decode and parse the Markdown file into a Document with sections."""
+        data, text, warnings = _read_text(path, self.max_bytes)
+        blocks, title = parse_markdown(text)
+        assembled = assemble(blocks)
+        if not assembled.text:
+            raise ParseError(str(path), "no text", "the file holds only markup")
+        return make_document(
+            path, data, self.format, assembled, meta_title=title, warnings=warnings
+        )

@@ -1,0 +1,212 @@
+"""DOCX loader (python-docx): paragraphs and tables in document order, heading styles as sections.
+
+Named ``word`` rather than ``docx`` so it never shadows the python-docx package.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ingestion.clean import (
+    DEFAULT_MAX_BYTES,
+    Block,
+    assemble,
+    make_document,
+    read_source,
+    table_row,
+)
+from stages.base import Document
+from stages.errors import ParseError
+
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+_P, _TBL, _SDT, _TR, _TC = f"{_W}p", f"{_W}tbl", f"{_W}sdt", f"{_W}tr", f"{_W}tc"
+_HEADING_STYLE = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
+
+
+class DocxLoader:
+    """Loads ``.docx`` with python-docx; one page (Word pagination is not in the file)."""
+
+    format = "docx"
+
+    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.max_bytes = max_bytes
+
+    def load(self, path: str | Path) -> Document:
+        """Read the file into a Document: body paragraphs and tables, heading styles as sections."""
+        name = str(path)
+        data = read_source(path, self.max_bytes)
+        try:
+            import docx  # python-docx, imported here so the CLI starts fast
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ParseError(
+                name, f"python-docx is not installed ({exc})", "pip install python-docx"
+            ) from None
+        if not data.startswith(b"PK"):
+            raise ParseError(
+                name,
+                "not a DOCX file (not a zip archive)",
+                "check the file type or re-save it as .docx",
+            )
+        try:
+            document = docx.Document(io.BytesIO(data))
+        except Exception as exc:  # python-docx raises zipfile, KeyError, lxml and its own errors
+            raise ParseError(
+                name,
+                f"cannot be opened (corrupt or not a DOCX file: {type(exc).__name__})",
+                "re-save it from Word or LibreOffice as .docx",
+            ) from None
+
+        levels = _heading_levels(document)
+        blocks = list(_body_blocks(document.element.body, levels))
+        assembled = assemble(blocks)
+        if not assembled.text.strip():
+            raise ParseError(name, "no text", "the document is empty (or holds only images)")
+        try:
+            meta_title = document.core_properties.title
+        except Exception:  # a malformed core.xml should not lose the whole document
+            meta_title = ""
+        return make_document(path, data, self.format, assembled, meta_title=meta_title)
+
+
+def _heading_levels(document: Any) -> dict[str, int]:
+    """style_id -> heading level for "Title", "Heading 1".."Heading 9" and styles based on them."""
+    by_id: dict[str, Any] = {}
+    for style in document.styles.element.iterchildren(f"{_W}style"):
+        style_id = style.get(f"{_W}styleId")
+        if style_id:
+            by_id[style_id] = style
+
+    def own_level(style: Any) -> int:
+        name_el = style.find(f"{_W}name")
+        name = (name_el.get(f"{_W}val") if name_el is not None else "") or ""
+        match = _HEADING_STYLE.match(name.strip())
+        if match:
+            return int(match.group(1))
+        if name.strip().lower() == "title":
+            return 1
+        return 0
+
+    levels: dict[str, int] = {}
+    for style_id, style in by_id.items():
+        seen: set[str] = set()
+        current, level = style, 0
+        while current is not None and not level:  # follow basedOn to catch custom heading styles
+            level = own_level(current)
+            based = current.find(f"{_W}basedOn")
+            parent = based.get(f"{_W}val") if based is not None else None
+            if not parent or parent in seen:
+                break
+            seen.add(parent)
+            current = by_id.get(parent)
+        if level:
+            levels[style_id] = level
+    return levels
+
+
+def _paragraph_text(p: Any) -> str:
+    """Visible text of a ``w:p``: runs, tabs and breaks, including hyperlinks and fields."""
+    parts: list[str] = []
+    for el in p.iter(
+        f"{_W}t", f"{_W}tab", f"{_W}br", f"{_W}cr", f"{_W}noBreakHyphen", f"{_W}delText"
+    ):
+        tag = el.tag
+        if tag == f"{_W}t":
+            parts.append(el.text or "")
+        elif tag == f"{_W}tab":
+            parts.append("\t")
+        elif tag in (f"{_W}br", f"{_W}cr"):
+            # A page break is not a line break in the text; a line break is.
+            parts.append(" " if el.get(f"{_W}type") == "page" else "\n")
+        elif tag == f"{_W}noBreakHyphen":
+            parts.append("-")
+        # w:delText is deleted (tracked-change) text: skipped
+    return "".join(parts)
+
+
+def _paragraph_level(p: Any, levels: dict[str, int]) -> int:
+    ppr = p.find(f"{_W}pPr")
+    if ppr is None:
+        return 0
+    style = ppr.find(f"{_W}pStyle")
+    if style is not None:
+        level = levels.get(style.get(f"{_W}val") or "", 0)
+        if level:
+            return level
+    outline = ppr.find(f"{_W}outlineLvl")
+    if outline is not None:  # direct outline level on the paragraph (0-based; 9 = body text)
+        try:
+            value = int(outline.get(f"{_W}val") or 9)
+        except ValueError:
+            value = 9
+        if value < 9:
+            return value + 1
+    return 0
+
+
+def _body_blocks(body: Any, levels: dict[str, int]) -> Iterator[Block]:
+    """Blocks of the body in document order (``w:p`` and ``w:tbl``, looking inside ``w:sdt``)."""
+    for el in body.iterchildren(_P, _TBL, _SDT):
+        if el.tag == _P:
+            text = _paragraph_text(el)
+            if not text.strip():
+                continue
+            level = _paragraph_level(el, levels)
+            if level and len(text) <= 300:
+                yield Block(text, "heading", level=level)
+            else:
+                yield Block(text)
+        elif el.tag == _TBL:
+            rows = _table_rows(el)
+            if rows:
+                yield Block("\n".join(rows), "table")
+        else:
+            content = el.find(f"{_W}sdtContent")
+            if content is not None:
+                yield from _body_blocks(content, levels)
+
+
+def _cell_text(tc: Any) -> str:
+    """A cell's paragraphs joined by spaces; a nested table's rows joined by ' / '."""
+    parts: list[str] = []
+    for el in tc.iterchildren(_P, _TBL, _SDT):
+        if el.tag == _P:
+            parts.append(_paragraph_text(el))
+        elif el.tag == _TBL:
+            parts.append(" / ".join(r.replace(" | ", ", ") for r in _table_rows(el)))
+        else:
+            parts.extend(_paragraph_text(p) for p in el.iter(_P))
+    return " ".join(" ".join(parts).split())
+
+
+def _table_rows(tbl: Any) -> list[str]:
+    """Rows as 'a | b | c'. Reads the XML grid directly: a horizontally merged cell appears once,
+    a vertically merged cell only in its first row (python-docx would repeat both)."""
+    rows: list[str] = []
+    for tr in tbl.iterchildren(_TR):
+        cells: list[str] = []
+        for tc in _row_cells(tr):
+            tcpr = tc.find(f"{_W}tcPr")
+            vmerge = tcpr.find(f"{_W}vMerge") if tcpr is not None else None
+            if vmerge is not None and vmerge.get(f"{_W}val") in (None, "continue"):
+                cells.append("")  # continuation of a vertical merge: text shown in the first row
+                continue
+            cells.append(_cell_text(tc))
+        row = table_row(cells)
+        if row:
+            rows.append(row)
+    return rows
+
+
+def _row_cells(tr: Any) -> Iterator[Any]:
+    """The ``w:tc`` children of a row, looking inside content controls (``w:sdt``)."""
+    for el in tr.iterchildren(_TC, _SDT):
+        if el.tag == _TC:
+            yield el
+        else:
+            content = el.find(f"{_W}sdtContent")
+            if content is not None:
+                yield from _row_cells(content)
