@@ -251,6 +251,329 @@ def search(
 
 
 # ---------------------------------------------------------------------------------------------
+# ask / chat / history / stats
+# ---------------------------------------------------------------------------------------------
+
+
+def _ask_overrides(generator, model, embedder, budget_tokens) -> dict[str, Any]:
+    return {
+        "generator.backend": generator,
+        "generator.model": model,
+        "embedder.name": embedder,
+        "compress.budget_tokens": budget_tokens,
+    }
+
+
+class _AnswerStream:
+    """Streams answer tokens to stdout as they arrive (plain text, not JSON)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.started = False
+
+    def __call__(self, token: str) -> None:
+        if not self.enabled:
+            return
+        from stages.text import safe_terminal_text
+
+        if not self.started:
+            sys.stdout.write("\n")
+            self.started = True
+        sys.stdout.write(safe_terminal_text(token))
+        sys.stdout.flush()
+
+
+def _ask_events(console):
+    def on_event(event: str, **info: Any) -> None:
+        if event == "escalate":
+            console.print(
+                f"[yellow]low confidence ({info['confidence']:.2f}) → retrieving deeper "
+                f"(k = {info['k']}) and regenerating[/yellow]"
+            )
+
+    return on_event
+
+
+_ASK_OPTIONS = [
+    click.option(
+        "--k",
+        "k",
+        type=click.IntRange(0, 200),
+        default=None,
+        help="Fix the retrieval depth (0 = answer without retrieval).",
+    ),
+    click.option(
+        "--generator",
+        type=click.Choice(["auto", "llamacpp", "ollama", "openai", "huggingface", "extractive"]),
+        default=None,
+        help="Answer backend.",
+    ),
+    click.option("--model", default=None, help="Generator model (name, GGUF path, …)."),
+    click.option("--embedder", default=None, help="Embedding model name or path."),
+    click.option(
+        "--budget-tokens",
+        type=click.IntRange(0),
+        default=None,
+        help="Context budget in the generator's tokens.",
+    ),
+    click.option("--no-rerank", is_flag=True, help="Skip the reranker."),
+]
+
+
+def _with_ask_options(fn):
+    for opt in reversed(_ASK_OPTIONS):
+        fn = opt(fn)
+    return fn
+
+
+@main.command()
+@click.argument("target")
+@click.argument("question")
+@_with_ask_options
+@click.option("--rebuild", is_flag=True, help="Re-index TARGET before answering.")
+@click.option("--json", "as_json", is_flag=True, help="Print the answer and report as JSON.")
+@click.option("--no-stream", is_flag=True, help="Print the answer only when it is complete.")
+@click.pass_context
+def ask(
+    ctx: click.Context,
+    target: str,
+    question: str,
+    k: int | None,
+    generator: str | None,
+    model: str | None,
+    embedder: str | None,
+    budget_tokens: int | None,
+    no_rerank: bool,
+    rebuild: bool,
+    as_json: bool,
+    no_stream: bool,
+) -> None:
+    """Answer QUESTION from TARGET (a file, a folder or a collection name), with citations."""
+    from stages.pipeline import ask as run_ask
+
+    cfg = _config(ctx, **_ask_overrides(generator, model, embedder, budget_tokens))
+    err = _stderr_console()
+    stream = _AnswerStream(enabled=not as_json and not no_stream)
+    with _IngestProgress(enabled=not as_json) as prog:
+        answer = run_ask(
+            cfg,
+            target,
+            question,
+            k=k,
+            rerank=False if no_rerank else None,
+            rebuild=rebuild,
+            progress=prog,
+            on_token=stream,
+            on_event=_ask_events(err),
+        )
+    if as_json:
+        _print_json(answer.to_dict())
+        return
+    _render_answer(answer, streamed=stream.started)
+
+
+def _render_answer(answer, streamed: bool) -> None:
+    from rich.console import Console
+    from rich.panel import Panel
+    from rich.table import Table
+
+    from stages.text import safe_terminal_text
+
+    out = Console()
+    tr = answer.trace
+    if streamed:
+        out.print()
+    final_differs = len(tr.rounds) > 1
+    if not streamed or final_differs:
+        title = "Answer" if not final_differs else f"Answer (after {len(tr.rounds)} rounds)"
+        out.print(Panel(safe_terminal_text(answer.text), title=title, expand=False))
+    if answer.sources:
+        table = Table(title="Sources", title_justify="left")
+        for col in ("n", "document", "pages", "section", "score", "cited"):
+            table.add_column(col, overflow="fold")
+        cited = {c.n for c in answer.citations}
+        for c in answer.sources:
+            table.add_row(
+                str(c.n),
+                safe_terminal_text(c.title or c.path),
+                c.pages,
+                safe_terminal_text(c.section),
+                f"{c.score:.4f}",
+                "✓" if c.n in cited else "",
+            )
+        out.print(table)
+    d = tr.decision
+    conf = answer.confidence
+    out.print(
+        f"[bold]Decision[/bold] {tr.query_type.replace('_', '-')} question · policy "
+        f"{d.policy if d else '-'} · k = {d.k if d else 0} · {d.reason if d else ''}",
+        highlight=False,
+    )
+    out.print(
+        f"[bold]Confidence[/bold] {conf['score']:.2f}"
+        + (" (abstained)" if conf.get("abstained") else "")
+        + f" · {len(tr.rounds)} round(s) · backend {tr.backend} · model {tr.model} · "
+        f"reranker {tr.reranker}",
+        highlight=False,
+    )
+    lat = Table(title="Latency (ms)", title_justify="left")
+    for stage in tr.stages_ms:
+        lat.add_column(stage, justify="right")
+    lat.add_column("total", justify="right")
+    lat.add_row(*[f"{v:.1f}" for v in tr.stages_ms.values()], f"{tr.total_ms:.1f}")
+    out.print(lat)
+    tok = tr.tokens
+    cost = f"{tr.cost:.6f} {tr.currency}" if tr.cost else f"0 {tr.currency} (local model)"
+    out.print(
+        f"[bold]Tokens[/bold] embedding {tok['embedding']} · context {tok['context']} · prompt "
+        f"{tok['prompt']} · completion {tok['completion']} · [bold]cost[/bold] {cost}",
+        highlight=False,
+    )
+    for notice in tr.notices:
+        out.print(f"[yellow]note[/yellow] {notice}", highlight=False)
+
+
+@main.command()
+@click.argument("target")
+@_with_ask_options
+@click.pass_context
+def chat(
+    ctx: click.Context,
+    target: str,
+    k: int | None,
+    generator: str | None,
+    model: str | None,
+    embedder: str | None,
+    budget_tokens: int | None,
+    no_rerank: bool,
+) -> None:
+    """Ask questions about TARGET one after another, with the index and models kept loaded."""
+    from stages.pipeline import Engine, record, resolve_target
+
+    cfg = _config(ctx, **_ask_overrides(generator, model, embedder, budget_tokens))
+    err = _stderr_console()
+    with _IngestProgress(enabled=True) as prog:
+        name = resolve_target(cfg, target, progress=prog)
+    engine = Engine(cfg, name)
+    err.print(f"chatting with {name!r} — an empty line or Ctrl-D ends the session")
+    try:
+        while True:
+            try:
+                question = click.prompt(
+                    "?", prompt_suffix=" ", default="", show_default=False, err=True
+                )
+            except (EOFError, click.Abort):
+                break
+            if not question.strip():
+                break
+            stream = _AnswerStream(enabled=True)
+            try:
+                answer = engine.ask(
+                    question,
+                    k=k,
+                    rerank=False if no_rerank else None,
+                    on_token=stream,
+                    on_event=_ask_events(err),
+                )
+            except Exception as exc:
+                from stages.errors import FathomError
+
+                if not isinstance(exc, FathomError):
+                    raise
+                err.print(f"[red]error[/red] {exc}")
+                continue
+            record(cfg, target, answer)
+            _render_answer(answer, streamed=stream.started)
+    finally:
+        engine.close()
+
+
+@main.command()
+@click.option("-n", "limit", type=click.IntRange(1, 10000), default=20, help="How many.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def history(ctx: click.Context, limit: int, as_json: bool) -> None:
+    """Recent questions with their depth, latency, tokens and cost."""
+    from stages.history import History
+
+    cfg = _config(ctx)
+    rows = History(cfg.home_path() / "history.db").recent(limit)
+    if as_json:
+        for row in rows:
+            _print_json(row)
+        return
+    import datetime as dt
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from stages.text import safe_terminal_text
+
+    table = Table()
+    for col in ("when", "question", "type", "k", "ms", "tokens", "cost", "conf", "model"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(
+            dt.datetime.fromtimestamp(r["ts"]).strftime("%Y-%m-%d %H:%M"),
+            safe_terminal_text(r["question"]),
+            r["query_type"] or "",
+            str(r["k"]),
+            f"{r['total_ms']:.0f}",
+            str((r["prompt_tokens"] or 0) + (r["completion_tokens"] or 0)),
+            f"{r['cost'] or 0:.4f}",
+            f"{r['confidence'] or 0:.2f}",
+            r["model"] or "",
+        )
+    Console().print(table)
+
+
+@main.command()
+@click.option(
+    "--slo-ms",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Latency objective: report the share of asks within it.",
+)
+@click.option(
+    "--days",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Only the last N days (default: everything).",
+)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def stats(ctx: click.Context, slo_ms: float | None, days: float | None, as_json: bool) -> None:
+    """Latency P50/P95, SLO compliance, mean depth, tokens and cost over recorded asks."""
+    import time
+
+    from stages.history import History
+
+    cfg = _config(ctx)
+    since = time.time() - days * 86400 if days is not None else None
+    data = History(cfg.home_path() / "history.db").stats(since=since, slo_ms=slo_ms)
+    if as_json:
+        _print_json(data)
+        return
+
+    def f(x, fmt="{:.1f}"):
+        return "-" if x is None else fmt.format(x)
+
+    lat = data["latency_ms"]
+    click.echo(f"asks            {data['asks']}")
+    click.echo(f"latency P50/P95 {f(lat['p50'])} / {f(lat['p95'])} ms")
+    if slo_ms is not None:
+        click.echo(f"SLO {slo_ms:g} ms    {f(data['slo_compliance'], '{:.1%}')} of asks within")
+    click.echo(f"mean depth k    {f(data['mean_k'], '{:.2f}')}")
+    t = data["tokens"]
+    click.echo(
+        f"tokens          prompt {t['prompt']} · completion {t['completion']} · "
+        f"context {t['context']}"
+    )
+    click.echo(f"cost            {data['cost']:.6f} {data['currency']}")
+    click.echo(f"escalated       {data['escalated']} asks needed a deeper round")
+
+
+# ---------------------------------------------------------------------------------------------
 # collections
 # ---------------------------------------------------------------------------------------------
 
@@ -292,7 +615,11 @@ def collections_list(ctx: click.Context, as_json: bool) -> None:
     for m in manifests:
         c = m.counts()
         table.add_row(
-            m.name, str(c["documents"]), str(c["failed"]), str(c["chunks"]), m.embedder_id,
+            m.name,
+            str(c["documents"]),
+            str(c["failed"]),
+            str(c["chunks"]),
+            m.embedder_id,
             m.updated,
         )
     Console().print(table)
@@ -331,7 +658,10 @@ def collections_show(ctx: click.Context, name: str, as_json: bool) -> None:
         table.add_column(col, overflow="fold")
     for d in data["documents"]:
         table.add_row(
-            safe_terminal_text(d["path"]), d["status"], str(d["pages"]), str(d["chunks"]),
+            safe_terminal_text(d["path"]),
+            d["status"],
+            str(d["pages"]),
+            str(d["chunks"]),
             safe_terminal_text(d["error"] or d["title"]),
         )
     out.print(table)

@@ -117,7 +117,7 @@ class Collection:
 
     @classmethod
     def open(cls, cfg: Config, name: str, expect_embedder: str | None = None) -> Collection:
-        """Open ``name``; ``expect_embedder`` (an embedder id) must match the one it was built with."""
+        """Open ``name``; ``expect_embedder`` (an id) must match the one it was built with."""
         directory = collections_root(cfg) / check_name(name)
         for _attempt in range(3):
             manifest = read_manifest(directory)
@@ -250,7 +250,7 @@ def remove_collection(cfg: Config, name: str) -> None:
 
 
 def collection_for(paths: Iterable[str | Path]) -> str:
-    """The cached collection name for files/folders, keyed by their content (sha256 of each file)."""
+    """The cached collection name for files/folders, keyed by the sha256 of each file."""
     import ingestion
 
     shas = []
@@ -419,8 +419,13 @@ def ingest(
                     FileResult(doc.path, "skipped", f"same content as {seen_ids[doc.doc_id]}")
                 )
                 failed.append(
-                    DocEntry(doc.path, "skipped", doc.sha256, doc.doc_id,
-                             error=f"duplicate of {seen_ids[doc.doc_id]}")
+                    DocEntry(
+                        doc.path,
+                        "skipped",
+                        doc.sha256,
+                        doc.doc_id,
+                        error=f"duplicate of {seen_ids[doc.doc_id]}",
+                    )
                 )
                 return
             seen_ids[doc.doc_id] = doc.path
@@ -431,9 +436,17 @@ def ingest(
                 return
             chunks = chunker.split(doc)
             entry = DocEntry(
-                path=doc.path, status="ok", sha256=doc.sha256, doc_id=doc.doc_id,
-                title=doc.title, format=doc.format, source_id=doc.source_id, size=size,
-                pages=len(doc.pages), sections=len(doc.sections), chunks=len(chunks),
+                path=doc.path,
+                status="ok",
+                sha256=doc.sha256,
+                doc_id=doc.doc_id,
+                title=doc.title,
+                format=doc.format,
+                source_id=doc.source_id,
+                size=size,
+                pages=len(doc.pages),
+                sections=len(doc.sections),
+                chunks=len(chunks),
                 warnings=list(doc.warnings),
             )
             if not chunks:
@@ -477,7 +490,8 @@ def ingest(
                 size = path.stat().st_size
                 if size > max_bytes:
                     raise ParseError(
-                        spath, f"{size >> 20} MiB is over the {cfg.ingest.max_file_mb} MiB limit",
+                        spath,
+                        f"{size >> 20} MiB is over the {cfg.ingest.max_file_mb} MiB limit",
                         "raise ingest.max_file_mb or split the file",
                     )
                 sha = file_sha256(path)
@@ -523,7 +537,9 @@ def ingest(
                 else:
                     kept[doc.path] = doc
 
-        old_failed = {(d.path, d.error) for d in old.documents if d.status != "ok"} if old else set()
+        old_failed = (
+            {(d.path, d.error) for d in old.documents if d.status != "ok"} if old else set()
+        )
         new_failed = {(d.path, d.error) for d in failed}
         changed = (
             old is None
@@ -551,8 +567,17 @@ def ingest(
         generation = (old.generation if old else _max_generation(directory)) + 1
         report.generation = generation
         manifest, chunks, vectors = _assemble(
-            cfg, name, generation, old, old_dir, kept, pending, failed, new_vecs,
-            embedder, chunker_params,
+            cfg,
+            name,
+            generation,
+            old,
+            old_dir,
+            kept,
+            pending,
+            failed,
+            new_vecs,
+            embedder,
+            chunker_params,
         )
         _write_generation(directory, manifest, chunks, vectors, cfg, emit)
         timings["write"] = time.perf_counter() - t2
@@ -758,7 +783,10 @@ def _export_query_model(cfg: Config, embedder: Embedder, progress: Progress | No
     from index.embed import SentenceTransformerEmbedder, ensure_onnx_export
     from index.onnx_embed import onnx_dir, onnx_ready
 
-    if not isinstance(embedder, SentenceTransformerEmbedder) or cfg.embedder.query_backend == "torch":
+    if (
+        not isinstance(embedder, SentenceTransformerEmbedder)
+        or cfg.embedder.query_backend == "torch"
+    ):
         return
     if onnx_ready(onnx_dir(cfg.models_path(), embedder.id), embedder.id):
         return
@@ -768,5 +796,8 @@ def _export_query_model(cfg: Config, embedder: Embedder, progress: Progress | No
         ensure_onnx_export(embedder, cfg.models_path())
     except Exception as exc:  # the query path falls back to sentence-transformers
         if progress:
-            progress("warning", message=f"ONNX export of {embedder.id} failed ({exc}); "
-                     "queries will load sentence-transformers")
+            progress(
+                "warning",
+                message=f"ONNX export of {embedder.id} failed ({exc}); "
+                "queries will load sentence-transformers",
+            )

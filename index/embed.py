@@ -7,6 +7,7 @@ package, so nothing is downloaded. Both produce L2-normalised ``(n, dim) float32
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import os
 import re
 import threading
@@ -86,9 +87,8 @@ class SentenceTransformerEmbedder:
     def dim(self) -> int:
         if self._dim is None:
             model = self._load()
-            getter = getattr(model, "get_embedding_dimension", None) or getattr(
-                model, "get_sentence_embedding_dimension"
-            )
+            getter = getattr(model, "get_embedding_dimension", None)
+            getter = getter or model.get_sentence_embedding_dimension
             self._dim = int(getter())
         return self._dim
 
@@ -173,7 +173,7 @@ class HashingEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
             words = [w.lower() for w in _WORD.findall(text)]
-            feats = words + [a + " " + b for a, b in zip(words, words[1:], strict=False)]
+            feats = words + [a + " " + b for a, b in itertools.pairwise(words)]
             for feat in feats:
                 h = int(content_id(feat, length=8), 16)
                 out[row, h % self.dim] += 1.0 if (h >> 31) & 1 else -1.0

@@ -113,8 +113,10 @@ def export_onnx(st_model: Any, model_dir: Path, embedder_id: str, out_dir: Path)
             str(tmp / "model.onnx"),
             input_names=names,
             output_names=["last_hidden_state"],
-            dynamic_axes={**{n: {0: "batch", 1: "seq"} for n in names},
-                          "last_hidden_state": {0: "batch", 1: "seq"}},
+            dynamic_axes={
+                **{n: {0: "batch", 1: "seq"} for n in names},
+                "last_hidden_state": {0: "batch", 1: "seq"},
+            },
             opset_version=17,
             dynamo=False,
         )

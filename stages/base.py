@@ -237,3 +237,92 @@ class Retriever(Protocol):
 @runtime_checkable
 class DepthPolicy(Protocol):
     def decide(self, query: str, probe: Probe, qtype: QueryType) -> Decision: ...
+
+
+# ---------------------------------------------------------------------------------------------
+# Generation, answers and traces
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """One generation: the text, the source numbers it cites ([n] → ``hits[n-1]``), its tokens.
+
+    ``logprobs`` are per-token log-probabilities when the backend gives them.
+    """
+
+    text: str
+    citations: tuple[int, ...]
+    prompt_tokens: int
+    completion_tokens: int
+    backend: str
+    model: str
+    finish_reason: str = ""
+    logprobs: tuple[float, ...] | None = None
+    ms: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "citations": list(self.citations),
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "backend": self.backend,
+            "model": self.model,
+            "finish_reason": self.finish_reason,
+            "mean_logprob": (sum(self.logprobs) / len(self.logprobs) if self.logprobs else None),
+            "ms": self.ms,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    """Source ``n`` of an answer, resolved to its document, pages and section."""
+
+    n: int
+    chunk_id: str
+    doc_id: str
+    title: str
+    path: str
+    pages: str
+    section: str
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "chunk_id": self.chunk_id,
+            "doc_id": self.doc_id,
+            "title": self.title,
+            "path": self.path,
+            "pages": self.pages,
+            "section": self.section,
+            "score": self.score,
+        }
+
+
+@runtime_checkable
+class Generator(Protocol):
+    """Answers a question from numbered sources (``hits``; may be empty)."""
+
+    name: str  # backend name, e.g. "llamacpp"
+    model: str
+
+    @property
+    def context_window(self) -> int: ...
+
+    def count_tokens(self, texts: list[str]) -> list[int]: ...
+
+    def generate(self, question: str, hits: list[Hit], on_token: Any | None = None) -> Draft: ...
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    name: str
+
+    def rerank(self, query: str, hits: list[Hit]) -> list[Hit]: ...
+
+
+@runtime_checkable
+class Compressor(Protocol):
+    def fit(self, query: str, hits: list[Hit], budget: int) -> list[Hit]: ...

@@ -67,6 +67,65 @@ class RetrievalConfig:
 
 
 @dataclass
+class GeneratorConfig:
+    backend: Literal["auto", "llamacpp", "ollama", "openai", "huggingface", "extractive"] = "auto"
+    # Backend default when empty: the packaged SmolLM2 GGUF for llamacpp and huggingface,
+    # "llama3.2" for ollama, "gpt-4o-mini" for openai.
+    model: str = ""
+    base_url: str = ""  # OpenAI-compatible server (vLLM, llama.cpp server, LM Studio, Ollama /v1)
+    api_key: str = ""  # else the OPENAI_API_KEY environment variable; never printed
+    ollama_host: str = ""  # else OLLAMA_HOST, else http://127.0.0.1:11434
+    context_window: int = 4096  # tokens: llama.cpp n_ctx, Ollama num_ctx (always sent)
+    max_tokens: int = 256  # completion budget
+    temperature: float = 0.0
+    timeout_s: float = 120.0
+    retries: int = 2
+    seed: int = 0
+    threads: int = 0  # 0: the machine's cores
+
+
+@dataclass
+class RerankConfig:
+    enabled: bool = True
+    model: str = "cross-encoder/ms-marco-MiniLM-L6-v2"  # any CrossEncoder name or path
+    candidates: int = 30  # hits sent to the reranker
+    batch_size: int = 32
+
+
+@dataclass
+class CompressConfig:
+    budget_tokens: int = 1500  # context budget in the generator's tokens
+    dedupe_threshold: float = 0.9  # shingle Jaccard above which a chunk is a near-duplicate
+    mmr_lambda: float = 0.7  # relevance vs diversity
+    sentence_select_over: int = 120  # chunks longer than this (tokens) keep relevant sentences
+
+
+def _default_prices() -> dict[str, list[float]]:
+    # Input and output price per million tokens. Editable defaults: check your provider's page.
+    return {
+        "gpt-4o-mini": [0.15, 0.60],
+        "gpt-4o": [2.50, 10.00],
+        "gpt-4.1-mini": [0.40, 1.60],
+        "gpt-4.1": [2.00, 8.00],
+    }
+
+
+@dataclass
+class PricesConfig:
+    currency: str = "USD"
+    # model -> [input, output] per million tokens; models not listed (local ones) cost 0.
+    models: dict[str, list[float]] = field(default_factory=_default_prices)
+
+
+@dataclass
+class FeedbackConfig:
+    enabled: bool = True
+    threshold: float = 0.45  # below this confidence, retrieve deeper and regenerate
+    max_rounds: int = 2  # extra rounds after the first
+    growth: float = 2.0  # k multiplier per round
+
+
+@dataclass
 class IngestConfig:
     strict: bool = False
     max_file_mb: int = 512
@@ -81,6 +140,11 @@ class Config:
     index: IndexConfig = field(default_factory=IndexConfig)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     ingest: IngestConfig = field(default_factory=IngestConfig)
+    generator: GeneratorConfig = field(default_factory=GeneratorConfig)
+    rerank: RerankConfig = field(default_factory=RerankConfig)
+    compress: CompressConfig = field(default_factory=CompressConfig)
+    feedback: FeedbackConfig = field(default_factory=FeedbackConfig)
+    prices: PricesConfig = field(default_factory=PricesConfig)
 
     def home_path(self) -> Path:
         """FATHOM_HOME: config ``home``, else the platform data dir."""
@@ -111,6 +175,19 @@ def default_home() -> Path:
 def _coerce(value: Any, typ: Any, key: str, source: str) -> Any:
     """Convert ``value`` to the field type ``typ``; strings from the environment are parsed."""
     origin = typing.get_origin(typ)
+    if origin is dict:
+        if isinstance(value, str):
+            import json
+
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                raise ConfigError(
+                    f"{key} = {value!r} (from {source}): expected a JSON object"
+                ) from None
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key} = {value!r} (from {source}): expected a table")
+        return dict(value)
     if origin is Literal:
         allowed = typing.get_args(typ)
         if value not in allowed:
@@ -166,7 +243,10 @@ def _apply(cfg: Config, section: str | None, key: str, value: Any, source: str) 
     types_ = _field_types(type(target))
     if key not in types_ or dataclasses.is_dataclass(types_[key]):
         raise ConfigError(f"unknown key {name} = {value!r} (from {source})")
-    setattr(target, key, _coerce(value, types_[key], name, source))
+    value = _coerce(value, types_[key], name, source)
+    if isinstance(value, dict) and isinstance(getattr(target, key), dict):
+        value = {**getattr(target, key), **value}  # tables extend the defaults
+    setattr(target, key, value)
 
 
 def apply_mapping(cfg: Config, data: dict[str, Any], source: str) -> None:

@@ -62,15 +62,21 @@ class CollectionRetriever:
     def search(self, query: str, k: int) -> list[Hit]:
         return list(self.probe(query, k).hits)
 
-    def ranked(self, query: str, depth: int) -> tuple[dict, dict[str, float]]:
-        """Each retriever's ``(scores, rows)`` to ``depth``, and the time each step took (ms)."""
+    def ranked(
+        self, query: str, depth: int, qvec: np.ndarray | None = None
+    ) -> tuple[dict, dict[str, float]]:
+        """Each retriever's ``(scores, rows)`` to ``depth``, and the time each step took (ms).
+
+        ``qvec`` is the query's embedding when the caller already has it.
+        """
         timings: dict[str, float] = {}
         ranked: dict[str, tuple] = {}
         if self.mode in ("dense", "hybrid"):
-            assert self.embedder is not None
-            t = time.perf_counter()
-            qvec = self.embedder.embed_query(query)
-            timings["embed_query"] = (time.perf_counter() - t) * 1000
+            if qvec is None:
+                assert self.embedder is not None
+                t = time.perf_counter()
+                qvec = self.embedder.embed_query(query)
+                timings["embed_query"] = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
             ranked["dense"] = self.collection.dense.search(qvec, depth)
             timings["dense"] = (time.perf_counter() - t) * 1000
@@ -80,10 +86,10 @@ class CollectionRetriever:
             timings["bm25"] = (time.perf_counter() - t) * 1000
         return ranked, timings
 
-    def probe(self, query: str, k: int) -> Probe:
+    def probe(self, query: str, k: int, qvec: np.ndarray | None = None) -> Probe:
         """Top ``k`` hits with timings: embed_query, dense, bm25, fuse, fetch (ms)."""
         depth = max(k, self.candidates) if self.mode == "hybrid" else k
-        ranked, timings = self.ranked(query, depth)
+        ranked, timings = self.ranked(query, depth, qvec)
         t = time.perf_counter()
         if self.mode == "hybrid":
             top = rrf_fuse(ranked, self.rrf_k, k)

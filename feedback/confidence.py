@@ -1,0 +1,136 @@
+"""Answer confidence: how well each answer sentence is supported by the context it cites.
+
+For every answer sentence s (citation markers removed) and its evidence chunks E (the chunks it
+cites, or all context chunks when it cites none):
+
+    support(s) = max over e in E of  w_emb · cos(emb(s), emb(e)) + (1 − w_emb) · overlap(s, e)
+
+where ``overlap`` is the share of s's content words (lower-cased, stopwords removed, light
+suffix stripping) that occur in e. The answer's support is the mean over its sentences. An
+abstention ("I don't know", "the sources do not …") has confidence 0 and is flagged, so the
+feedback loop deepens retrieval. When the backend gives token log-probabilities, the confidence
+blends in their mean probability:
+
+    confidence = (1 − w_lp) · support + w_lp · exp(mean logprob)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from stages.base import Draft, Embedder, Hit
+
+ABSTAIN = re.compile(
+    r"\b(i\s+(?:do\s+not|don['’]t)\s+know|cannot\s+(?:be\s+)?(?:answer|determine|find)|"
+    r"can['’]t\s+(?:answer|determine|find)|(?:sources?|context|documents?)\s+(?:do(?:es)?\s+not|"
+    r"don['’]t)\s+(?:contain|mention|say|answer|provide|include)|no\s+information\s+(?:about|on)|"
+    r"not\s+(?:mentioned|stated|specified)\s+in\s+the\s+(?:sources?|context|documents?))",
+    re.IGNORECASE,
+)
+_CITE = re.compile(r"\[(\d{1,3})\]")
+_WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?")
+_SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+_STOP = frozenset(
+    """
+    a an the and or but if of to in on at by for with from as is are was were be been being
+    this that these those it its it's they them their there here what which who whom whose
+    when where why how do does did done not no yes can could would should will shall may
+    might must have has had having i you he she we our your his her than then so such into
+    about over under also only just very more most other some any each all both
+    """.split()
+)
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def content_words(text: str) -> set[str]:
+    return {_stem(w.lower()) for w in _WORD.findall(text) if w.lower() not in _STOP}
+
+
+def answer_sentences(text: str) -> list[tuple[str, tuple[int, ...]]]:
+    """Sentences of an answer with the source numbers each cites."""
+    out = []
+    for raw in _SENT.split(text.strip()):
+        cites = tuple(int(n) for n in _CITE.findall(raw))
+        clean = _CITE.sub("", raw).strip()
+        if len(content_words(clean)) >= 1:
+            out.append((clean, cites))
+    return out
+
+
+@dataclass
+class Confidence:
+    score: float
+    support: float
+    abstained: bool
+    mean_token_prob: float | None = None
+    sentences: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "score": round(self.score, 4),
+            "support": round(self.support, 4),
+            "abstained": self.abstained,
+            "mean_token_prob": (
+                None if self.mean_token_prob is None else round(self.mean_token_prob, 4)
+            ),
+            "sentences": self.sentences,
+        }
+
+
+class SupportScorer:
+    """Scores a draft against its context; the embedder is optional (lexical only without it)."""
+
+    def __init__(self, embedder: Embedder | None = None, w_emb: float = 0.5, w_lp: float = 0.2):
+        self.embedder = embedder
+        self.w_emb = w_emb if embedder is not None else 0.0
+        self.w_lp = w_lp
+
+    def score(self, draft: Draft, hits: list[Hit]) -> Confidence:
+        text = draft.text.strip()
+        mean_prob = None
+        if draft.logprobs:
+            mean_prob = math.exp(sum(draft.logprobs) / len(draft.logprobs))
+        if not text or ABSTAIN.search(text) or not hits:
+            return Confidence(
+                0.0,
+                0.0,
+                abstained=bool(ABSTAIN.search(text)) or not text,
+                mean_token_prob=mean_prob,
+            )
+        sentences = answer_sentences(text)
+        if not sentences:
+            return Confidence(0.0, 0.0, abstained=False, mean_token_prob=mean_prob)
+        chunk_words = [content_words(h.chunk.text) for h in hits]
+        sims = None
+        if self.embedder is not None:
+            vecs = self.embedder.embed([s for s, _ in sentences] + [h.chunk.text for h in hits])
+            sims = vecs[: len(sentences)] @ vecs[len(sentences) :].T
+        details = []
+        supports = []
+        for i, (sentence, cites) in enumerate(sentences):
+            evidence = [n - 1 for n in cites if 1 <= n <= len(hits)] or list(range(len(hits)))
+            words = content_words(sentence)
+            best = 0.0
+            for j in evidence:
+                overlap = len(words & chunk_words[j]) / len(words) if words else 0.0
+                emb = float(sims[i, j]) if sims is not None else 0.0
+                best = max(best, self.w_emb * max(emb, 0.0) + (1 - self.w_emb) * overlap)
+            supports.append(best)
+            details.append({"sentence": sentence, "cites": list(cites), "support": round(best, 4)})
+        support = sum(supports) / len(supports)
+        score = support
+        if mean_prob is not None:
+            score = (1 - self.w_lp) * support + self.w_lp * mean_prob
+        return Confidence(
+            score, support, abstained=False, mean_token_prob=mean_prob, sentences=details
+        )

@@ -1,0 +1,1 @@
+"""Query routing: the query-type classifier, per-type retrieval strategies, depth policies."""

@@ -1,0 +1,424 @@
+"""Fit ranked hits into the generator's context budget.
+
+``ContextCompressor.fit`` runs four steps over hits given best first:
+
+1. drop near-duplicates — word 3-shingle Jaccard ≥ ``dedupe_threshold``, or cosine ≥ 0.97 when
+   an embedder gives vectors — keeping the one ranked higher (earlier in the list);
+2. order by maximal marginal relevance: ``λ·relevance − (1−λ)·max similarity to those already
+   chosen``; relevance is the hit's score min-max scaled over the hits (rank-based when the
+   scores are all equal or not finite), similarity is the cosine of chunk embeddings or, without
+   an embedder, the Jaccard of content words;
+3. condense chunks longer than ``sentence_select_over`` tokens to their query-relevant sentences
+   (embedding similarity blended with term overlap, or term overlap alone), best first up to
+   that many tokens, then put back in their original order with " … " between non-adjacent ones;
+4. add sources in that order while the rendered sources (``render_source`` with the final
+   numbering, joined by a blank line as ``render_user`` does) fit ``budget`` tokens of the
+   generator's tokenizer; a source that does not fit is cut at a sentence boundary when at
+   least ``MIN_TRUNCATED_TOKENS`` of its text fit, else skipped. A final exact count guarantees
+   the bound.
+
+Condensed or cut chunks are new ``Chunk`` records (``dataclasses.replace``) with the same
+``chunk_id``, pages and section, so citations still map back to the document.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from stages.base import Chunk, Hit
+from stages.generate.prompt import SYSTEM, render_source, render_user
+from stages.rerank import STOPWORDS, content_terms, lexical_overlap, term_weights, words
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from stages.base import Embedder
+
+CountTokens = Callable[[list[str]], list[int]]
+
+SOURCE_SEPARATOR = "\n\n"  # between rendered sources, as render_user joins them
+ELLIPSIS = " … "
+
+
+@dataclass
+class CompressionStats:
+    """What the last ``fit`` did; token counts are of the rendered sources joined."""
+
+    hits_in: int = 0
+    duplicates_dropped: int = 0
+    chunks_condensed: int = 0
+    sentences_removed: int = 0  # by condensing and by cutting
+    truncated: int = 0
+    skipped: int = 0  # did not fit the budget even when cut
+    hits_out: int = 0
+    tokens_before: int = 0  # all input hits, numbered in input order
+    tokens_after: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def prompt_overhead(question: str, count_tokens: CountTokens, seam_slack: int = 2) -> int:
+    """Tokens that ``build_messages(question, hits)`` spends outside the sources.
+
+    The system message plus the user message's text before and after the joined sources
+    (contents only: add the chat template's own tokens). ``seam_slack`` tokens per seam cover
+    tokenizers that merge characters across a seam differently.
+    """
+    probe = Hit(Chunk("x", "x", "", 0, 0, 1, 1, "", 0, 0), 0.0)
+    user, source = render_user(question, [probe]), render_source(1, probe)
+    at = user.index(source)
+    parts = [SYSTEM, user[:at], user[at + len(source) :]]
+    return sum(count_tokens(parts)) + 2 * seam_slack
+
+
+def _jaccard(sets: list[set]) -> np.ndarray:
+    """Pairwise Jaccard of ``sets``: ``(n, n) float32``; two empty sets count as identical."""
+    import numpy as np
+
+    vocab: dict[Any, int] = {}
+    rows: list[int] = []
+    cols: list[int] = []
+    for i, s in enumerate(sets):
+        for item in s:
+            rows.append(i)
+            cols.append(vocab.setdefault(item, len(vocab)))
+    m = np.zeros((len(sets), max(1, len(vocab))), dtype=np.float32)
+    m[rows, cols] = 1.0
+    inter = m @ m.T
+    size = m.sum(axis=1)
+    union = size[:, None] + size[None, :] - inter
+    return np.divide(inter, union, out=np.ones_like(inter), where=union > 0)
+
+
+def shingles(text: str, k: int = 3) -> set[tuple[str, ...]]:
+    """Word ``k``-shingles of ``text`` (the whole word sequence when it is shorter than ``k``)."""
+    return _shingles_of(words(text), k)
+
+
+def relevance(hits: list[Hit]) -> np.ndarray:
+    """Hit scores min-max scaled to [0, 1]; rank-based (1 → 1/n) when scores can't tell apart.
+
+    ``(n,) float32``.
+    """
+    import numpy as np
+
+    n = len(hits)
+    s = np.array([h.score for h in hits], dtype=np.float64)
+    if n and np.isfinite(s).all() and s.max() > s.min():
+        return ((s - s.min()) / (s.max() - s.min())).astype(np.float32)
+    return (1.0 - np.arange(n, dtype=np.float32) / max(n, 1)).astype(np.float32)
+
+
+def mmr_order(rel: np.ndarray, sim: np.ndarray, lam: float) -> list[int]:
+    """Indices in maximal-marginal-relevance order; ties go to the lower index.
+
+    ``rel``: ``(n,)`` relevance; ``sim``: ``(n, n)`` similarity.
+    """
+    import numpy as np
+
+    n = len(rel)
+    chosen: list[int] = []
+    left = np.ones(n, dtype=bool)
+    max_sim = np.zeros(n, dtype=np.float64)
+    for _ in range(n):
+        gain = lam * rel.astype(np.float64) - (1.0 - lam) * max_sim if chosen else rel
+        gain = np.where(left, gain, -np.inf)
+        i = int(np.argmax(gain))
+        chosen.append(i)
+        left[i] = False
+        max_sim = np.maximum(max_sim, sim[i])
+    return chosen
+
+
+def join_sentences(text: str, spans: list[tuple[int, int]], keep: list[int]) -> str:
+    """The kept sentences (indices into ``spans``) in order: runs of adjacent sentences keep
+    the original text between them, gaps become " … "."""
+    keep = sorted(keep)
+    pieces: list[str] = []
+    run_start = prev = keep[0]
+    for i in [*keep[1:], None]:
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        pieces.append(text[spans[run_start][0] : spans[prev][1]])
+        if i is not None:
+            run_start = prev = i
+    return ELLIPSIS.join(pieces)
+
+
+class ContextCompressor:
+    """Dedupe, MMR-order, condense and pack hits into a token budget (see the module doc)."""
+
+    COSINE_DUPLICATE = 0.97
+    MIN_TRUNCATED_TOKENS = 40
+    DENSE_WEIGHT = 0.8  # sentence relevance, as in EmbeddingReranker
+    LEXICAL_WEIGHT = 0.2
+
+    def __init__(
+        self,
+        count_tokens: CountTokens,
+        embedder: Embedder | None = None,
+        dedupe_threshold: float = 0.9,
+        mmr_lambda: float = 0.7,
+        sentence_select_over: int = 120,
+    ) -> None:
+        self.count_tokens = count_tokens
+        self.embedder = embedder
+        self.dedupe_threshold = dedupe_threshold
+        self.mmr_lambda = mmr_lambda
+        self.sentence_select_over = sentence_select_over
+        self.last_stats = CompressionStats()
+
+    # -- steps 1 and 2 -------------------------------------------------------------------------
+
+    def dedupe(
+        self,
+        hits: list[Hit],
+        vecs: np.ndarray | None = None,
+        shingle_sets: list[set] | None = None,
+    ) -> list[int]:
+        """Indices of the hits kept after dropping near-duplicates of higher-ranked ones."""
+        if shingle_sets is None:
+            shingle_sets = [shingles(h.chunk.text) for h in hits]
+        dup = _jaccard(shingle_sets) >= self.dedupe_threshold
+        if vecs is not None:
+            dup |= (vecs @ vecs.T) >= self.COSINE_DUPLICATE
+        kept: list[int] = []
+        seen_ids: set[str] = set()
+        for i, h in enumerate(hits):
+            if h.chunk.chunk_id in seen_ids or dup[i, kept].any():
+                continue
+            kept.append(i)
+            seen_ids.add(h.chunk.chunk_id)
+        return kept
+
+    def order(
+        self,
+        hits: list[Hit],
+        vecs: np.ndarray | None = None,
+        term_sets: list[set[str]] | None = None,
+    ) -> list[int]:
+        """MMR order of ``hits`` (indices)."""
+        import numpy as np
+
+        if vecs is not None:
+            sim = np.clip(vecs @ vecs.T, 0.0, 1.0)
+        else:
+            if term_sets is None:
+                term_sets = [content_terms(h.chunk.text) for h in hits]
+            sim = _jaccard(term_sets)
+        return mmr_order(relevance(hits), sim, self.mmr_lambda)
+
+    # -- step 3 --------------------------------------------------------------------------------
+
+    def sentence_scores(self, query: str, sentences: list[list[str]]) -> list[np.ndarray]:
+        """Relevance to ``query`` of each sentence of each text: term overlap, blended with
+        embedding similarity when there is an embedder (all sentences in one batch)."""
+        import numpy as np
+
+        q_terms = content_terms(query)
+        out: list[np.ndarray] = []
+        for sents in sentences:
+            terms = [content_terms(s) for s in sents]
+            weights = term_weights(q_terms, terms)
+            out.append(np.array([lexical_overlap(weights, t) for t in terms], dtype=np.float32))
+        flat = [s for sents in sentences for s in sents]
+        if self.embedder is None or not flat:
+            return out
+        qvec = np.asarray(self.embedder.embed_query(query), dtype=np.float32).reshape(-1)
+        sims = self.embedder.embed(flat) @ qvec
+        at = 0
+        for i, sents in enumerate(sentences):
+            dense = sims[at : at + len(sents)]
+            at += len(sents)
+            out[i] = self.DENSE_WEIGHT * dense + self.LEXICAL_WEIGHT * out[i]
+        return out
+
+    def condense(
+        self,
+        text: str,
+        spans: list[tuple[int, int]],
+        scores: np.ndarray,
+        counts: list[int],
+    ) -> tuple[str, int, int]:
+        """The best sentences of ``text`` (up to ``sentence_select_over`` tokens, at least one)
+        in original order: ``(text, sentences removed, tokens kept)``.
+
+        ``spans``, ``scores`` and ``counts`` give each sentence's span, relevance and tokens.
+        """
+        import numpy as np
+
+        keep: list[int] = []
+        total = 0
+        for i in np.argsort(-np.asarray(scores), kind="stable").tolist():
+            if keep and total + counts[i] > self.sentence_select_over:
+                continue
+            keep.append(i)
+            total += counts[i]
+        if len(keep) == len(spans):
+            return text, 0, total
+        return join_sentences(text, spans, keep), len(spans) - len(keep), total
+
+    def _condense_many(
+        self, query: str, hits: list[Hit], which: list[int], stats: CompressionStats
+    ) -> dict[int, tuple[Hit, int]]:
+        """``{i: (condensed hit, its text tokens)}`` for the ``hits[i]`` that changed."""
+        from chunking.sentences import split_sentences
+
+        spans = {i: split_sentences(hits[i].chunk.text) for i in which}
+        multi = [i for i in which if len(spans[i]) > 1]
+        if not multi:
+            return {}
+        sentences = [[hits[i].chunk.text[s:e] for s, e in spans[i]] for i in multi]
+        flat_counts = self.count_tokens([s for sents in sentences for s in sents])
+        scores = self.sentence_scores(query, sentences)
+        out: dict[int, tuple[Hit, int]] = {}
+        at = 0
+        for i, sents, sc in zip(multi, sentences, scores, strict=True):
+            counts = flat_counts[at : at + len(sents)]
+            at += len(sents)
+            text, removed, tokens = self.condense(hits[i].chunk.text, spans[i], sc, counts)
+            if removed:
+                out[i] = (_with_text(hits[i], text), tokens)
+                stats.chunks_condensed += 1
+                stats.sentences_removed += removed
+        return out
+
+    # -- step 4 --------------------------------------------------------------------------------
+
+    def _cut(self, n: int, hit: Hit, room: int, header: int) -> tuple[Hit, int] | None:
+        """``hit`` cut at a sentence boundary so its rendered source (``header`` tokens without
+        text) fits ``room`` tokens, with the number of sentences removed; ``None`` when fewer
+        than ``MIN_TRUNCATED_TOKENS`` of text would fit."""
+        from chunking.sentences import split_sentences
+
+        if room - header < self.MIN_TRUNCATED_TOKENS:
+            return None
+        text = hit.chunk.text
+        spans = split_sentences(text)
+        if len(spans) < 2:
+            return None
+        counts = self.count_tokens([text[s:e] for s, e in spans])
+        # Start from the additive estimate, then step back until the exact count fits.
+        k, total = 0, header + 1  # + the trailing ellipsis
+        while k < len(spans) - 1 and total + counts[k] <= room:
+            total += counts[k]
+            k += 1
+        while k > 0:
+            cut = _with_text(hit, text[: spans[k - 1][1]] + " …")
+            if self.count_tokens([render_source(n, cut)])[0] <= room:
+                kept_tokens = sum(counts[:k])
+                if kept_tokens < self.MIN_TRUNCATED_TOKENS:
+                    return None
+                return cut, len(spans) - k
+            k -= 1
+        return None
+
+    # -- the whole thing -----------------------------------------------------------------------
+
+    def fit(self, query: str, hits: list[Hit], budget: int) -> list[Hit]:
+        """The hits to show, in order, condensed so their rendered sources fit ``budget``."""
+        stats = CompressionStats(hits_in=len(hits))
+        self.last_stats = stats
+        if not hits:
+            return []
+        n_in = len(hits)
+        rendered_in = [render_source(i, h) for i, h in enumerate(hits, 1)]
+        headers_in = [render_source(i, _with_text(h, "")) for i, h in enumerate(hits, 1)]
+        counts = self.count_tokens([SOURCE_SEPARATOR, *rendered_in, *headers_in])
+        sep, full, header = counts[0], counts[1 : n_in + 1], counts[n_in + 1 :]
+        # Text tokens by difference: exact for word-piece, within a token or two for BPE.
+        text_tokens = [max(0, f - h) for f, h in zip(full, header, strict=True)]
+        stats.tokens_before = sum(full) + sep * (n_in - 1)
+        if budget <= 0:
+            stats.skipped = n_in
+            return []
+
+        word_lists = [words(h.chunk.text) for h in hits]
+        vecs = self.embedder.embed([h.chunk.text for h in hits]) if self.embedder else None
+        kept = self.dedupe(hits, vecs, [_shingles_of(w) for w in word_lists])
+        stats.duplicates_dropped = n_in - len(kept)
+        ordered = [
+            kept[i]
+            for i in self.order(
+                [hits[i] for i in kept],
+                vecs[kept] if vecs is not None else None,
+                [_terms_of(word_lists[i]) for i in kept],
+            )
+        ]
+
+        # Condense the long chunks that could plausibly make it in, all their sentences in one
+        # batch: walk the order with each chunk's size after condensing as the estimate.
+        limit = self.sentence_select_over
+        long_ones: list[int] = []
+        estimate = 0
+        for i in ordered:
+            if estimate > budget:
+                break
+            if text_tokens[i] > limit:
+                long_ones.append(i)
+            estimate += min(text_tokens[i], limit) + header[i]
+        condensed = self._condense_many(query, hits, long_ones, stats)
+
+        out: list[Hit] = []
+        rendered: list[str] = []
+        used = 0
+        for i in ordered:
+            gap = sep if out else 0
+            room = budget - used - gap
+            hit, size = hits[i], text_tokens[i]
+            if i in condensed:
+                hit, size = condensed[i]
+            # Neither whole nor cut can fit (2 tokens of slack for the source number's width).
+            if room - header[i] + 2 < min(size, self.MIN_TRUNCATED_TOKENS):
+                stats.skipped += 1
+                continue
+            if size > limit and i not in long_ones:  # beyond the estimate: condense now
+                hit, size = self._condense_many(query, hits, [i], stats).get(i, (hit, size))
+            n = len(out) + 1
+            source = render_source(n, hit)
+            cost = self.count_tokens([source])[0]
+            if cost > room:
+                cut = self._cut(n, hit, room, header[i])
+                if cut is None:
+                    stats.skipped += 1
+                    continue
+                hit, removed = cut
+                stats.truncated += 1
+                stats.sentences_removed += removed
+                source = render_source(n, hit)
+                cost = self.count_tokens([source])[0]
+            out.append(hit)
+            rendered.append(source)
+            used += gap + cost
+
+        # Token counts are additive only up to merges across the separators: check exactly.
+        while out:
+            stats.tokens_after = self.count_tokens([SOURCE_SEPARATOR.join(rendered)])[0]
+            if stats.tokens_after <= budget:
+                break
+            out.pop()
+            rendered.pop()
+            stats.skipped += 1
+            stats.tokens_after = 0
+        stats.hits_out = len(out)
+        return out
+
+
+def _shingles_of(w: list[str], k: int = 3) -> set[tuple[str, ...]]:
+    if len(w) < k:
+        return {tuple(w)} if w else set()
+    return set(zip(*(w[j:] for j in range(k)), strict=False))
+
+
+def _terms_of(w: list[str]) -> set[str]:
+    return {x for x in w if len(x) > 1 and x not in STOPWORDS}
+
+
+def _with_text(hit: Hit, text: str) -> Hit:
+    """A new hit whose chunk carries ``text`` (same id, pages and section)."""
+    return dataclasses.replace(hit, chunk=dataclasses.replace(hit.chunk, text=text))

@@ -1,0 +1,126 @@
+"""Answer generators: one module per backend, chosen by name from ``[generator]`` config.
+
+``make_generator(cfg)`` builds the configured backend; ``"auto"`` picks the first usable one:
+
+1. Ollama, when its server answers ``GET /api/tags`` within 0.5 s and lists the configured
+   model (default ``llama3.2``);
+2. OpenAI, when an API key is set (``generator.api_key`` / ``OPENAI_API_KEY``) or a
+   ``generator.base_url`` is configured;
+3. llama.cpp with ``generator.model`` if it is a GGUF file, else the packaged SmolLM2.
+
+A ``generator.model`` that is a ``.gguf`` file goes straight to llama.cpp. Backend libraries
+are imported only when a generator is built or first used, so importing this package is cheap.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from stages.base import Generator
+from stages.config import GeneratorConfig
+from stages.errors import ConfigError
+from stages.generate.common import packaged_gguf
+
+__all__ = ["GENERATORS", "make_generator", "packaged_gguf", "resolve_backend"]
+
+OLLAMA_PROBE_S = 0.5
+
+
+def _llamacpp(cfg: GeneratorConfig) -> Generator:
+    from stages.generate.llamacpp import LlamaCppGenerator
+
+    return LlamaCppGenerator(cfg)
+
+
+def _ollama(cfg: GeneratorConfig) -> Generator:
+    from stages.generate.ollama import OllamaGenerator
+
+    return OllamaGenerator(cfg)
+
+
+def _openai(cfg: GeneratorConfig) -> Generator:
+    from stages.generate.openai_backend import OpenAIGenerator
+
+    return OpenAIGenerator(cfg)
+
+
+def _huggingface(cfg: GeneratorConfig) -> Generator:
+    from stages.generate.hf import HuggingFaceGenerator
+
+    return HuggingFaceGenerator(cfg)
+
+
+def _extractive(cfg: GeneratorConfig) -> Generator:
+    from stages.generate.extractive import ExtractiveGenerator
+
+    return ExtractiveGenerator(cfg)
+
+
+GENERATORS: dict[str, Callable[[GeneratorConfig], Generator]] = {
+    "llamacpp": _llamacpp,
+    "ollama": _ollama,
+    "openai": _openai,
+    "huggingface": _huggingface,
+    "extractive": _extractive,
+}
+
+
+def _ollama_models(host: str, timeout: float = OLLAMA_PROBE_S) -> list[str] | None:
+    """Model names the Ollama server at ``host`` lists, or ``None`` when it does not answer."""
+    try:
+        with urllib.request.urlopen(f"{host}/api/tags", timeout=timeout) as response:
+            data = json.loads(response.read().decode("utf-8"))
+    except (OSError, ValueError):  # refused, timed out, not HTTP, not JSON
+        return None
+    models = data.get("models") if isinstance(data, dict) else None
+    if not isinstance(models, list):
+        return None
+    return [str(m.get("name") or m.get("model") or "") for m in models if isinstance(m, dict)]
+
+
+def _is_gguf(model: str) -> bool:
+    return model.endswith(".gguf") and Path(model).expanduser().is_file()
+
+
+def resolve_backend(cfg: GeneratorConfig) -> tuple[str, str]:
+    """``(backend, reason)``: the configured backend, or the one ``"auto"`` resolves to."""
+    if cfg.backend != "auto":
+        return cfg.backend, "configured"
+    if _is_gguf(cfg.model):
+        return "llamacpp", f"generator.model is a GGUF file ({cfg.model})"
+    from stages.generate.ollama import DEFAULT_MODEL, ollama_host, same_model
+    from stages.generate.openai_backend import api_key
+
+    host = ollama_host(cfg)
+    model = cfg.model or DEFAULT_MODEL
+    listed = _ollama_models(host)
+    if listed is not None and any(same_model(model, name) for name in listed):
+        return "ollama", f"Ollama at {host} has {model}"
+    why = f"Ollama at {host} " + ("has no " + model if listed is not None else "is not reachable")
+    if api_key(cfg):
+        return "openai", f"{why}; an OpenAI API key is set"
+    if cfg.base_url:
+        return "openai", f"{why}; generator.base_url is {cfg.base_url}"
+    return "llamacpp", f"{why}; no OpenAI key or base_url"
+
+
+def make_generator(cfg: GeneratorConfig) -> Generator:
+    """The generator ``cfg`` names (``"auto"`` resolved); its ``name`` and ``model`` say which
+    backend and model answer, and ``selection`` why it was chosen."""
+    backend, reason = resolve_backend(cfg)
+    factory = GENERATORS.get(backend)
+    if factory is None:
+        raise ConfigError(
+            f"generator.backend = {backend!r}: unknown — use auto or one of "
+            f"{', '.join(sorted(GENERATORS))}"
+        )
+    if cfg.backend == "auto" and backend == "llamacpp" and not _is_gguf(cfg.model):
+        # An Ollama/OpenAI model name means nothing to llama.cpp: use the packaged model.
+        cfg = replace(cfg, model="")
+    generator = factory(cfg)
+    generator.selection = reason  # type: ignore[attr-defined]
+    return generator

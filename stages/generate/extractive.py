@@ -1,0 +1,225 @@
+"""An answerer without a language model: it quotes the source sentences that best match the
+question, each followed by its ``[n]`` citation.
+
+Scoring, over the sentences S of all hits (split with ``chunking.sentences``):
+
+* terms are the Snowball stems (PyStemmer) of the lower-cased words that are not stopwords;
+  Q is the question's set of terms, T(s) a sentence's;
+* ``w(t) = ln(1 + (|S| + 1) / (df(t) + 0.5))`` where ``df(t)`` counts the sentences containing
+  t: rare terms weigh more, and a question term found in no sentence weighs most, so a question
+  the sources do not cover scores low;
+* ``coverage(s) = Σ_{t ∈ Q ∩ T(s)} w(t) / Σ_{t ∈ Q} w(t)``, in [0, 1];
+* ``bonus(s) = 0.2 · |K ∩ s| / |K|`` for K the question's capitalised words and numbers,
+  matched exactly (names and figures are what a factual answer turns on);
+* ``score(s) = coverage(s) + bonus(s)``.
+
+The answer is the best sentence and up to two more scoring at least 0.75 × the best, in score
+order (ties: retrieval rank, then position); only sentences with ``coverage ≥ 0.6`` qualify
+(two of three question terms are not enough when the third is as rare), and when none does the
+answer is "I don't know". Sentences that read as instructions to a model ("ignore previous
+instructions", "system prompt", …) are never quoted. Deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+from stages.base import Draft, Hit
+from stages.config import GeneratorConfig
+from stages.generate.common import MESSAGE_OVERHEAD, REPLY_OVERHEAD
+from stages.generate.prompt import build_messages
+
+NO_ANSWER = "I don't know — the sources do not answer this."
+MIN_COVERAGE = 0.6
+KEEP_RATIO = 0.75
+MAX_SENTENCES = 3
+BONUS = 0.2
+TOKENS_PER_WORD = 1.3  # as chunking.tokens.WordCounter: word pieces per word of English
+
+STOPWORDS = frozenset(
+    """
+    a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing done down during each either else ever
+    few for from further get gets got had has have having he her here hers herself him himself his
+    how i if in into is it its itself just let me more most much must my myself no nor not now of
+    off on once only or other our ours ourselves out over own per please same shall she should so
+    some such than that the their theirs them themselves then there these they this those through
+    to too under until up upon us very via was we were what whatever when where whether which
+    while who whom whose why will with within without would yes yet you your yours yourself
+    yourselves tell give explain describe list name according source sources document documents
+    """.split()  # noqa: SIM905 — a long word list reads better as text
+)
+
+_WORD = re.compile(r"\w+(?:['’]\w+)*")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_CAPITALISED = re.compile(r"\b[A-Z][\w-]*")
+_ANY_WORD = re.compile(r"\w+|[^\w\s]")
+_INJECTION = re.compile(
+    r"\b(?:ignore|disregard|forget|override)\b.{0,40}?"
+    r"\b(?:instructions?|prompts?|rules|above|previous|prior|sources?|context|documents?)\b"
+    r"|\bsystem prompt\b|\byou are now\b|\bnew instructions?\b|\bact as\b",
+    re.IGNORECASE,
+)
+
+
+@lru_cache(maxsize=1)
+def _stemmer() -> Callable[[str], str] | None:
+    try:
+        import Stemmer  # PyStemmer, as the BM25 index uses
+    except ImportError:
+        return None
+    return Stemmer.Stemmer("english").stemWord
+
+
+@lru_cache(maxsize=65536)
+def normalise(word: str) -> str:
+    """Lower-cased Snowball stem without a possessive (``started`` → ``start``); a plural
+    strip when PyStemmer is missing."""
+    w = word.lower().replace("’", "'")
+    if w.endswith("'s"):
+        w = w[:-2]
+    stem = _stemmer()
+    if stem is not None:
+        return stem(w)
+    if len(w) > 4 and w.endswith("ies"):
+        return w[:-3] + "y"
+    if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        return w[:-1]
+    return w
+
+
+def terms(text: str) -> frozenset[str]:
+    """Content terms of ``text``: normalised words that are not stopwords."""
+    words = set(_WORD.findall(text))
+    return frozenset(
+        normalise(w) for w in words if w.lower() not in STOPWORDS and (len(w) > 1 or w.isdigit())
+    )
+
+
+@lru_cache(maxsize=4096)
+def _sentences(text: str) -> tuple[tuple[str, frozenset[str], frozenset[str]], ...]:
+    """``(sentence, terms, words and numbers as written)`` for each sentence of a chunk, minus
+    those that read as instructions to a model. Cached: Punkt costs ~1 ms per chunk."""
+    from chunking.sentences import split_sentences
+
+    out = []
+    for a, b in split_sentences(text):
+        sentence = " ".join(text[a:b].split())
+        if not _INJECTION.search(sentence):
+            written = frozenset(_WORD.findall(sentence)) | frozenset(_NUMBER.findall(sentence))
+            out.append((sentence, terms(sentence), written))
+    return tuple(out)
+
+
+def _key_terms(question: str) -> set[str]:
+    """The question's capitalised non-stopwords and its numbers, as written."""
+    keys = {m.group() for m in _NUMBER.finditer(question)}
+    keys |= {w for w in _CAPITALISED.findall(question) if w.lower() not in STOPWORDS}
+    return keys
+
+
+def estimate_words(text: str) -> int:
+    """Word-based token estimate (the extractive backend has no tokenizer)."""
+    return math.ceil(len(_ANY_WORD.findall(text)) * TOKENS_PER_WORD)
+
+
+class ExtractiveGenerator:
+    """Quotes the best-matching source sentences with citations; no model, no randomness."""
+
+    name = "extractive"
+    model = "lexical-overlap"
+
+    def __init__(self, cfg: GeneratorConfig | None = None) -> None:
+        self.cfg = cfg or GeneratorConfig()
+
+    def __repr__(self) -> str:
+        return "ExtractiveGenerator()"
+
+    @property
+    def context_window(self) -> int:
+        """``generator.context_window``; nothing is truncated, so no prompt is ever refused."""
+        return self.cfg.context_window
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        """Word-based estimate: words and punctuation marks × 1.3, rounded up."""
+        return [estimate_words(t) for t in texts]
+
+    def prompt_tokens(self, question: str, hits: list[Hit]) -> int:
+        """Estimated tokens of the prompt an LLM backend would get (for comparable traces)."""
+        messages = build_messages(question, hits)
+        return (
+            sum(self.count_tokens([m["content"] for m in messages]))
+            + MESSAGE_OVERHEAD * len(messages)
+            + REPLY_OVERHEAD
+        )
+
+    def select(self, question: str, hits: list[Hit]) -> list[tuple[float, int, str]]:
+        """The chosen ``(score, source number, sentence)``, best first; empty for no answer."""
+        wanted = terms(question)
+        if not hits or not wanted:
+            return []
+        sentences = [  # (n, position, text, terms, words as written)
+            (n, pos, *parts)
+            for n, hit in enumerate(hits, start=1)
+            for pos, parts in enumerate(_sentences(hit.chunk.text))
+        ]
+        if not sentences:
+            return []
+        df = dict.fromkeys(wanted, 0)
+        for _, _, _, found, _ in sentences:
+            for t in wanted & found:
+                df[t] += 1
+        total = len(sentences)
+        weight = {t: math.log(1 + (total + 1) / (df[t] + 0.5)) for t in wanted}
+        norm = sum(weight.values())
+        keys = _key_terms(question)
+        scored: list[tuple[float, float, int, int, str]] = []
+        for n, pos, sentence, found, written in sentences:
+            coverage = sum(weight[t] for t in wanted & found) / norm
+            if coverage < MIN_COVERAGE:
+                continue
+            bonus = BONUS * len(keys & written) / len(keys) if keys else 0.0
+            scored.append((coverage + bonus, coverage, n, pos, sentence))
+        if not scored:
+            return []
+        scored.sort(key=lambda s: (-s[0], s[2], s[3]))
+        best = scored[0][0]
+        chosen: list[tuple[float, int, str]] = []
+        seen: set[str] = set()
+        for score, _, n, _, sentence in scored:
+            if score < KEEP_RATIO * best or len(chosen) == MAX_SENTENCES:
+                break
+            if sentence.lower() not in seen:
+                seen.add(sentence.lower())
+                chosen.append((score, n, sentence))
+        return chosen
+
+    def generate(
+        self, question: str, hits: list[Hit], on_token: Callable[[str], Any] | None = None
+    ) -> Draft:
+        """Quote the best 1–3 sentences with ``[n]`` citations, or say the sources do not
+        answer; ``on_token`` receives each quoted sentence."""
+        t0 = time.perf_counter()
+        chosen = self.select(question, hits)
+        pieces = [f"{sentence} [{n}]" for _, n, sentence in chosen] or [NO_ANSWER]
+        if on_token is not None:
+            for i, piece in enumerate(pieces):
+                on_token(piece if i == 0 else " " + piece)
+        text = " ".join(pieces)
+        return Draft(
+            text=text,
+            # From the selection, not parse_citations: a quoted sentence may contain "[2]".
+            citations=tuple(dict.fromkeys(n for _, n, _ in chosen)),
+            prompt_tokens=self.prompt_tokens(question, hits),
+            completion_tokens=estimate_words(text),
+            backend=self.name,
+            model=self.model,
+            finish_reason="stop",
+            logprobs=None,
+            ms=(time.perf_counter() - t0) * 1000,
+        )

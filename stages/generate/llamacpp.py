@@ -1,0 +1,224 @@
+"""In-process generation with llama-cpp-python over a GGUF file (default: the packaged SmolLM2).
+
+The prompt is rendered with the GGUF's own chat template and tokenized exactly as llama.cpp will
+see it, so ``prompt_tokens`` is exact. Tokens are sampled with ``Llama.generate`` rather than
+``create_chat_completion``: that gives one callback per token and the log-probability of each
+sampled token from the last logits row, without ``logits_all=True`` (which keeps an
+``n_ctx × n_vocab`` float array: 800 MB for SmolLM2 at 4096 tokens).
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import io
+import math
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from stages.base import Draft, Hit
+from stages.config import GeneratorConfig
+from stages.errors import BackendUnavailable
+from stages.generate.common import CHATML_TEMPLATE, check_fits, resolve_gguf
+from stages.generate.prompt import build_messages, parse_citations
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
+
+
+class LlamaCppGenerator:
+    """Answers with a GGUF model run in-process by llama.cpp; loads on first use."""
+
+    name = "llamacpp"
+
+    def __init__(self, cfg: GeneratorConfig) -> None:
+        self.cfg = cfg
+        self.path: Path = resolve_gguf(cfg.model)
+        self.model = self.path.name
+        self._llm: Llama | None = None
+        self._vocab: Llama | None = None
+        self._formatter: Any = None
+        self._lock = threading.RLock()
+
+    def __repr__(self) -> str:
+        return f"LlamaCppGenerator(model={str(self.path)!r}, n_ctx={self.cfg.context_window})"
+
+    # -- loading -----------------------------------------------------------------------------
+
+    def _import(self) -> Any:
+        try:
+            import llama_cpp
+        except ImportError:
+            raise BackendUnavailable(
+                "llama-cpp-python is not installed — pip install llama-cpp-python"
+            ) from None
+        return llama_cpp
+
+    def _tokenizer(self) -> Llama:
+        """The loaded model, else a vocabulary-only load of the GGUF (tokenizer and metadata)."""
+        with self._lock:
+            if self._llm is not None:
+                return self._llm
+            if self._vocab is None:
+                llama_cpp = self._import()
+                # llama.cpp warns on stderr that a vocab-only context exceeds its (zero) trained
+                # length; the warning means nothing here.
+                with contextlib.redirect_stderr(io.StringIO()):
+                    self._vocab = self._open(llama_cpp, vocab_only=True)
+            return self._vocab
+
+    def _open(self, llama_cpp: Any, **kwargs: Any) -> Llama:
+        try:
+            return llama_cpp.Llama(model_path=str(self.path), verbose=False, **kwargs)
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise BackendUnavailable(
+                f"{self.path}: llama.cpp cannot load this GGUF ({exc}) — "
+                "check the file, or upgrade llama-cpp-python for newer architectures"
+            ) from None
+
+    def trained_context(self) -> int:
+        """The model's training context length from the GGUF metadata (0 when absent)."""
+        meta = self._tokenizer().metadata
+        arch = meta.get("general.architecture", "")
+        try:
+            return int(meta.get(f"{arch}.context_length", 0))
+        except ValueError:
+            return 0
+
+    @property
+    def context_window(self) -> int:
+        """``generator.context_window`` capped by the model's trained context."""
+        if self._llm is not None:
+            return self._llm.n_ctx()
+        trained = self.trained_context()
+        return min(self.cfg.context_window, trained) if trained > 0 else self.cfg.context_window
+
+    def _load(self) -> Llama:
+        with self._lock:
+            if self._llm is None:
+                llama_cpp = self._import()
+                n_ctx = self.context_window
+                threads = self.cfg.threads or os.cpu_count() or 1
+                self._llm = self._open(
+                    llama_cpp,
+                    n_ctx=n_ctx,
+                    n_batch=min(512, n_ctx),
+                    n_threads=threads,
+                    n_threads_batch=threads,
+                    seed=self.cfg.seed,
+                )
+                self._vocab = None
+            return self._llm
+
+    def _chat_formatter(self) -> Any:
+        if self._formatter is None:
+            import llama_cpp
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            tok = self._tokenizer()
+            vocab = llama_cpp.llama_model_get_vocab(tok.model)
+
+            def text_of(token: int) -> str:
+                return llama_cpp.llama_vocab_get_text(vocab, token).decode() if token >= 0 else ""
+
+            self._formatter = Jinja2ChatFormatter(
+                template=tok.metadata.get("tokenizer.chat_template") or CHATML_TEMPLATE,
+                eos_token=text_of(tok.token_eos()),
+                bos_token=text_of(tok.token_bos()),
+            )
+        return self._formatter
+
+    # -- tokens ------------------------------------------------------------------------------
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        """Tokens of each text with the GGUF's tokenizer (no BOS, special tokens as text)."""
+        with self._lock:
+            tok = self._tokenizer()
+            return [
+                len(tok.tokenize(t.encode("utf-8"), add_bos=False, special=False)) if t else 0
+                for t in texts
+            ]
+
+    def _prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
+        with self._lock:
+            rendered = self._chat_formatter()(messages=messages)
+            return self._tokenizer().tokenize(
+                rendered.prompt.encode("utf-8"), add_bos=not rendered.added_special, special=True
+            )
+
+    def prompt_tokens(self, question: str, hits: list[Hit]) -> int:
+        """Exact tokens of the rendered chat prompt, template included."""
+        return len(self._prompt_ids(build_messages(question, hits)))
+
+    # -- generation --------------------------------------------------------------------------
+
+    def generate(
+        self, question: str, hits: list[Hit], on_token: Callable[[str], Any] | None = None
+    ) -> Draft:
+        """Answer from ``hits``; each decoded piece goes to ``on_token`` as it is sampled."""
+        t0 = time.perf_counter()
+        with self._lock:
+            ids = self._prompt_ids(build_messages(question, hits))
+            check_fits(self.name, self.model, len(ids), self.cfg.max_tokens, self.context_window)
+            text, n_out, logprobs, finish = self._sample(ids, on_token)
+        return Draft(
+            text=text,
+            citations=parse_citations(text, len(hits)),
+            prompt_tokens=len(ids),
+            completion_tokens=n_out,
+            backend=self.name,
+            model=self.model,
+            finish_reason=finish,
+            logprobs=tuple(logprobs),
+            ms=(time.perf_counter() - t0) * 1000,
+        )
+
+    def _sample(
+        self, ids: list[int], on_token: Callable[[str], Any] | None
+    ) -> tuple[str, int, list[float], str]:
+        import llama_cpp
+        import numpy as np
+
+        llm = self._load()
+        if self.cfg.max_tokens <= 0:
+            return "", 0, [], "length"
+        llm.set_seed(self.cfg.seed)
+        vocab = llama_cpp.llama_model_get_vocab(llm.model)
+        n_vocab = llm.n_vocab()
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        pieces: list[str] = []
+        out: list[int] = []
+        logprobs: list[float] = []
+        finish = "length"
+        for token in llm.generate(ids, temp=max(self.cfg.temperature, 0.0), repeat_penalty=1.0):
+            # Any end-of-generation or control token (a new turn's header) ends the answer.
+            if llama_cpp.llama_vocab_is_eog(vocab, token) or (
+                llama_cpp.llama_vocab_get_attr(vocab, token) & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
+            ):
+                finish = "stop"
+                break
+            # The logits row the sampler just used is still in the context until the next eval.
+            row = np.ctypeslib.as_array(
+                llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(n_vocab,)
+            )
+            top = float(row.max())
+            lse = top + math.log(float(np.exp(row - top).sum()))
+            logprobs.append(float(row[token]) - lse)
+            piece = decoder.decode(llm.detokenize([token], prev_tokens=ids + out))
+            out.append(token)
+            if piece:
+                pieces.append(piece)
+                if on_token is not None:
+                    on_token(piece)
+            if len(out) >= self.cfg.max_tokens:
+                break
+        tail = decoder.decode(b"", final=True)
+        if tail:
+            pieces.append(tail)
+            if on_token is not None:
+                on_token(tail)
+        return "".join(pieces).strip(), len(out), logprobs, finish

@@ -1,0 +1,187 @@
+"""Generation through a local Ollama server with the official ``ollama`` client (chat API).
+
+Every request sends ``options.num_ctx``: Ollama's default context is small (2048-4096 tokens
+depending on the version) and it drops the start of a longer prompt silently, which is where
+the instructions are. The prompt is checked against ``context_window`` first with a
+conservative estimate, or with a local tokenizer when one is given.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+from stages.base import Draft, Hit, TokenCounter
+from stages.config import GeneratorConfig
+from stages.errors import BackendUnavailable, FathomError
+from stages.generate.common import (
+    check_fits,
+    estimate_prompt_tokens,
+    estimate_tokens,
+    first_line,
+)
+from stages.generate.prompt import build_messages, parse_citations
+
+DEFAULT_HOST = "http://127.0.0.1:11434"
+DEFAULT_MODEL = "llama3.2"
+
+
+def ollama_host(cfg: GeneratorConfig) -> str:
+    """``generator.ollama_host``, else ``OLLAMA_HOST``, else the local default, as a URL."""
+    raw = (cfg.ollama_host or os.environ.get("OLLAMA_HOST") or DEFAULT_HOST).strip().rstrip("/")
+    if "://" not in raw:
+        raw = "http://" + raw
+    parts = urlsplit(raw)
+    host = parts.hostname or "127.0.0.1"
+    if host in ("0.0.0.0", "::"):  # a bind-all address as `ollama serve` takes it
+        host = "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    port = parts.port or (443 if parts.scheme == "https" else 11434)
+    return f"{parts.scheme}://{host}:{port}{parts.path}"
+
+
+def same_model(wanted: str, available: str) -> bool:
+    """Whether Ollama's ``available`` name is ``wanted`` (a missing tag means ``:latest``)."""
+
+    def norm(name: str) -> str:
+        return name if ":" in name.rsplit("/", 1)[-1] else name + ":latest"
+
+    return norm(wanted) == norm(available)
+
+
+class OllamaGenerator:
+    """Answers with a model served by Ollama; the client is created on first use."""
+
+    name = "ollama"
+
+    def __init__(self, cfg: GeneratorConfig, token_counter: TokenCounter | None = None) -> None:
+        self.cfg = cfg
+        self.model = cfg.model or DEFAULT_MODEL
+        self.host = ollama_host(cfg)
+        self._counter = token_counter
+        self._client: Any = None
+
+    def __repr__(self) -> str:
+        return f"OllamaGenerator(host={self.host!r}, model={self.model!r})"
+
+    @property
+    def context_window(self) -> int:
+        """``generator.context_window``: sent as ``num_ctx`` with every request."""
+        return self.cfg.context_window
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        """With the local tokenizer when one was given, else ``estimate_tokens`` (conservative)."""
+        if self._counter is not None:
+            return self._counter.count(texts)
+        return [estimate_tokens(t) for t in texts]
+
+    def prompt_tokens(self, question: str, hits: list[Hit]) -> int:
+        """Tokens of the chat prompt incl. template overhead (an over-estimate)."""
+        return estimate_prompt_tokens(build_messages(question, hits), self.count_tokens)
+
+    def options(self) -> dict[str, Any]:
+        """The ``options`` sent with every chat request."""
+        return {
+            "num_ctx": self.cfg.context_window,
+            "num_predict": self.cfg.max_tokens,
+            "temperature": self.cfg.temperature,
+            "seed": self.cfg.seed,
+        }
+
+    def _load(self) -> Any:
+        if self._client is None:
+            try:
+                import ollama
+            except ImportError:
+                raise BackendUnavailable(
+                    "the ollama client is not installed — pip install ollama"
+                ) from None
+            self._client = ollama.Client(host=self.host, timeout=self.cfg.timeout_s)
+        return self._client
+
+    def generate(
+        self, question: str, hits: list[Hit], on_token: Callable[[str], Any] | None = None
+    ) -> Draft:
+        """Answer from ``hits``; streams when ``on_token`` is given."""
+        t0 = time.perf_counter()
+        messages = build_messages(question, hits)
+        estimate = estimate_prompt_tokens(messages, self.count_tokens)
+        check_fits(self.name, self.model, estimate, self.cfg.max_tokens, self.context_window)
+        client = self._load()
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "options": self.options(),
+            "logprobs": True,
+        }
+        pieces: list[str] = []
+        logprobs: list[float] = []
+        final: Any = None
+        with _ollama_errors(self):
+            if on_token is None:
+                final = client.chat(stream=False, **kwargs)
+                pieces.append(final.message.content or "")
+                logprobs += [lp.logprob for lp in final.logprobs or ()]
+            else:
+                for part in client.chat(stream=True, **kwargs):
+                    piece = part.message.content or ""
+                    if piece:
+                        pieces.append(piece)
+                        on_token(piece)
+                    logprobs += [lp.logprob for lp in part.logprobs or ()]
+                    if part.done:
+                        final = part
+        text = "".join(pieces).strip()
+        prompt_tokens = getattr(final, "prompt_eval_count", None) or estimate
+        completion_tokens = getattr(final, "eval_count", None) or estimate_tokens(text)
+        return Draft(
+            text=text,
+            citations=parse_citations(text, len(hits)),
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            backend=self.name,
+            model=self.model,
+            finish_reason=getattr(final, "done_reason", None) or "",
+            logprobs=tuple(logprobs) or None,
+            ms=(time.perf_counter() - t0) * 1000,
+        )
+
+
+@contextlib.contextmanager
+def _ollama_errors(gen: OllamaGenerator) -> Iterator[None]:
+    """Turn the client's exceptions into ``BackendUnavailable`` / ``FathomError`` with a fix."""
+    import httpx
+    import ollama
+
+    host, model = gen.host, gen.model
+    try:
+        yield
+    except httpx.TimeoutException:
+        raise BackendUnavailable(
+            f"Ollama at {host} did not answer within generator.timeout_s = "
+            f"{gen.cfg.timeout_s:g} s — raise it, or use a smaller model"
+        ) from None
+    except (ConnectionError, httpx.ConnectError, httpx.RemoteProtocolError):
+        # The client maps a refused connection to ConnectionError, except while streaming.
+        raise BackendUnavailable(
+            f"Ollama is not reachable at {host} — start it with `ollama serve` "
+            "or set generator.ollama_host"
+        ) from None
+    except ollama.ResponseError as exc:
+        message = first_line(str(exc.error))
+        if exc.status_code == 404 or "not found" in message.lower():
+            raise BackendUnavailable(
+                f"Ollama at {host} has no model {model!r} ({message}) — "
+                f"run `ollama pull {model}` or set generator.model"
+            ) from None
+        raise FathomError(
+            f"Ollama at {host} refused the request for {model!r}: {message} "
+            f"(status {exc.status_code})"
+        ) from None
+    except httpx.HTTPError as exc:
+        raise BackendUnavailable(f"Ollama at {host}: {first_line(str(exc))}") from None

@@ -1,0 +1,283 @@
+"""Generation through the OpenAI API or any OpenAI-compatible server, with the ``openai`` client.
+
+``generator.base_url`` points the client at vLLM, the llama.cpp server, LM Studio or Ollama's
+``/v1``; such servers get a placeholder key when none is configured. The API key never appears
+in a repr or an error message: server messages are scrubbed of it before they are raised.
+
+Token counts: tiktoken's encoding for the model when it has the BPE file (cached, or
+downloadable); for a model tiktoken does not know (a local server's model) the larger of
+``o200k_base`` and the conservative byte estimate, since its real tokenizer is unknown; without
+tiktoken's BPE file, the byte estimate (``common.estimate_tokens``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from stages.base import Draft, Hit
+from stages.config import GeneratorConfig
+from stages.errors import BackendUnavailable, FathomError
+from stages.generate.common import (
+    check_fits,
+    estimate_prompt_tokens,
+    estimate_tokens,
+    first_line,
+)
+from stages.generate.prompt import build_messages, parse_citations
+
+DEFAULT_MODEL = "gpt-4o-mini"
+PLACEHOLDER_KEY = "sk-no-key"  # local servers ignore the key, the client insists on one
+TIKTOKEN_LOAD_S = 3.0  # tiktoken downloads its BPE file without a timeout; do not wait longer
+
+# Error texts from servers that reject an optional parameter we send (then retried without).
+_OPTIONAL_HINTS = ("logprob", "stream_options", "include_usage")
+
+_encodings: dict[str, Any] = {}
+_encodings_lock = threading.Lock()
+
+
+def _tiktoken_encoding(model: str) -> tuple[Any, bool]:
+    """``(encoding or None, model known to tiktoken)``; cached per model, loaded at most once."""
+    with _encodings_lock:
+        if model in _encodings:
+            return _encodings[model]
+    try:
+        import tiktoken
+    except ImportError:
+        result: tuple[Any, bool] = (None, False)
+    else:
+        try:
+            name, known = tiktoken.encoding_name_for_model(model), True
+        except KeyError:
+            name, known = "o200k_base", False
+        box: list[Any] = []
+
+        def load() -> None:
+            with contextlib.suppress(Exception):  # offline: any network or file error
+                box.append(tiktoken.get_encoding(name))
+
+        loader = threading.Thread(target=load, daemon=True, name="tiktoken-load")
+        loader.start()
+        loader.join(TIKTOKEN_LOAD_S)
+        result = (box[0] if box else None, known)
+    with _encodings_lock:
+        _encodings[model] = result
+    return result
+
+
+def api_key(cfg: GeneratorConfig) -> str:
+    """``generator.api_key``, else ``OPENAI_API_KEY`` (empty when neither is set)."""
+    return cfg.api_key or os.environ.get("OPENAI_API_KEY", "")
+
+
+class OpenAIGenerator:
+    """Answers with a chat model behind the OpenAI API; the client is created on first use."""
+
+    name = "openai"
+
+    def __init__(self, cfg: GeneratorConfig) -> None:
+        self.cfg = cfg
+        self.model = cfg.model or DEFAULT_MODEL
+        self.base_url = cfg.base_url.rstrip("/")
+        self._client: Any = None
+        self._send_logprobs = True
+        self._send_usage = True
+
+    def __repr__(self) -> str:
+        where = self.base_url or "api.openai.com"
+        return f"OpenAIGenerator(base_url={where!r}, model={self.model!r})"
+
+    @property
+    def context_window(self) -> int:
+        """``generator.context_window`` (the server's own limit is not discoverable)."""
+        return self.cfg.context_window
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        """tiktoken counts, or the conservative estimate (see the module docstring)."""
+        encoding, known = _tiktoken_encoding(self.model)
+        if encoding is None:
+            return [estimate_tokens(t) for t in texts]
+        counts = [len(ids) for ids in encoding.encode_ordinary_batch(texts)]
+        if known:
+            return counts
+        return [max(n, estimate_tokens(t)) for n, t in zip(counts, texts, strict=True)]
+
+    def prompt_tokens(self, question: str, hits: list[Hit]) -> int:
+        """Tokens of the chat prompt incl. per-message overhead (rounded up)."""
+        return estimate_prompt_tokens(build_messages(question, hits), self.count_tokens)
+
+    def _where(self) -> str:
+        return f"the OpenAI-compatible server at {self.base_url}" if self.base_url else "OpenAI"
+
+    def _load(self) -> Any:
+        if self._client is None:
+            try:
+                import openai
+            except ImportError:
+                raise BackendUnavailable(
+                    "the openai client is not installed — pip install openai"
+                ) from None
+            key = api_key(self.cfg)
+            if not key and not self.base_url:
+                raise BackendUnavailable(
+                    "no OpenAI API key — set OPENAI_API_KEY or generator.api_key, "
+                    "or generator.base_url for an OpenAI-compatible server"
+                )
+            self._client = openai.OpenAI(
+                api_key=key or PLACEHOLDER_KEY,
+                base_url=self.base_url or None,
+                max_retries=self.cfg.retries,
+                timeout=self.cfg.timeout_s,
+            )
+        return self._client
+
+    def _params(self, messages: list[dict[str, str]], stream: bool) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": self.cfg.temperature,
+            "seed": self.cfg.seed,
+        }
+        # OpenAI's reasoning models reject max_tokens; compatible servers often only know it.
+        budget_key = "max_tokens" if self.base_url else "max_completion_tokens"
+        params[budget_key] = self.cfg.max_tokens
+        if self._send_logprobs:
+            params |= {"logprobs": True, "top_logprobs": 1}
+        if stream:
+            params["stream"] = True
+            if self._send_usage:
+                params["stream_options"] = {"include_usage": True}
+        return params
+
+    def generate(
+        self, question: str, hits: list[Hit], on_token: Callable[[str], Any] | None = None
+    ) -> Draft:
+        """Answer from ``hits``; streams when ``on_token`` is given."""
+        t0 = time.perf_counter()
+        messages = build_messages(question, hits)
+        estimate = estimate_prompt_tokens(messages, self.count_tokens)
+        check_fits(self.name, self.model, estimate, self.cfg.max_tokens, self.context_window)
+        client = self._load()
+        for attempt in (1, 2):
+            try:
+                with self._errors():
+                    result = self._complete(client, messages, on_token)
+                break
+            except _OptionalParamRejected:
+                if attempt == 2:
+                    raise
+                self._send_logprobs = self._send_usage = False
+        text, usage, finish, logprobs, model = result
+        text = text.strip()
+        prompt_tokens = getattr(usage, "prompt_tokens", None) or estimate
+        completion_tokens = getattr(usage, "completion_tokens", None) or sum(
+            self.count_tokens([text])
+        )
+        return Draft(
+            text=text,
+            citations=parse_citations(text, len(hits)),
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            backend=self.name,
+            model=model or self.model,
+            finish_reason=finish or "",
+            logprobs=tuple(logprobs) or None,
+            ms=(time.perf_counter() - t0) * 1000,
+        )
+
+    def _complete(
+        self, client: Any, messages: list[dict[str, str]], on_token: Callable[[str], Any] | None
+    ) -> tuple[str, Any, str | None, list[float], str]:
+        """``(text, usage or None, finish_reason, logprobs, model)`` of one request."""
+        logprobs: list[float] = []
+        if on_token is None:
+            response = client.chat.completions.create(**self._params(messages, stream=False))
+            choice = response.choices[0]
+            if choice.logprobs and choice.logprobs.content:
+                logprobs = [t.logprob for t in choice.logprobs.content]
+            return (
+                choice.message.content or "",
+                response.usage,
+                choice.finish_reason,
+                logprobs,
+                response.model,
+            )
+        pieces: list[str] = []
+        usage: Any = None
+        finish: str | None = None
+        model = ""
+        for chunk in client.chat.completions.create(**self._params(messages, stream=True)):
+            model = chunk.model or model
+            if chunk.usage is not None:
+                usage = chunk.usage
+            for choice in chunk.choices[:1]:
+                piece = choice.delta.content if choice.delta else None
+                if piece:
+                    pieces.append(piece)
+                    on_token(piece)
+                if choice.logprobs and choice.logprobs.content:
+                    logprobs += [t.logprob for t in choice.logprobs.content]
+                finish = choice.finish_reason or finish
+        return "".join(pieces), usage, finish, logprobs, model
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Map the client's exceptions to Fathom's, with the API key scrubbed from every text."""
+        import openai
+
+        where, key = self._where(), api_key(self.cfg)
+
+        def scrub(text: str) -> str:
+            return first_line(text.replace(key, "***") if key else text)
+
+        try:
+            yield
+        except openai.APITimeoutError:
+            raise BackendUnavailable(
+                f"{where} did not answer within generator.timeout_s = {self.cfg.timeout_s:g} s "
+                f"({self.cfg.retries} retries) — raise the timeout or try again later"
+            ) from None
+        except openai.APIConnectionError:
+            fix = "check generator.base_url and that the server is running"
+            raise BackendUnavailable(
+                f"{where} is not reachable — {fix if self.base_url else 'check the network'}"
+            ) from None
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+            raise BackendUnavailable(
+                f"{where} rejected the API key (status {exc.status_code}) — "
+                "set generator.api_key or OPENAI_API_KEY"
+            ) from None
+        except openai.NotFoundError as exc:
+            raise BackendUnavailable(
+                f"{where} has no model {self.model!r} ({scrub(exc.message)}) — set generator.model"
+            ) from None
+        except openai.RateLimitError as exc:
+            raise BackendUnavailable(
+                f"{where}: rate limit or quota exceeded ({scrub(exc.message)}) — try again later"
+            ) from None
+        except openai.APIStatusError as exc:
+            message = scrub(exc.message)
+            sent_optional = self._send_logprobs or self._send_usage
+            if sent_optional and (
+                exc.status_code == 422 or any(h in message.lower() for h in _OPTIONAL_HINTS)
+            ):
+                raise _OptionalParamRejected from None
+            if "context" in message.lower() and exc.status_code == 400:
+                raise FathomError(
+                    f"{where}: the prompt does not fit model {self.model!r} ({message}) — "
+                    "lower compress.budget_tokens or generator.context_window"
+                ) from None
+            raise FathomError(
+                f"{where} refused the request (status {exc.status_code}): {message}"
+            ) from None
+        except openai.OpenAIError as exc:
+            raise FathomError(f"{where}: {scrub(str(exc))}") from None
+
+
+class _OptionalParamRejected(Exception):
+    """The server rejected ``logprobs`` or ``stream_options``: retry without them."""

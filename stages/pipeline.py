@@ -1,0 +1,628 @@
+"""One question, end to end: classify → probe → decide depth → rerank → compress → generate →
+feedback (deeper retrieval when confidence is low). Plain code; every stage's time, tokens and
+decision go into the ``Trace``.
+
+The probe is shared: the depth policy reads its scores and the later stages reuse its hits, so a
+small k never costs a second search. ``Engine`` keeps the collection and models loaded across
+questions (``fathom chat``); ``ask`` builds one for a single question.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from stages.base import Citation, Decision, Draft, Hit, Probe
+from stages.errors import CollectionNotFound, FathomError
+
+if TYPE_CHECKING:
+    from stages.config import Config
+
+Progress = Callable[..., None]
+TokenSink = Callable[[str], None]
+
+
+@dataclass
+class Trace:
+    """What one ask did and what it cost; filled in stage by stage."""
+
+    question: str
+    collection: str
+    query_type: str = ""
+    type_probs: dict[str, float] = field(default_factory=dict)
+    strategy: dict[str, Any] = field(default_factory=dict)
+    decision: Decision | None = None
+    runner_up: dict[str, Any] | None = None
+    stages_ms: dict[str, float] = field(default_factory=dict)
+    tokens: dict[str, int] = field(
+        default_factory=lambda: {"embedding": 0, "context": 0, "prompt": 0, "completion": 0}
+    )
+    cost: float = 0.0
+    currency: str = "USD"
+    backend: str = ""
+    model: str = ""
+    reranker: str = ""
+    notices: list[str] = field(default_factory=list)
+    hops: list[str] = field(default_factory=list)
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+
+    def add_ms(self, stage: str, ms: float) -> None:
+        self.stages_ms[stage] = self.stages_ms.get(stage, 0.0) + ms
+
+    @property
+    def total_ms(self) -> float:
+        return sum(self.stages_ms.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query_type": self.query_type,
+            "type_probs": {k: round(v, 4) for k, v in self.type_probs.items()},
+            "strategy": self.strategy,
+            "decision": self.decision.to_dict() if self.decision else None,
+            "stages_ms": {k: round(v, 3) for k, v in self.stages_ms.items()},
+            "total_ms": round(self.total_ms, 3),
+            "tokens": dict(self.tokens),
+            "cost": self.cost,
+            "currency": self.currency,
+            "backend": self.backend,
+            "model": self.model,
+            "reranker": self.reranker,
+            "notices": list(self.notices),
+            "hops": list(self.hops),
+            "rounds": list(self.rounds),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    question: str
+    text: str
+    citations: tuple[Citation, ...]
+    sources: tuple[Citation, ...]
+    confidence: dict[str, Any]
+    trace: Trace
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "answer": self.text,
+            "citations": [c.to_dict() for c in self.citations],
+            "sources": [c.to_dict() for c in self.sources],
+            "confidence": self.confidence,
+            "collection": self.trace.collection,
+            "trace": self.trace.to_dict(),
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Targets
+# ---------------------------------------------------------------------------------------------
+
+
+def resolve_target(
+    cfg: Config, target: str, progress: Progress | None = None, rebuild: bool = False
+) -> str:
+    """The collection for ``target``: a file or folder (ingested on first use) or a name."""
+    from index.collection import collection_for, collections_root, ingest_paths
+    from index.manifest import read_manifest
+
+    path = Path(target)
+    if path.exists():
+        name = collection_for([path])
+        if rebuild or read_manifest(collections_root(cfg) / name) is None:
+            report = ingest_paths(cfg, [path], name, rebuild=rebuild, progress=progress)
+            if report.total_chunks == 0:
+                reasons = "; ".join(f.reason for f in report.files if f.reason) or "no text"
+                raise FathomError(f"{target}: nothing could be indexed ({reasons})")
+        return name
+    if read_manifest(collections_root(cfg) / target) if _valid_name(target) else None:
+        return target
+    raise CollectionNotFound(
+        f"{target}: no such file, folder or collection — give a PDF, DOCX, TXT or MD file, a "
+        "folder, or a name from `fathom collections list`"
+    )
+
+
+def _valid_name(name: str) -> bool:
+    return bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$", name))
+
+
+# ---------------------------------------------------------------------------------------------
+# Engine
+# ---------------------------------------------------------------------------------------------
+
+
+def price(cfg: Config, model: str, prompt_tokens: int, completion_tokens: int) -> float:
+    """Cost from the configured price table (per million tokens); unlisted models cost 0."""
+    entry = cfg.prices.models.get(model)
+    if not entry:
+        return 0.0
+    return (prompt_tokens * entry[0] + completion_tokens * entry[1]) / 1_000_000
+
+
+class Engine:
+    """A collection with its models loaded, answering questions one after another."""
+
+    def __init__(self, cfg: Config, collection: str, generator: Any | None = None) -> None:
+        from index.collection import Collection
+        from index.embed import embedder_id_for, make_query_embedder
+        from stages.retrieve import CollectionRetriever
+
+        self.cfg = cfg
+        self.collection = Collection.open(
+            cfg, collection, expect_embedder=embedder_id_for(cfg.embedder)
+        )
+        self.embedder = make_query_embedder(cfg.embedder, cfg.models_path())
+        self.retriever = CollectionRetriever(
+            self.collection,
+            self.embedder,
+            mode=cfg.retrieval.mode,
+            rrf_k=cfg.retrieval.rrf_k,
+            candidates=cfg.retrieval.candidates,
+        )
+        self._generator = generator
+        self._classifier = None
+        self._reranker = None
+        self._rerank_notice: str | None = None
+        self._compressor = None
+        self._scorer = None
+        self._token_counter = None
+        self._paths = {d.doc_id: d.path for d in self.collection.manifest.documents}
+
+    # -- lazily built parts ------------------------------------------------------------------
+
+    @property
+    def generator(self):
+        if self._generator is None:
+            from stages.generate import make_generator
+
+            self._generator = make_generator(self.cfg.generator)
+        return self._generator
+
+    @property
+    def classifier(self):
+        if self._classifier is None:
+            from router.classify import QueryClassifier
+
+            self._classifier = QueryClassifier.from_config(self.cfg)
+        return self._classifier
+
+    def reranker(self):
+        if self._reranker is None:
+            from stages.rerank import make_reranker
+
+            self._reranker, self._rerank_notice = make_reranker(self.cfg.rerank, self.embedder)
+        return self._reranker
+
+    @property
+    def compressor(self):
+        if self._compressor is None:
+            from stages.compress import ContextCompressor
+
+            c = self.cfg.compress
+            self._compressor = ContextCompressor(
+                self.generator.count_tokens,
+                embedder=self.embedder,
+                dedupe_threshold=c.dedupe_threshold,
+                mmr_lambda=c.mmr_lambda,
+                sentence_select_over=c.sentence_select_over,
+            )
+        return self._compressor
+
+    @property
+    def scorer(self):
+        if self._scorer is None:
+            from feedback.confidence import SupportScorer
+
+            self._scorer = SupportScorer(self.embedder)
+        return self._scorer
+
+    def _count_embedding_tokens(self, texts: list[str]) -> int:
+        if self._token_counter is None:
+            from chunking.tokens import token_counter_for
+
+            self._token_counter = token_counter_for(self.embedder.model_dir())
+        return sum(self._token_counter.count(texts))
+
+    # -- one question ------------------------------------------------------------------------
+
+    def ask(
+        self,
+        question: str,
+        *,
+        k: int | None = None,
+        policy: Any | None = None,
+        rerank: bool | None = None,
+        budget_tokens: int | None = None,
+        on_token: TokenSink | None = None,
+        on_event: Progress | None = None,
+    ) -> Answer:
+        """Answer ``question``; ``k`` fixes the depth, else ``policy``, else the strategy."""
+        from router.depth import FixedDepth, StrategyDepth
+        from router.strategy import strategy_for
+
+        question = question.strip()
+        if not question:
+            raise FathomError("the question is empty")
+        emit = on_event or (lambda *a, **kw: None)
+        trace = Trace(
+            question=question, collection=self.collection.name, currency=self.cfg.prices.currency
+        )
+
+        t = time.perf_counter()
+        qvec = self.embedder.embed_query(question)
+        trace.tokens["embedding"] += self._count_embedding_tokens([question])
+        trace.add_ms("embed", _ms(t))
+
+        t = time.perf_counter()
+        qtype, probs = self.classifier.classify(question, embedding=qvec)
+        strategy = strategy_for(qtype, question)
+        trace.query_type, trace.type_probs = qtype, dict(probs)
+        trace.strategy = _strategy_dict(strategy)
+        trace.add_ms("classify", _ms(t))
+
+        depth = max(strategy.k_max, self.cfg.rerank.candidates, k or 0, 20)
+        t = time.perf_counter()
+        probe = self.retriever.probe(question, depth, qvec=qvec)
+        trace.add_ms("probe", _ms(t))
+
+        if strategy.iterative and (k is None or k > 0):
+            probe = self._second_hop(question, probe, depth, trace)
+
+        t = time.perf_counter()
+        chooser = FixedDepth(k) if k is not None else policy or StrategyDepth(strategy)
+        decision = chooser.decide(question, probe, qtype)
+        trace.decision = decision
+        trace.add_ms("decide", _ms(t))
+        emit("decision", decision=decision, query_type=qtype)
+
+        candidates = list(probe.hits)
+        use_rerank = self.cfg.rerank.enabled if rerank is None else rerank
+        use_rerank = use_rerank and strategy.rerank and decision.k > 0 and len(candidates) > 1
+        if use_rerank:
+            t = time.perf_counter()
+            reranker = self.reranker()
+            head = candidates[: self.cfg.rerank.candidates]
+            candidates = reranker.rerank(question, head) + candidates[len(head) :]
+            trace.reranker = reranker.name
+            if self._rerank_notice and self._rerank_notice not in trace.notices:
+                trace.notices.append(self._rerank_notice)
+            trace.add_ms("rerank", _ms(t))
+        else:
+            trace.reranker = "off"
+
+        gen = self.generator
+        trace.backend, trace.model = gen.name, gen.model
+        budget = self._budget(question, budget_tokens or strategy.budget_tokens)
+
+        if strategy.map_reduce and decision.k > 0:
+            draft, used = self._map_reduce(question, budget, trace, on_token)
+            conf = self.scorer.score(draft, used)
+            trace.rounds.append(_round(decision.k, draft, conf, len(used)))
+        else:
+            kk = decision.k
+            used, draft, conf = self._generate_round(
+                question, candidates, kk, budget, trace, on_token
+            )
+            rounds = 0
+            fb = self.cfg.feedback
+            while (
+                fb.enabled
+                and conf.score < fb.threshold
+                and rounds < fb.max_rounds
+                and kk < min(len(candidates), strategy.k_max * 2)
+            ):
+                rounds += 1
+                t = time.perf_counter()
+                new_k = max(kk + 1, math.ceil(max(kk, 1) * fb.growth), strategy.k_min)
+                new_k = min(new_k, len(candidates))
+                emit("escalate", confidence=conf.score, k=new_k)
+                trace.add_ms("feedback", _ms(t))
+                kk = new_k
+                used, draft, conf = self._generate_round(
+                    question, candidates, kk, budget, trace, on_token, escalated=True
+                )
+            if kk != decision.k:
+                trace.decision = Decision(
+                    k=kk,
+                    policy=decision.policy,
+                    reason=f"{decision.reason}; feedback deepened to k = {kk} "
+                    f"(confidence was below {fb.threshold})",
+                    scores=decision.scores,
+                )
+        trace.cost = price(self.cfg, gen.model, trace.tokens["prompt"], trace.tokens["completion"])
+        sources = tuple(self._citation(i, h) for i, h in enumerate(used, start=1))
+        cited = tuple(sources[n - 1] for n in draft.citations if 1 <= n <= len(sources))
+        return Answer(
+            question=question,
+            text=draft.text,
+            citations=cited,
+            sources=sources,
+            confidence=conf.to_dict(),
+            trace=trace,
+        )
+
+    # -- pieces ----------------------------------------------------------------------------------
+
+    def _budget(self, question: str, wanted: int) -> int:
+        """The context budget: what was asked for, capped so the prompt fits the window."""
+        gen = self.generator
+        overhead = gen.prompt_tokens(question, [])
+        room = gen.context_window - overhead - self.cfg.generator.max_tokens - 16
+        if room <= 0:
+            raise FathomError(
+                f"the question alone ({overhead} tokens) leaves no room in the "
+                f"{gen.context_window}-token context of {gen.model} — raise "
+                "generator.context_window or shorten the question"
+            )
+        return max(0, min(wanted, room))
+
+    def _generate_round(
+        self,
+        question: str,
+        candidates: list[Hit],
+        k: int,
+        budget: int,
+        trace: Trace,
+        on_token: TokenSink | None,
+        escalated: bool = False,
+    ):
+        t = time.perf_counter()
+        kept = self.compressor.fit(question, candidates[:k], budget) if k > 0 else []
+        trace.add_ms("compress", _ms(t))
+        if kept:
+            rendered = _render_sources(kept)
+            trace.tokens["context"] = sum(self.generator.count_tokens([rendered]))
+        else:
+            trace.tokens["context"] = 0
+        t = time.perf_counter()
+        if escalated and on_token is not None:
+            on_token("\n")
+        draft = self.generator.generate(question, kept, on_token=on_token)
+        trace.add_ms("generate", _ms(t))
+        trace.tokens["prompt"] += draft.prompt_tokens
+        trace.tokens["completion"] += draft.completion_tokens
+        t = time.perf_counter()
+        conf = self.scorer.score(draft, kept)
+        trace.tokens["embedding"] += (
+            self._count_embedding_tokens(
+                [d["sentence"] for d in conf.sentences] + [h.chunk.text for h in kept]
+            )
+            if conf.sentences
+            else 0
+        )
+        trace.add_ms("feedback", _ms(t))
+        trace.rounds.append(_round(k, draft, conf, len(kept)))
+        return kept, draft, conf
+
+    def _second_hop(self, question: str, probe: Probe, depth: int, trace: Trace) -> Probe:
+        """Multi-hop: a follow-up query from what the first hop found, then fuse both lists."""
+        from stages.retrieve import rrf_fuse
+
+        t = time.perf_counter()
+        follow = followup_query(question, list(probe.hits[:3]))
+        trace.add_ms("hop", _ms(t))
+        if not follow:
+            return probe
+        trace.hops.append(follow)
+        t = time.perf_counter()
+        second = self.retriever.probe(follow, depth)
+        trace.tokens["embedding"] += self._count_embedding_tokens([follow])
+        import numpy as np
+
+        by_id = {h.chunk.chunk_id: h for h in (*probe.hits, *second.hits)}
+        ids = list(by_id)
+        index = {cid: i for i, cid in enumerate(ids)}
+
+        def as_ranked(p: Probe):
+            rows = np.array([index[h.chunk.chunk_id] for h in p.hits], dtype=np.int64)
+            return np.array([h.score for h in p.hits]), rows
+
+        fused = rrf_fuse(
+            {"hop1": as_ranked(probe), "hop2": as_ranked(second)}, self.cfg.retrieval.rrf_k, depth
+        )
+        hits = tuple(
+            replace(
+                by_id[ids[row]],
+                score=score,
+                ranks={**by_id[ids[row]].ranks, **{f"{k}": v for k, v in ranks.items()}},
+            )
+            for row, score, ranks, _ in fused
+        )
+        trace.add_ms("hop", _ms(t))
+        return Probe(query=question, hits=hits, timings_ms={**probe.timings_ms})
+
+    def _map_reduce(self, question: str, budget: int, trace: Trace, on_token: TokenSink | None):
+        """Summaries over the whole collection: one source per section (map), then one answer."""
+        from stages.base import Chunk
+
+        t = time.perf_counter()
+        chunks = self.collection.store.all()
+        sections: dict[tuple[str, str], list[Chunk]] = {}
+        for c in chunks:
+            sections.setdefault((c.doc_id, c.section), []).append(c)
+        groups = list(sections.values())
+        max_sections = 12
+        if len(groups) > max_sections:
+            # Keep the largest sections (most text), in document order.
+            keep = sorted(range(len(groups)), key=lambda i: -sum(c.n_tokens for c in groups[i]))
+            groups = [groups[i] for i in sorted(keep[:max_sections])]
+        gen = self.generator
+        per_section = max(64, budget // max(1, len(groups)))
+        section_hits: list[Hit] = []
+        llm = gen.name != "extractive"
+        for group in groups:
+            hits = [Hit(chunk=c, score=1.0) for c in group]
+            kept = self.compressor.fit(
+                f"main points of {group[0].section or group[0].title}",
+                hits,
+                per_section * (3 if llm else 1),
+            )
+            if not kept:
+                continue
+            if llm:
+                draft = gen.generate(
+                    "Summarize the main points of these sources in two sentences.", kept
+                )
+                trace.tokens["prompt"] += draft.prompt_tokens
+                trace.tokens["completion"] += draft.completion_tokens
+                first, last = kept[0].chunk, kept[-1].chunk
+                text = re.sub(r"\[\d+\]", "", draft.text).strip()
+                chunk = replace(
+                    first, text=text or first.text, page_end=max(first.page_end, last.page_end)
+                )
+                section_hits.append(Hit(chunk=chunk, score=1.0))
+            else:
+                section_hits.append(kept[0])
+        trace.add_ms("map", _ms(t))
+        t = time.perf_counter()
+        kept = self.compressor.fit(question, section_hits, budget)
+        trace.add_ms("compress", _ms(t))
+        trace.tokens["context"] = sum(gen.count_tokens([_render_sources(kept)])) if kept else 0
+        t = time.perf_counter()
+        draft = gen.generate(question, kept, on_token=on_token)
+        trace.add_ms("generate", _ms(t))
+        trace.tokens["prompt"] += draft.prompt_tokens
+        trace.tokens["completion"] += draft.completion_tokens
+        return draft, kept
+
+    def _citation(self, n: int, hit: Hit) -> Citation:
+        c = hit.chunk
+        return Citation(
+            n=n,
+            chunk_id=c.chunk_id,
+            doc_id=c.doc_id,
+            title=c.title,
+            path=self._paths.get(c.doc_id, ""),
+            pages=c.pages,
+            section=c.section,
+            score=round(float(hit.score), 6),
+        )
+
+    def close(self) -> None:
+        self.collection.close()
+
+
+_CAPS = re.compile(
+    r"\b[A-Z][a-zA-Z0-9'’-]+(?:\s+(?:of|the|de|von|van|and)?\s*[A-Z][a-zA-Z0-9'’-]+)*"
+)
+
+
+def followup_query(question: str, hits: list[Hit]) -> str:
+    """A second-hop query: the question plus the bridge entities the first hop surfaced.
+
+    Capitalised phrases (names, places, titles) from the top hits that the question does not
+    already contain are the likely bridges; the most frequent few are appended.
+    """
+    q_lower = question.lower()
+    counts: dict[str, int] = {}
+    for h in hits:
+        for m in _CAPS.finditer(h.chunk.text):
+            phrase = m.group(0).strip()
+            if len(phrase) < 3 or phrase.lower() in q_lower:
+                continue
+            counts[phrase] = counts.get(phrase, 0) + 1
+    if not counts:
+        return ""
+    bridges = sorted(counts, key=lambda p: (-counts[p], -len(p)))[:3]
+    return f"{question} {' '.join(bridges)}"
+
+
+def _render_sources(hits: list[Hit]) -> str:
+    from stages.generate.prompt import render_source
+
+    return "\n\n".join(render_source(i, h) for i, h in enumerate(hits, start=1))
+
+
+def _round(k: int, draft: Draft, conf: Any, n_sources: int) -> dict[str, Any]:
+    return {
+        "k": k,
+        "sources": n_sources,
+        "confidence": round(conf.score, 4),
+        "abstained": conf.abstained,
+        "prompt_tokens": draft.prompt_tokens,
+        "completion_tokens": draft.completion_tokens,
+        "generate_ms": round(draft.ms, 3),
+        "answer": draft.text,
+    }
+
+
+def _strategy_dict(strategy: Any) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    d = asdict(strategy)
+    return {k: v for k, v in d.items()}
+
+
+def _ms(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1000
+
+
+def ask(
+    cfg: Config,
+    target: str,
+    question: str,
+    *,
+    k: int | None = None,
+    rerank: bool | None = None,
+    budget_tokens: int | None = None,
+    rebuild: bool = False,
+    progress: Progress | None = None,
+    on_token: TokenSink | None = None,
+    on_event: Progress | None = None,
+) -> Answer:
+    """Resolve ``target`` (ingesting it on first use), answer ``question``, record it."""
+    t0 = time.perf_counter()
+    name = resolve_target(cfg, target, progress=progress, rebuild=rebuild)
+    resolve_ms = _ms(t0)
+    engine = Engine(cfg, name)
+    try:
+        answer = engine.ask(
+            question,
+            k=k,
+            rerank=rerank,
+            budget_tokens=budget_tokens,
+            on_token=on_token,
+            on_event=on_event,
+        )
+    finally:
+        engine.close()
+    answer.trace.stages_ms = {"open": resolve_ms, **answer.trace.stages_ms}
+    record(cfg, target, answer)
+    return answer
+
+
+def record(cfg: Config, target: str, answer: Answer) -> None:
+    """Append the ask to ``history.db``."""
+    from stages.history import History
+
+    tr = answer.trace
+    History(cfg.home_path() / "history.db").record(
+        {
+            "question": answer.question,
+            "target": target,
+            "collection": tr.collection,
+            "query_type": tr.query_type,
+            "policy": tr.decision.policy if tr.decision else "",
+            "k": tr.decision.k if tr.decision else 0,
+            "reason": tr.decision.reason if tr.decision else "",
+            "total_ms": tr.total_ms,
+            "stages_ms": tr.stages_ms,
+            "prompt_tokens": tr.tokens["prompt"],
+            "completion_tokens": tr.tokens["completion"],
+            "context_tokens": tr.tokens["context"],
+            "embedding_tokens": tr.tokens["embedding"],
+            "cost": tr.cost,
+            "currency": tr.currency,
+            "backend": tr.backend,
+            "model": tr.model,
+            "confidence": answer.confidence.get("score"),
+            "rounds": len(tr.rounds),
+            "answer": answer.text,
+        }
+    )

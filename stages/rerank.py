@@ -1,0 +1,324 @@
+"""Second-stage reranking: a cross-encoder when one can be loaded, else an embedding reranker.
+
+Both return NEW hits (records are frozen) ordered by the rerank score, best first, with
+``scores["rerank"]``, ``ranks["rerank"]`` (1-based) added and ``score`` set to the rerank score.
+The sort is stable: hits with equal scores keep their input order.
+
+``make_reranker`` picks the backend: the configured cross-encoder (a local path, the local
+Hugging Face cache, then a download unless ``HF_HUB_OFFLINE`` is set), or — when it cannot be
+loaded — the ``EmbeddingReranker``, which needs no model beyond the query embedder, together with
+a plain-English notice for the report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from stages.base import Hit
+from stages.errors import BackendUnavailable
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    import numpy as np
+
+    from stages.base import Embedder, Reranker
+    from stages.config import RerankConfig
+
+# ---------------------------------------------------------------------------------------------
+# Lexical helpers (shared with stages.compress)
+# ---------------------------------------------------------------------------------------------
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+_STOPWORDS = """
+    a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further
+    had has have having he her here hers herself him himself his how i if in into is it its itself
+    just me more most my myself no nor not now of off on once only or other our ours ourselves out
+    over own same she should so some such than that the their theirs them themselves then there
+    these they this those through to too under until up very was we were what when where which
+    while who whom why will with would you your yours yourself yourselves also may might must
+    shall one many much
+"""
+STOPWORDS: frozenset[str] = frozenset(_STOPWORDS.split())
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased words of ``text`` with a plural/possessive ``s`` dropped (cats → cat), so
+    forms still match; stopwords are kept (shingles need them)."""
+    return [
+        w[:-1] if len(w) > 3 and w[-1] == "s" and w[-2] != "s" else w
+        for w in _WORD.findall(text.lower())
+    ]
+
+
+def content_terms(text: str) -> set[str]:
+    """Normalised words of ``text`` minus stopwords and single characters."""
+    return {w for w in words(text) if len(w) > 1 and w not in STOPWORDS}
+
+
+def term_weights(query_terms: set[str], docs: list[set[str]]) -> dict[str, float]:
+    """IDF of each query term over ``docs`` (BM25's form, always > 0)."""
+    n = len(docs)
+    out: dict[str, float] = {}
+    for t in query_terms:
+        df = sum(1 for d in docs if t in d)
+        out[t] = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+    return out
+
+
+def lexical_overlap(weights: dict[str, float], terms: set[str]) -> float:
+    """IDF-weighted share of the query terms present in ``terms``, in [0, 1]."""
+    total = sum(weights.values())
+    if total <= 0:
+        return 0.0
+    return sum(w for t, w in weights.items() if t in terms) / total
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared output contract
+# ---------------------------------------------------------------------------------------------
+
+
+def _reordered(hits: list[Hit], scores: Iterable[float]) -> list[Hit]:
+    """New hits sorted by ``scores`` (stable), with ``rerank`` score and rank recorded."""
+    scored = list(zip(hits, (float(s) for s in scores), strict=True))
+    order = sorted(range(len(scored)), key=lambda i: -scored[i][1])  # sorted() is stable
+    out: list[Hit] = []
+    for rank, i in enumerate(order, start=1):
+        hit, s = scored[i]
+        out.append(
+            dataclasses.replace(
+                hit,
+                score=s,
+                ranks={**hit.ranks, "rerank": rank},
+                scores={**hit.scores, "rerank": s},
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Cross-encoder
+# ---------------------------------------------------------------------------------------------
+
+
+def _offline() -> bool:
+    """True when the environment forbids hub downloads (read now, not at library import)."""
+    return any(
+        os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+        for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
+
+
+def _short(exc: BaseException, limit: int = 160) -> str:
+    """The first line of an exception message, shortened for a one-line notice."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _quiet_transformers() -> None:
+    """Keep library progress bars and load reports off stdout/stderr."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+    except ImportError:  # pragma: no cover - sentence-transformers depends on transformers
+        pass
+
+
+class CrossEncoderReranker:
+    """A sentence-transformers ``CrossEncoder`` by hub name or local path; loads on first use.
+
+    The rerank score is the model's raw logit (no sigmoid), which orders exactly as the
+    probability but does not saturate into ties. For a model with several labels the last
+    label's logit is used (the "relevant" class of binary rerankers).
+    """
+
+    def __init__(self, model: str, batch_size: int = 32, max_length: int = 512) -> None:
+        self.model = model
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.name = f"cross-encoder:{model}"
+        self._model = None
+        self._lock = threading.Lock()
+
+    def _load(self):
+        with self._lock:
+            if self._model is None:
+                self._model = self._open()
+        return self._model
+
+    def _open(self):
+        try:
+            from sentence_transformers import CrossEncoder
+        except ImportError as exc:  # pragma: no cover - dependency of the package
+            raise BackendUnavailable(
+                f"reranker {self.model!r}: sentence-transformers is not installed ({exc}) — "
+                "pip install -e ."
+            ) from None
+        _quiet_transformers()
+        kwargs = {"max_length": self.max_length, "device": "cpu"}
+        path = Path(self.model).expanduser()
+        if path.exists():
+            try:
+                return CrossEncoder(str(path.resolve()), **kwargs)
+            except Exception as exc:  # any loader failure means the backend is unusable
+                raise BackendUnavailable(
+                    f"reranker {self.model!r}: cannot load the model folder ({_short(exc)}) — "
+                    "check that it holds a saved CrossEncoder"
+                ) from None
+        try:
+            return CrossEncoder(self.model, local_files_only=True, **kwargs)
+        except Exception as exc:  # not in the local cache (or a broken copy): try the hub
+            cached_error = exc
+        if _offline():
+            raise BackendUnavailable(
+                f"reranker {self.model!r}: not in the local Hugging Face cache and downloads "
+                f"are disabled (HF_HUB_OFFLINE) ({_short(cached_error)}) — download it once "
+                "while online, or set rerank.model to a local path"
+            )
+        try:
+            return CrossEncoder(self.model, **kwargs)
+        except Exception as exc:  # network, auth, missing repo, bad files: all unusable
+            raise BackendUnavailable(
+                f"reranker {self.model!r}: not cached and the download failed ({_short(exc)}) "
+                "— download it once while online, or set rerank.model to a local path"
+            ) from None
+
+    def load(self) -> CrossEncoderReranker:
+        """Load the model now (raises ``BackendUnavailable``); returns ``self``."""
+        self._load()
+        return self
+
+    def scores(self, query: str, texts: list[str]) -> np.ndarray:
+        """Raw relevance logits of ``(query, text)`` pairs: ``(len(texts),) float32``."""
+        import numpy as np
+        import torch
+
+        if not texts:
+            return np.zeros(0, dtype=np.float32)
+        model = self._load()
+        out = model.predict(
+            [(query, t) for t in texts],
+            batch_size=self.batch_size,
+            activation_fn=torch.nn.Identity(),
+            show_progress_bar=False,
+            convert_to_numpy=True,
+        )
+        out = np.asarray(out, dtype=np.float32)
+        return out[:, -1] if out.ndim == 2 else out.reshape(-1)
+
+    def rerank(self, query: str, hits: list[Hit]) -> list[Hit]:
+        """``hits`` re-ordered by cross-encoder score (new Hit objects)."""
+        if not hits:
+            return []
+        return _reordered(hits, self.scores(query, [h.chunk.text for h in hits]).tolist())
+
+
+# ---------------------------------------------------------------------------------------------
+# Embedding fallback
+# ---------------------------------------------------------------------------------------------
+
+
+class EmbeddingReranker:
+    """Reranks with the query embedder alone: best-sentence similarity plus term overlap.
+
+    ``score = DENSE_WEIGHT * dense + LEXICAL_WEIGHT * lexical`` where
+
+    * ``dense`` = the highest cosine between the query and any unit of the chunk; the units are
+      its sentences (``split_sentences``) plus the whole chunk, so both a single answer-bearing
+      sentence and a chunk that answers only as a whole can win. A chunk with more than
+      ``max_sentences`` sentences is cut into that many runs of consecutive sentences, so all
+      of its text is still seen. All units of all hits are embedded in one batch.
+    * ``lexical`` = the IDF-weighted share of the query's content words (stopwords removed,
+      plural ``s`` dropped) that occur in the chunk, IDF computed over the hits being reranked.
+
+    With ``embedder=None`` the score is ``lexical`` alone (``name`` is then "lexical").
+    """
+
+    DENSE_WEIGHT = 0.8
+    LEXICAL_WEIGHT = 0.2
+
+    def __init__(self, embedder: Embedder | None, max_sentences: int = 16) -> None:
+        self.embedder = embedder
+        self.max_sentences = max(1, max_sentences)
+        self.name = "embedding" if embedder is not None else "lexical"
+
+    def units(self, text: str) -> list[str]:
+        """The sentence units of one chunk (at most ``max_sentences``) plus the whole text."""
+        from chunking.sentences import split_sentences
+
+        spans = split_sentences(text)
+        if len(spans) > self.max_sentences:
+            size = math.ceil(len(spans) / self.max_sentences)
+            spans = [
+                (spans[i][0], spans[min(i + size, len(spans)) - 1][1])
+                for i in range(0, len(spans), size)
+            ]
+        out = [text[s:e] for s, e in spans]
+        if len(out) != 1 or out[0] != text.strip():
+            out.append(text)
+        return out or [text]
+
+    def scores(self, query: str, texts: list[str]) -> list[float]:
+        """Blended relevance of each text to ``query`` (see the class docstring)."""
+        import numpy as np
+
+        if not texts:
+            return []
+        q_terms = content_terms(query)
+        doc_terms = [content_terms(t) for t in texts]
+        weights = term_weights(q_terms, doc_terms)
+        lexical = np.array([lexical_overlap(weights, d) for d in doc_terms], dtype=np.float32)
+        if self.embedder is None:
+            return lexical.tolist()
+        units = [self.units(t) for t in texts]
+        owner = np.repeat(np.arange(len(texts)), [len(u) for u in units])
+        vecs = self.embedder.embed([u for us in units for u in us])
+        qvec = np.asarray(self.embedder.embed_query(query), dtype=np.float32).reshape(-1)
+        sims = vecs @ qvec
+        dense = np.full(len(texts), -1.0, dtype=np.float32)
+        np.maximum.at(dense, owner, sims)
+        return (self.DENSE_WEIGHT * dense + self.LEXICAL_WEIGHT * lexical).tolist()
+
+    def rerank(self, query: str, hits: list[Hit]) -> list[Hit]:
+        """``hits`` re-ordered by the blended score (new Hit objects)."""
+        if not hits:
+            return []
+        return _reordered(hits, self.scores(query, [h.chunk.text for h in hits]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Choosing a backend
+# ---------------------------------------------------------------------------------------------
+
+
+def make_reranker(cfg: RerankConfig, embedder: Embedder | None) -> tuple[Reranker, str | None]:
+    """The configured cross-encoder, loaded now; else the embedding reranker and a notice.
+
+    The notice is one plain-English line for the report; it is ``None`` when the cross-encoder
+    loaded. The caller decides whether reranking is enabled (``cfg.enabled``).
+    """
+    ce = CrossEncoderReranker(cfg.model, batch_size=cfg.batch_size)
+    try:
+        return ce.load(), None
+    except BackendUnavailable as exc:
+        reason = str(exc)
+        prefix = f"reranker {cfg.model!r}: "
+        reason = reason[len(prefix) :] if reason.startswith(prefix) else reason
+        reason = reason.split(" — ", 1)[0]
+    fallback = EmbeddingReranker(embedder)
+    where = " offline" if _offline() else ""
+    used = "the embedding reranker" if embedder is not None else "term overlap (no embedder)"
+    return fallback, f"reranker: {cfg.model} unavailable{where} ({reason}); used {used} instead"
