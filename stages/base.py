@@ -313,6 +313,10 @@ class Generator(Protocol):
 
     def count_tokens(self, texts: list[str]) -> list[int]: ...
 
+    def prompt_tokens(self, question: str, hits: list[Hit]) -> int:
+        """Tokens of the full rendered prompt (template included), counted conservatively."""
+        ...
+
     def generate(self, question: str, hits: list[Hit], on_token: Any | None = None) -> Draft: ...
 
 

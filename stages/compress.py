@@ -54,7 +54,7 @@ class CompressionStats:
     truncated: int = 0
     skipped: int = 0  # did not fit the budget even when cut
     hits_out: int = 0
-    tokens_before: int = 0  # all input hits, numbered in input order
+    tokens_before: int = 0  # all input hits in input order (sum of sources + separators)
     tokens_after: int = 0
 
     def to_dict(self) -> dict[str, Any]:
@@ -172,6 +172,7 @@ class ContextCompressor:
         self.mmr_lambda = mmr_lambda
         self.sentence_select_over = sentence_select_over
         self.last_stats = CompressionStats()
+        self._query: tuple[str, np.ndarray] | None = None  # the last query and its vector
 
     # -- steps 1 and 2 -------------------------------------------------------------------------
 
@@ -229,7 +230,10 @@ class ContextCompressor:
         flat = [s for sents in sentences for s in sents]
         if self.embedder is None or not flat:
             return out
-        qvec = np.asarray(self.embedder.embed_query(query), dtype=np.float32).reshape(-1)
+        if self._query is None or self._query[0] != query:
+            vec = np.asarray(self.embedder.embed_query(query), dtype=np.float32).reshape(-1)
+            self._query = (query, vec)
+        qvec = self._query[1]
         sims = self.embedder.embed(flat) @ qvec
         at = 0
         for i, sents in enumerate(sentences):
@@ -329,8 +333,13 @@ class ContextCompressor:
         n_in = len(hits)
         rendered_in = [render_source(i, h) for i, h in enumerate(hits, 1)]
         headers_in = [render_source(i, _with_text(h, "")) for i, h in enumerate(hits, 1)]
-        counts = self.count_tokens([SOURCE_SEPARATOR, *rendered_in, *headers_in])
-        sep, full, header = counts[0], counts[1 : n_in + 1], counts[n_in + 1 :]
+        # The separator's cost in context ("</source>\n\n<source"): BPE tokenizers merge the
+        # blank line with its neighbours differently than when it stands alone.
+        probe = render_source(1, _with_text(hits[0], "x"))
+        pair = probe + SOURCE_SEPARATOR + probe
+        counts = self.count_tokens([pair, probe, *rendered_in, *headers_in])
+        sep = max(0, counts[0] - 2 * counts[1])
+        full, header = counts[2 : n_in + 2], counts[n_in + 2 :]
         # Text tokens by difference: exact for word-piece, within a token or two for BPE.
         text_tokens = [max(0, f - h) for f, h in zip(full, header, strict=True)]
         stats.tokens_before = sum(full) + sep * (n_in - 1)
@@ -381,7 +390,8 @@ class ContextCompressor:
                 hit, size = self._condense_many(query, hits, [i], stats).get(i, (hit, size))
             n = len(out) + 1
             source = render_source(n, hit)
-            cost = self.count_tokens([source])[0]
+            same = hit is hits[i] and n == i + 1  # the very string counted above
+            cost = full[i] if same else self.count_tokens([source])[0]
             if cost > room:
                 cut = self._cut(n, hit, room, header[i])
                 if cut is None:

@@ -73,7 +73,7 @@ class GeneratorConfig:
     # "llama3.2" for ollama, "gpt-4o-mini" for openai.
     model: str = ""
     base_url: str = ""  # OpenAI-compatible server (vLLM, llama.cpp server, LM Studio, Ollama /v1)
-    api_key: str = ""  # else the OPENAI_API_KEY environment variable; never printed
+    api_key: str = field(default="", repr=False)  # else OPENAI_API_KEY; never printed
     ollama_host: str = ""  # else OLLAMA_HOST, else http://127.0.0.1:11434
     context_window: int = 4096  # tokens: llama.cpp n_ctx, Ollama num_ctx (always sent)
     max_tokens: int = 256  # completion budget
@@ -81,7 +81,7 @@ class GeneratorConfig:
     timeout_s: float = 120.0
     retries: int = 2
     seed: int = 0
-    threads: int = 0  # 0: the machine's cores
+    threads: int = 0  # 0: half the machine's cores
 
 
 @dataclass
@@ -158,8 +158,11 @@ class Config:
             return Path(self.embedder.cache_dir).expanduser()
         return self.home_path() / "models"
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    def to_dict(self, mask_secrets: bool = True) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        if mask_secrets and data["generator"]["api_key"]:
+            data["generator"]["api_key"] = "***"
+        return data
 
 
 def default_home() -> Path:

@@ -37,7 +37,6 @@ class Trace:
     type_probs: dict[str, float] = field(default_factory=dict)
     strategy: dict[str, Any] = field(default_factory=dict)
     decision: Decision | None = None
-    runner_up: dict[str, Any] | None = None
     stages_ms: dict[str, float] = field(default_factory=dict)
     tokens: dict[str, int] = field(
         default_factory=lambda: {"embedding": 0, "context": 0, "prompt": 0, "completion": 0}

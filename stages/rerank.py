@@ -167,6 +167,8 @@ class CrossEncoderReranker:
                 f"reranker {self.model!r}: sentence-transformers is not installed ({exc}) — "
                 "pip install -e ."
             ) from None
+        if not self.model.strip():
+            raise BackendUnavailable("reranker '': rerank.model is empty — name a CrossEncoder")
         _quiet_transformers()
         kwargs = {"max_length": self.max_length, "device": "cpu"}
         path = Path(self.model).expanduser()
@@ -185,9 +187,9 @@ class CrossEncoderReranker:
         if _offline():
             raise BackendUnavailable(
                 f"reranker {self.model!r}: not in the local Hugging Face cache and downloads "
-                f"are disabled (HF_HUB_OFFLINE) ({_short(cached_error)}) — download it once "
-                "while online, or set rerank.model to a local path"
-            )
+                "are disabled (HF_HUB_OFFLINE) — download it once while online, or set "
+                "rerank.model to a local path"
+            ) from cached_error
         try:
             return CrossEncoder(self.model, **kwargs)
         except Exception as exc:  # network, auth, missing repo, bad files: all unusable

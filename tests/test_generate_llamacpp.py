@@ -1,0 +1,100 @@
+"""LlamaCppGenerator with the packaged SmolLM2 GGUF (loaded once for the module)."""
+
+from __future__ import annotations
+
+import pytest
+
+from stages.base import Generator
+from stages.config import GeneratorConfig
+from stages.errors import BackendUnavailable, FathomError
+from stages.generate.llamacpp import LlamaCppGenerator
+from tests.generate_support import eiffel_hits, make_hit, smollm2_path
+
+QUESTION = "Where is the Eiffel Tower?"
+TEXTS = ["Hello world", "", "Ünïcödé façade — naïve café", "東京 1889 [3]", "<|im_end|> x"]
+
+
+@pytest.fixture(scope="module")
+def gen() -> LlamaCppGenerator:
+    # One thread: on a loaded 2-core machine two OpenMP threads wait on each other (~20x slower).
+    return LlamaCppGenerator(GeneratorConfig(max_tokens=24, context_window=2048, threads=1))
+
+
+@pytest.fixture(scope="module")
+def reference_vocab():
+    """An independent vocabulary-only load of the same GGUF."""
+    from llama_cpp import Llama
+
+    return Llama(str(smollm2_path()), vocab_only=True, verbose=False)
+
+
+def test_constructor_is_cheap_and_names_the_model() -> None:
+    g = LlamaCppGenerator(GeneratorConfig())
+    assert g._llm is None and g._vocab is None
+    assert g.name == "llamacpp" and g.model == smollm2_path().name
+    assert isinstance(g, Generator)
+
+
+def test_count_tokens_uses_the_gguf_tokenizer(reference_vocab) -> None:
+    g = LlamaCppGenerator(GeneratorConfig())
+    expected = [
+        len(reference_vocab.tokenize(t.encode(), add_bos=False, special=False)) for t in TEXTS
+    ]
+    assert g.count_tokens(TEXTS) == expected
+    assert g._llm is None  # counted with a vocabulary-only load
+    assert g.count_tokens([]) == []
+
+
+def test_context_window_is_capped_by_the_trained_context() -> None:
+    assert LlamaCppGenerator(GeneratorConfig(context_window=1024)).context_window == 1024
+    big = LlamaCppGenerator(GeneratorConfig(context_window=1_000_000))
+    assert big.trained_context() == 8192
+    assert big.context_window == 8192
+
+
+@pytest.mark.slow
+def test_answers_with_streaming_and_fills_the_draft(gen: LlamaCppGenerator) -> None:
+    hits = eiffel_hits()
+    pieces: list[str] = []
+    d = gen.generate(QUESTION, hits, on_token=pieces.append)
+    assert d.text and "paris" in d.text.lower()
+    assert len(pieces) > 1 and "".join(pieces).strip() == d.text
+    assert d.backend == "llamacpp" and d.model == smollm2_path().name
+    assert d.prompt_tokens == gen.prompt_tokens(QUESTION, hits)
+    assert 0 < d.completion_tokens <= 24
+    assert d.finish_reason in ("stop", "length")
+    if d.finish_reason == "length":
+        assert d.completion_tokens == 24
+    assert d.logprobs is not None and len(d.logprobs) == d.completion_tokens
+    assert all(lp <= 0 for lp in d.logprobs)
+    assert all(1 <= n <= len(hits) for n in d.citations)
+    assert d.ms > 0
+    assert gen.context_window == 2048  # the loaded context
+
+    # Without streaming, reusing the prompt's KV cache (logits differ slightly from a batched
+    # evaluation, so only the substance is compared).
+    again = gen.generate(QUESTION, hits)
+    assert "paris" in again.text.lower() and again.prompt_tokens == d.prompt_tokens
+
+
+def test_prompt_tokens_include_the_chat_template(gen: LlamaCppGenerator) -> None:
+    hits = eiffel_hits()
+    n = gen.prompt_tokens(QUESTION, hits)
+    contents = sum(gen.count_tokens([h.chunk.text for h in hits] + [QUESTION]))
+    assert n > contents + 20  # system prompt, source headers, template tokens
+
+
+def test_prompt_that_cannot_fit_raises_before_generating() -> None:
+    g = LlamaCppGenerator(GeneratorConfig(context_window=256, max_tokens=64))
+    long_hits = [make_hit(i, "The tower is made of wrought iron. " * 20) for i in range(1, 4)]
+    with pytest.raises(FathomError, match="context window") as err:
+        g.generate(QUESTION, long_hits)
+    assert "256" in str(err.value) and "compress.budget_tokens" in str(err.value)
+    assert g._llm is None  # refused before loading the model
+
+
+def test_missing_model_file_is_a_clear_error(tmp_path) -> None:
+    with pytest.raises(BackendUnavailable, match="no such GGUF file"):
+        LlamaCppGenerator(GeneratorConfig(model=str(tmp_path / "nope.gguf")))
+    with pytest.raises(BackendUnavailable, match=r"no \.gguf file"):
+        LlamaCppGenerator(GeneratorConfig(model=str(tmp_path)))

@@ -1,0 +1,201 @@
+"""OpenAIGenerator against llama-cpp-python's OpenAI-compatible server running SmolLM2, plus a
+small HTTP server for the error paths (a rejected key, a rejected optional parameter)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from threading import Thread
+from typing import Any, ClassVar
+
+import pytest
+
+from stages.config import GeneratorConfig
+from stages.errors import BackendUnavailable, FathomError
+from stages.generate.openai_backend import OpenAIGenerator
+from tests.generate_support import closed_port, eiffel_hits, free_port, make_hit, smollm2_path
+
+QUESTION = "Where is the Eiffel Tower?"
+SECRET = "sk-secret-123"
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``python -m llama_cpp.server`` on a free port; yields its ``/v1`` base URL."""
+    pytest.importorskip("uvicorn", reason="needs llama-cpp-python[server]")
+    port = free_port()
+    log = tmp_path_factory.mktemp("llama-server") / "server.log"
+    command = [
+        sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_path()),
+        "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048",
+        "--n_threads", "1", "--n_threads_batch", "1",
+    ]  # fmt: skip
+    with log.open("wb") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/models", timeout=1) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"llama_cpp.server did not start:\n{Path(log).read_text()[-2000:]}")
+            time.sleep(0.25)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def config(base_url: str, **kwargs: Any) -> GeneratorConfig:
+    base = {"base_url": base_url, "model": "smollm2", "max_tokens": 16, "context_window": 2048}
+    return GeneratorConfig(**(base | kwargs))
+
+
+@pytest.mark.slow
+def test_non_streaming_fills_usage_and_logprobs(llama_server: str) -> None:
+    gen = OpenAIGenerator(config(llama_server))
+    hits = eiffel_hits()
+    d = gen.generate(QUESTION, hits)
+    assert d.text and d.backend == "openai" and d.model == "smollm2"
+    assert d.prompt_tokens > 100 and 0 < d.completion_tokens <= 16  # the server's usage
+    assert d.prompt_tokens <= gen.prompt_tokens(QUESTION, hits)  # our estimate is conservative
+    assert d.finish_reason in ("stop", "length")
+    assert d.logprobs is not None and len(d.logprobs) == d.completion_tokens
+    assert all(1 <= n <= len(hits) for n in d.citations)
+
+
+@pytest.mark.slow
+def test_streaming_calls_on_token_and_counts_tokens(llama_server: str) -> None:
+    gen = OpenAIGenerator(config(llama_server))
+    pieces: list[str] = []
+    d = gen.generate(QUESTION, eiffel_hits(), on_token=pieces.append)
+    assert len(pieces) > 1 and "".join(pieces).strip() == d.text
+    # This server sends no usage chunk: the counts are ours, never zero.
+    assert d.prompt_tokens > 100 and d.completion_tokens > 0
+    assert d.finish_reason in ("stop", "length")
+
+
+def test_api_key_never_appears_in_errors_or_repr(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    gen = OpenAIGenerator(
+        config(f"http://127.0.0.1:{closed_port()}/v1", api_key=SECRET, retries=0, timeout_s=5)
+    )
+    t0 = time.perf_counter()
+    with pytest.raises(BackendUnavailable, match="not reachable") as err:
+        gen.generate(QUESTION, eiffel_hits())
+    assert time.perf_counter() - t0 < 5
+    assert SECRET not in str(err.value) and SECRET not in repr(err.value)
+    assert SECRET not in repr(gen) and SECRET not in str(gen)
+
+
+class _Canned(BaseHTTPRequestHandler):
+    """An OpenAI-style endpoint: 401 echoing the key for bad keys, 400 echoing it for model
+    "echo", 400 for ``logprobs`` when the model is "nologprobs", else a canned completion."""
+
+    bodies: ClassVar[list[dict[str, Any]]] = []
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _send(self, status: int, data: dict[str, Any]) -> None:
+        payload = json.dumps(data).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).bodies.append(body)
+        auth = self.headers.get("Authorization", "")
+        if auth != "Bearer sk-good":
+            self._send(401, {"error": {"message": f"Incorrect API key provided: {auth}"}})
+        elif body["model"] == "echo":
+            self._send(400, {"error": {"message": f"bad request from {auth}"}})
+        elif body["model"] == "nologprobs" and "logprobs" in body:
+            self._send(400, {"error": {"message": "logprobs are not supported"}})
+        else:
+            self._send(
+                200,
+                {
+                    "id": "c1",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body["model"],
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": "In Paris [3]."},
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 7, "completion_tokens": 5, "total_tokens": 12},
+                },
+            )
+
+
+@pytest.fixture
+def canned() -> Iterator[str]:
+    _Canned.bodies = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Canned)
+    Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def test_rejected_key_is_scrubbed_from_server_messages(canned: str) -> None:
+    gen = OpenAIGenerator(config(canned, api_key=SECRET, retries=0))
+    with pytest.raises(BackendUnavailable, match="rejected the API key") as err:
+        gen.generate(QUESTION, eiffel_hits())
+    assert SECRET not in str(err.value)
+    echo = OpenAIGenerator(config(canned, api_key="sk-good", model="echo", retries=0))
+    with pytest.raises(FathomError, match="status 400") as err:
+        echo.generate(QUESTION, eiffel_hits())
+    assert "sk-good" not in str(err.value) and "***" in str(err.value)
+
+
+def test_a_rejected_optional_parameter_is_dropped_and_retried(canned: str) -> None:
+    gen = OpenAIGenerator(config(canned, api_key="sk-good", model="nologprobs", retries=0))
+    d = gen.generate(QUESTION, eiffel_hits())
+    assert d.text == "In Paris [3]." and d.citations == (3,)
+    assert (d.prompt_tokens, d.completion_tokens, d.logprobs) == (7, 5, None)
+    assert "logprobs" in _Canned.bodies[0] and "logprobs" not in _Canned.bodies[1]
+    assert _Canned.bodies[1]["max_tokens"] == 16  # compatible servers get max_tokens
+    gen.generate(QUESTION, eiffel_hits())  # remembered: no second rejection
+    assert len(_Canned.bodies) == 3
+
+
+def test_missing_key_and_oversized_prompt(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(BackendUnavailable, match="OPENAI_API_KEY"):
+        OpenAIGenerator(GeneratorConfig()).generate(QUESTION, eiffel_hits())
+    gen = OpenAIGenerator(config("http://127.0.0.1:9/v1", context_window=200, max_tokens=50))
+    long_hits = [make_hit(1, "The tower is made of wrought iron. " * 30)]
+    with pytest.raises(FathomError, match="200-token context window"):
+        gen.generate(QUESTION, long_hits)
+
+
+def test_token_counts_without_tiktoken_files_are_conservative() -> None:
+    gen = OpenAIGenerator(GeneratorConfig(model="gpt-4o-mini"))
+    assert gen.model == "gpt-4o-mini" and gen.context_window == 4096
+    text = "The Eiffel Tower was completed on 31 March 1889."
+    (n,) = gen.count_tokens([text])
+    assert n >= 12  # o200k_base gives 12; the offline estimate is higher
+    assert gen.prompt_tokens(QUESTION, []) > sum(gen.count_tokens([QUESTION]))
