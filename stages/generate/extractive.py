@@ -8,7 +8,11 @@ Scoring, over the sentences S of all hits (split with ``chunking.sentences``):
 * ``w(t) = ln(1 + (|S| + 1) / (df(t) + 0.5))`` where ``df(t)`` counts the sentences containing
   t: rare terms weigh more, and a question term found in no sentence weighs most, so a question
   the sources do not cover scores low;
-* ``coverage(s) = Σ_{t ∈ Q ∩ T(s)} w(t) / Σ_{t ∈ Q} w(t)``, in [0, 1];
+* ``coverage(s) = (Σ_{t ∈ Q ∩ T(s)} w(t) + ½ Σ_{t ∈ Q ∩ C(s) − T(s)} w(t)) / Σ_{t ∈ Q} w(t)``,
+  in [0, 1], where C(s) is the sentence's context inside its chunk — the sentence before it and
+  the chunk's section title — so that "No extractable text. The PDF is a scan …" answers a
+  question about PDFs without extractable text; the sentence itself must still carry at least
+  ``MIN_OWN`` of the weight;
 * ``bonus(s) = 0.2 · |K ∩ s| / |K|`` for K the question's capitalised words and numbers,
   matched exactly (names and figures are what a factual answer turns on);
 * ``score(s) = coverage(s) + bonus(s)``.
@@ -36,6 +40,8 @@ from stages.generate.prompt import build_messages
 
 NO_ANSWER = "I don't know — the sources do not answer this."
 MIN_COVERAGE = 0.6
+MIN_OWN = 0.3
+CONTEXT_WEIGHT = 0.5
 KEEP_RATIO = 0.75
 MAX_SENTENCES = 3
 BONUS = 0.2
@@ -52,6 +58,7 @@ STOPWORDS = frozenset(
     to too under until up upon us very via was we were what whatever when where whether which
     while who whom whose why will with within without would yes yet you your yours yourself
     yourselves tell give explain describe list name according source sources document documents
+    happen happens happened mean means meant exactly really kind sort thing things something
     """.split()
 )
 
@@ -101,18 +108,27 @@ def terms(text: str) -> frozenset[str]:
     )
 
 
+_PARAGRAPH = re.compile(r"\S(?:.*\S)?(?:\n(?!\s*\n).*\S)*")
+
+
 @lru_cache(maxsize=4096)
-def _sentences(text: str) -> tuple[tuple[str, frozenset[str], frozenset[str]], ...]:
-    """``(sentence, terms, words and numbers as written)`` for each sentence of a chunk, minus
-    those that read as instructions to a model. Cached: Punkt costs ~1 ms per chunk."""
+def _sentences(text: str) -> tuple[tuple[str, frozenset[str], frozenset[str], bool], ...]:
+    """``(sentence, terms, words and numbers as written, quotable)`` for each sentence of a
+    chunk, paragraph by paragraph, minus those that read as instructions to a model. A short
+    paragraph without final punctuation is a heading: context for what follows, never quoted.
+    Cached: Punkt costs ~1 ms per chunk."""
     from chunking.sentences import split_sentences
 
     out = []
-    for a, b in split_sentences(text):
-        sentence = " ".join(text[a:b].split())
-        if not _INJECTION.search(sentence):
-            written = frozenset(_WORD.findall(sentence)) | frozenset(_NUMBER.findall(sentence))
-            out.append((sentence, terms(sentence), written))
+    for para in _PARAGRAPH.finditer(text):
+        body = para.group()
+        heading = len(body.split()) <= 12 and not body.rstrip().endswith((".", "!", "?", ":"))
+        for a, b in split_sentences(body):
+            # Compression marks dropped sentences with "…"; it is not part of a quote.
+            sentence = " ".join(body[a:b].split()).strip(" …")
+            if sentence and not _INJECTION.search(sentence):
+                written = frozenset(_WORD.findall(sentence)) | frozenset(_NUMBER.findall(sentence))
+                out.append((sentence, terms(sentence), written, not heading))
     return tuple(out)
 
 
@@ -163,15 +179,17 @@ class ExtractiveGenerator:
         wanted = terms(question)
         if not hits or not wanted:
             return []
-        sentences = [  # (n, position, text, terms, words as written)
-            (n, pos, *parts)
-            for n, hit in enumerate(hits, start=1)
-            for pos, parts in enumerate(_sentences(hit.chunk.text))
-        ]
+        sentences = []  # (n, position, text, terms, written, quotable, context terms)
+        for n, hit in enumerate(hits, start=1):
+            heading = terms(hit.chunk.section) if hit.chunk.section else frozenset()
+            previous: frozenset[str] = frozenset()
+            for pos, parts in enumerate(_sentences(hit.chunk.text)):
+                sentences.append((n, pos, *parts, heading | previous))
+                previous = parts[1]
         if not sentences:
             return []
         df = dict.fromkeys(wanted, 0)
-        for _, _, _, found, _ in sentences:
+        for _, _, _, found, _, _, _ in sentences:
             for t in wanted & found:
                 df[t] += 1
         total = len(sentences)
@@ -179,8 +197,14 @@ class ExtractiveGenerator:
         norm = sum(weight.values())
         keys = _key_terms(question)
         scored: list[tuple[float, float, int, int, str]] = []
-        for n, pos, sentence, found, written in sentences:
-            coverage = sum(weight[t] for t in wanted & found) / norm
+        for n, pos, sentence, found, written, quotable, context in sentences:
+            if not quotable:
+                continue
+            own = sum(weight[t] for t in wanted & found) / norm
+            if own < MIN_OWN:
+                continue
+            borrowed = sum(weight[t] for t in (wanted & context) - found) / norm
+            coverage = own + CONTEXT_WEIGHT * borrowed
             if coverage < MIN_COVERAGE:
                 continue
             bonus = BONUS * len(keys & written) / len(keys) if keys else 0.0
