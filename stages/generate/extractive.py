@@ -20,8 +20,9 @@ Scoring, over the sentences S of all hits (split with ``chunking.sentences``):
 The answer is the best sentence and up to two more scoring at least 0.75 × the best, in score
 order (ties: retrieval rank, then position); only sentences with ``coverage ≥ 0.6`` qualify
 (two of three question terms are not enough when the third is as rare), and when none does the
-answer is "I don't know". Sentences that read as instructions to a model ("ignore previous
-instructions", "system prompt", …) are never quoted. Deterministic.
+answer is "I don't know". Headings and questions are context, never quoted. Sentences that
+read as instructions to a model ("ignore previous instructions", "system prompt", …) are never
+quoted. Deterministic.
 """
 
 from __future__ import annotations
@@ -128,7 +129,9 @@ def _sentences(text: str) -> tuple[tuple[str, frozenset[str], frozenset[str], bo
             sentence = " ".join(body[a:b].split()).strip(" …")
             if sentence and not _INJECTION.search(sentence):
                 written = frozenset(_WORD.findall(sentence)) | frozenset(_NUMBER.findall(sentence))
-                out.append((sentence, terms(sentence), written, not heading))
+                # A question (an FAQ entry, a heading) is context, never an answer.
+                quotable = not heading and not sentence.endswith("?")
+                out.append((sentence, terms(sentence), written, quotable))
     return tuple(out)
 
 

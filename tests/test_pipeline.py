@@ -1,0 +1,150 @@
+"""``fathom ask`` end to end: citations to the right page, feedback, JSON schema, history."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import cli
+from stages.config import load_config
+from stages.pipeline import Engine, ask, resolve_target
+from tests import docgen
+
+REPO = Path(__file__).resolve().parent.parent
+
+PUMP = """# Frequently asked questions
+
+What is the Zorblax coolant pump impeller cast from? Which Zorblax coolant pump impeller fits the
+model 7 pump? Both questions are answered further down in this manual.
+
+# Parts
+
+The impeller of the Zorblax coolant pump is cast from titanium.
+
+# Shipping
+
+Spare parts ship in wooden crates. Crates are stacked no more than three high.
+"""
+
+
+@pytest.fixture
+def extractive_cfg(minilm):
+    return load_config(overrides={"generator.backend": "extractive"})
+
+
+def test_extractive_answer_cites_the_right_page(tmp_path: Path, extractive_cfg) -> None:
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    answer = ask(extractive_cfg, str(pdf), "What are documents split into?")
+    assert "chunks that keep their page numbers" in answer.text
+    assert answer.citations and answer.citations[0].pages == "2"
+    assert answer.citations[0].path == str(pdf)
+    # Every citation resolves to a source that was given to the generator.
+    assert {c.chunk_id for c in answer.citations} <= {s.chunk_id for s in answer.sources}
+    tr = answer.trace
+    assert tr.backend == "extractive" and tr.decision is not None and tr.decision.k >= 1
+    assert {"embed", "classify", "probe", "decide", "compress", "generate"} <= set(tr.stages_ms)
+
+
+def test_second_ask_on_same_file_does_not_ingest_again(tmp_path: Path, extractive_cfg) -> None:
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    events: list[str] = []
+    resolve_target(extractive_cfg, str(pdf), progress=lambda e, **kw: events.append(e))
+    assert "embed_start" in events
+    events.clear()
+    resolve_target(extractive_cfg, str(pdf), progress=lambda e, **kw: events.append(e))
+    assert events == []
+
+
+def test_feedback_deepens_when_the_answer_sits_deeper(tmp_path: Path, extractive_cfg) -> None:
+    doc = tmp_path / "pump.md"
+    doc.write_text(PUMP)
+    name = resolve_target(extractive_cfg, str(doc))
+    engine = Engine(extractive_cfg, name)
+    question = "What is the Zorblax coolant pump impeller cast from?"
+    probe = engine.retriever.probe(question, 5)
+    ranks = [i for i, h in enumerate(probe.hits, start=1) if "titanium" in h.chunk.text]
+    assert ranks and ranks[0] > 1, "precondition: the answer must not be the top chunk"
+    answer = engine.ask(question, k=1, rerank=False)
+    rounds = answer.trace.rounds
+    assert rounds[0]["k"] == 1 and rounds[0]["abstained"] and rounds[0]["confidence"] < 0.45
+    assert len(rounds) >= 2 and rounds[-1]["k"] > 1
+    assert "titanium" in answer.text and answer.confidence["score"] >= 0.45
+    assert "feedback deepened" in answer.trace.decision.reason
+    engine.close()
+
+
+def test_feedback_disabled_keeps_the_first_round(tmp_path: Path, minilm) -> None:
+    cfg = load_config(overrides={"generator.backend": "extractive", "feedback.enabled": False})
+    doc = tmp_path / "pump.md"
+    doc.write_text(PUMP)
+    answer = ask(
+        cfg, str(doc), "What is the Zorblax coolant pump impeller cast from?", k=1, rerank=False
+    )
+    assert len(answer.trace.rounds) == 1 and "don't know" in answer.text
+
+
+def test_ask_json_matches_the_documented_schema(tmp_path: Path, minilm) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((REPO / "docs" / "answer.schema.json").read_text())
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    res = CliRunner().invoke(
+        cli.main,
+        ["ask", str(pdf), "What are documents split into?", "--generator", "extractive", "--json"],
+    )
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    jsonschema.validate(data, schema)
+    assert data["citations"][0]["pages"] == "2"
+    # The schema is strict: an undocumented key fails validation.
+    data["trace"]["surprise"] = 1
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(data, schema)
+
+
+def test_history_and_stats_record_every_ask(tmp_path: Path, minilm) -> None:
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    runner = CliRunner()
+    for q in ("What are documents split into?", "What do readers need?"):
+        res = runner.invoke(cli.main, ["ask", str(pdf), q, "--generator", "extractive", "--json"])
+        assert res.exit_code == 0, res.output
+    res = runner.invoke(cli.main, ["history", "--json"])
+    rows = [json.loads(line) for line in res.stdout.splitlines()]
+    assert [r["question"] for r in rows] == [
+        "What do readers need?",
+        "What are documents split into?",
+    ]
+    assert all(r["backend"] == "extractive" and r["total_ms"] > 0 for r in rows)
+    res = runner.invoke(cli.main, ["stats", "--slo-ms", "1000000", "--json"])
+    stats = json.loads(res.stdout)
+    assert stats["asks"] == 2 and stats["slo_compliance"] == 1.0
+    assert stats["latency_ms"]["p50"] <= stats["latency_ms"]["p95"]
+    res = runner.invoke(cli.main, ["stats", "--slo-ms", "0", "--json"])
+    assert json.loads(res.stdout)["slo_compliance"] == 0.0
+
+
+def test_missing_target_is_a_clear_error() -> None:
+    res = CliRunner().invoke(cli.main, ["ask", "no-such-file.pdf", "anything?"])
+    assert res.exit_code == 1 and "no such file, folder or collection" in res.stderr
+
+
+@pytest.mark.slow
+def test_llamacpp_answer_cites_real_sources(tmp_path: Path, minilm) -> None:
+    cfg = load_config(
+        overrides={
+            "generator.backend": "llamacpp",
+            "generator.max_tokens": 64,
+            "generator.threads": 1,
+        }
+    )
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    answer = ask(cfg, str(pdf), "What are documents split into?", k=2)
+    assert answer.text.strip()
+    assert answer.trace.backend == "llamacpp" and "SmolLM2" in answer.trace.model
+    assert answer.trace.tokens["prompt"] > answer.trace.tokens["context"] > 0
+    assert answer.trace.tokens["completion"] > 0
+    sources = {s.n for s in answer.sources}
+    assert all(c.n in sources for c in answer.citations)
+    assert all(c.pages in {"1", "2", "3"} for c in answer.sources)
