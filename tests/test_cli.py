@@ -61,7 +61,9 @@ def test_ingest_search_show_list_remove_json(tmp_path: Path, minilm) -> None:
     report = json.loads(res.stdout)
     assert report["counts"]["ok"] == 2 and report["committed"] is True
 
-    res = runner.invoke(cli.main, ["search", "drinks", "espresso brewed with hot water", "-k", "2", "--json"])
+    res = runner.invoke(
+        cli.main, ["search", "drinks", "espresso brewed with hot water", "-k", "2", "--json"]
+    )
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["mode"] == "hybrid" and len(out["hits"]) == 2

@@ -104,7 +104,9 @@ def test_unsupported_type_is_reported_not_fatal(folder: Path) -> None:
     result = _ingest_json(folder, "--strict")
     assert result.exit_code == 0, result.output  # skipped is not failed
     files = {Path(f["path"]).name: f for f in json.loads(result.stdout)["files"]}
-    assert files["image.png"]["status"] == "skipped" and "unsupported" in files["image.png"]["reason"]
+    assert (
+        files["image.png"]["status"] == "skipped" and "unsupported" in files["image.png"]["reason"]
+    )
     assert files[".hidden.txt"]["status"] == "skipped"
 
 
@@ -115,9 +117,10 @@ def test_symlink_loop(folder: Path) -> None:
     assert result.exit_code == 0, result.output
     files = {Path(f["path"]).name: f for f in json.loads(result.stdout)["files"]}
     assert files["loop_a.txt"]["status"] == "failed"
-    assert "symbolic link" in files["loop_a.txt"]["reason"].lower() or "loop" in files[
-        "loop_a.txt"
-    ]["reason"].lower()
+    assert (
+        "symbolic link" in files["loop_a.txt"]["reason"].lower()
+        or "loop" in files["loop_a.txt"]["reason"].lower()
+    )
     from stages.config import load_config
 
     assert Collection.open(load_config(), "bad").check() == []
@@ -160,8 +163,12 @@ def test_unreadable_file(tmp_path_factory: pytest.TempPathFactory) -> None:
     home.chmod(0o777)
     env = {**os.environ, "FATHOM_HOME": str(home), "PYTHONPATH": str(repo)}
     proc = subprocess.run(
-        [sys.executable, "-c", code, str(folder), str(warm), str(tmp_path / "h0"), str(home)], capture_output=True, text=True, env=env,
-        cwd=tmp_path, timeout=120,
+        [sys.executable, "-c", code, str(folder), str(warm), str(tmp_path / "h0"), str(home)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
     )
     shutil.rmtree(tmp_path, ignore_errors=True)
     assert proc.returncode == 0, proc.stderr

@@ -129,7 +129,11 @@ def test_format_version_mismatch_says_how_to_fix(cfg, tmp_path: Path) -> None:
 
 def test_records_jsonl_incremental(cfg, tmp_path: Path) -> None:
     rows = [
-        {"doc_id": f"d{i}", "title": f"Title {i}", "text": f"Record number {i} talks about topic {i}."}
+        {
+            "doc_id": f"d{i}",
+            "title": f"Title {i}",
+            "text": f"Record number {i} talks about topic {i}.",
+        }
         for i in range(5)
     ]
     path = tmp_path / "docs.jsonl"

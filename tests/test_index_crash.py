@@ -31,13 +31,24 @@ def _write_corpus(folder: Path, n: int, version: int) -> None:
 
 
 def _ingest_cmd(folder: Path) -> list[str]:
-    return [sys.executable, str(REPO / "cli.py"), "ingest", str(folder), "-c", "k",
-            "--embedder", "hashing:64", "--json"]
+    return [
+        sys.executable,
+        str(REPO / "cli.py"),
+        "ingest",
+        str(folder),
+        "-c",
+        "k",
+        "--embedder",
+        "hashing:64",
+        "--json",
+    ]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(int(os.environ.get("FATHOM_KILL_TRIALS", "6"))))
-def test_sigkill_mid_ingest_keeps_previous_or_new_version(tmp_path: Path, fathom_home, seed) -> None:
+def test_sigkill_mid_ingest_keeps_previous_or_new_version(
+    tmp_path: Path, fathom_home, seed
+) -> None:
     folder = tmp_path / "corpus"
     _write_corpus(folder, 150, version=1)
     env = {**os.environ, "FATHOM_HOME": str(fathom_home)}
@@ -48,8 +59,9 @@ def test_sigkill_mid_ingest_keeps_previous_or_new_version(tmp_path: Path, fathom
     v1.close()
 
     _write_corpus(folder, 180, version=2)
-    proc = subprocess.Popen(_ingest_cmd(folder), env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        _ingest_cmd(folder), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     time.sleep(random.Random(seed).uniform(0.3, 3.0))
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)

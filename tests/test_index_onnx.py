@@ -51,14 +51,16 @@ def test_tampered_export_is_refused(minilm, models_cache: Path, tmp_path: Path) 
 
 
 def test_query_backend_onnx_requires_an_export(tmp_path: Path) -> None:
-    cfg = load_config(overrides={"embedder.query_backend": "onnx", "embedder.cache_dir":
-                                 str(tmp_path / "empty")})
+    cfg = load_config(
+        overrides={"embedder.query_backend": "onnx", "embedder.cache_dir": str(tmp_path / "empty")}
+    )
     with pytest.raises(BackendUnavailable, match="fathom ingest"):
         make_query_embedder(cfg.embedder, cfg.models_path())
 
 
-def test_search_after_ingest_does_not_import_torch(tmp_path: Path, fathom_home: Path,
-                                                   models_cache: Path, minilm) -> None:
+def test_search_after_ingest_does_not_import_torch(
+    tmp_path: Path, fathom_home: Path, models_cache: Path, minilm
+) -> None:
     folder = tmp_path / "docs"
     folder.mkdir()
     (folder / "a.txt").write_text("Owls hunt at night and have excellent hearing.")
@@ -74,8 +76,14 @@ def test_search_after_ingest_does_not_import_torch(tmp_path: Path, fathom_home: 
     env = {"FATHOM_HOME": str(fathom_home), "FATHOM_EMBEDDER__CACHE_DIR": str(models_cache)}
     import os
 
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=REPO, env={**os.environ, **env}, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, **env},
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
     hits = json.loads(lines[0])["hits"]

@@ -32,5 +32,7 @@ def test_shared_pdfs_and_docx_ingest_then_reingest_is_cheap(cfg, data_dir, minil
     assert second.embedded_chunks == 0 and second.count("unchanged") == 11
     assert not second.committed
     # Hashing the files is all a re-ingest does; the ratio is logged, not asserted.
-    print(f"first ingest {first_s:.1f} s, re-ingest {second_s:.2f} s "
-          f"({second_s / first_s:.1%} of the first)")
+    print(
+        f"first ingest {first_s:.1f} s, re-ingest {second_s:.2f} s "
+        f"({second_s / first_s:.1%} of the first)"
+    )
