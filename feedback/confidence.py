@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from stages.base import Draft, Embedder, Hit
 
 ABSTAIN = re.compile(
@@ -95,7 +97,11 @@ class SupportScorer:
         self.w_emb = w_emb if embedder is not None else 0.0
         self.w_lp = w_lp
 
-    def score(self, draft: Draft, hits: list[Hit]) -> Confidence:
+    def score(
+        self, draft: Draft, hits: list[Hit], chunk_vectors: np.ndarray | None = None
+    ) -> Confidence:
+        """Support of ``draft`` by ``hits``; ``chunk_vectors`` ``(len(hits), dim)`` are the hits'
+        stored embeddings when the caller has them (saves embedding the chunks again)."""
         text = draft.text.strip()
         mean_prob = None
         if draft.logprobs:
@@ -113,8 +119,12 @@ class SupportScorer:
         chunk_words = [content_words(h.chunk.text) for h in hits]
         sims = None
         if self.embedder is not None:
-            vecs = self.embedder.embed([s for s, _ in sentences] + [h.chunk.text for h in hits])
-            sims = vecs[: len(sentences)] @ vecs[len(sentences) :].T
+            if chunk_vectors is not None and len(chunk_vectors) == len(hits):
+                sims = self.embedder.embed([s for s, _ in sentences]) @ chunk_vectors.T
+            else:
+                texts = [s for s, _ in sentences] + [h.chunk.text for h in hits]
+                vecs = self.embedder.embed(texts)
+                sims = vecs[: len(sentences)] @ vecs[len(sentences) :].T
         details = []
         supports = []
         for i, (sentence, cites) in enumerate(sentences):

@@ -155,6 +155,7 @@ class Hit:
     score: float
     ranks: dict[str, int] = field(default_factory=dict)
     scores: dict[str, float] = field(default_factory=dict)
+    row: int = -1  # the chunk's row in its collection (its vector id); -1 when not from one
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -490,6 +490,15 @@ class Engine:
         trace.tokens["completion"] += draft.completion_tokens
         return draft, kept
 
+    def vectors(self, hits: list[Hit]):
+        """The stored embeddings of ``hits`` ``(len(hits), dim)``, or None if one has no row."""
+        import numpy as np
+
+        if not hits or any(h.row < 0 for h in hits):
+            return None
+        index = self.collection.dense.index
+        return np.stack([index.reconstruct(int(h.row)) for h in hits]).astype(np.float32)
+
     def _citation(self, n: int, hit: Hit) -> Citation:
         c = hit.chunk
         return Citation(

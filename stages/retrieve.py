@@ -104,8 +104,8 @@ class CollectionRetriever:
         t = time.perf_counter()
         chunks = self.collection.chunks([row for row, *_ in top])
         hits = tuple(
-            Hit(chunk=c, score=fused, ranks=ranks, scores=scores)
-            for c, (_row, fused, ranks, scores) in zip(chunks, top, strict=True)
+            Hit(chunk=c, score=fused, ranks=ranks, scores=scores, row=row)
+            for c, (row, fused, ranks, scores) in zip(chunks, top, strict=True)
         )
         timings["fetch"] = (time.perf_counter() - t) * 1000
         return Probe(query=query, hits=hits, timings_ms=timings)
