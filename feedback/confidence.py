@@ -130,13 +130,18 @@ class SupportScorer:
         for i, (sentence, cites) in enumerate(sentences):
             evidence = [n - 1 for n in cites if 1 <= n <= len(hits)] or list(range(len(hits)))
             words = content_words(sentence)
-            best = 0.0
+            best, best_j = 0.0, -1
             for j in evidence:
                 overlap = len(words & chunk_words[j]) / len(words) if words else 0.0
                 emb = float(sims[i, j]) if sims is not None else 0.0
-                best = max(best, self.w_emb * max(emb, 0.0) + (1 - self.w_emb) * overlap)
+                value = self.w_emb * max(emb, 0.0) + (1 - self.w_emb) * overlap
+                if value > best:
+                    best, best_j = value, j
             supports.append(best)
-            details.append({"sentence": sentence, "cites": list(cites), "support": round(best, 4)})
+            details.append(
+                {"sentence": sentence, "cites": list(cites), "support": round(best, 4),
+                 "best_source": best_j + 1}
+            )
         support = sum(supports) / len(supports)
         score = support
         if mean_prob is not None:
@@ -144,3 +149,27 @@ class SupportScorer:
         return Confidence(
             score, support, abstained=False, mean_token_prob=mean_prob, sentences=details
         )
+
+
+def attribute(draft: Draft, conf: Confidence, min_support: float = 0.35) -> Draft | None:
+    """Cite an uncited answer: each sentence gets ``[n]`` of its best-supporting source.
+
+    For models too small to follow the citation instruction. Returns None when the draft
+    already cites, abstained, or no sentence is supported well enough.
+    """
+    from dataclasses import replace
+
+    if draft.citations or conf.abstained or not conf.sentences:
+        return None
+    pieces, cited = [], []
+    for d in conf.sentences:
+        n = d.get("best_source", 0)
+        if n > 0 and d["support"] >= min_support:
+            pieces.append(f"{d['sentence']} [{n}]")
+            if n not in cited:
+                cited.append(n)
+        else:
+            pieces.append(d["sentence"])
+    if not cited:
+        return None
+    return replace(draft, text=" ".join(pieces), citations=tuple(cited))

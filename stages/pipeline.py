@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from feedback.confidence import attribute
 from stages.base import Citation, Decision, Draft, Hit, Probe
 from stages.errors import CollectionNotFound, FathomError
 
