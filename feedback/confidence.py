@@ -139,8 +139,12 @@ class SupportScorer:
                     best, best_j = value, j
             supports.append(best)
             details.append(
-                {"sentence": sentence, "cites": list(cites), "support": round(best, 4),
-                 "best_source": best_j + 1}
+                {
+                    "sentence": sentence,
+                    "cites": list(cites),
+                    "support": round(best, 4),
+                    "best_source": best_j + 1,
+                }
             )
         support = sum(supports) / len(supports)
         score = support

@@ -30,7 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 from stages.base import Chunk, Hit
 from stages.generate.prompt import SYSTEM, render_source, render_user
-from stages.rerank import STOPWORDS, content_terms, lexical_overlap, term_weights, words
+from stages.rerank import (
+    STOPWORDS,
+    EmbeddingReranker,
+    content_terms,
+    lexical_overlap,
+    term_weights,
+    words,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -108,7 +115,7 @@ def relevance(hits: list[Hit]) -> np.ndarray:
 
     n = len(hits)
     s = np.array([h.score for h in hits], dtype=np.float64)
-    if n and np.isfinite(s).all() and s.max() > s.min():
+    if n and np.isfinite(s).all() and np.isfinite(s.max() - s.min()) and s.max() > s.min():
         return ((s - s.min()) / (s.max() - s.min())).astype(np.float32)
     return (1.0 - np.arange(n, dtype=np.float32) / max(n, 1)).astype(np.float32)
 
@@ -155,8 +162,8 @@ class ContextCompressor:
 
     COSINE_DUPLICATE = 0.97
     MIN_TRUNCATED_TOKENS = 40
-    DENSE_WEIGHT = 0.8  # sentence relevance, as in EmbeddingReranker
-    LEXICAL_WEIGHT = 0.2
+    DENSE_WEIGHT = EmbeddingReranker.DENSE_WEIGHT  # sentence relevance blend
+    LEXICAL_WEIGHT = EmbeddingReranker.LEXICAL_WEIGHT
 
     def __init__(
         self,
@@ -165,9 +172,16 @@ class ContextCompressor:
         dedupe_threshold: float = 0.9,
         mmr_lambda: float = 0.7,
         sentence_select_over: int = 120,
+        vectors: Callable[[list[Hit]], np.ndarray | None] | None = None,
+        embed_sentences: bool = True,
     ) -> None:
+        """``vectors(hits)`` gives the hits' stored embeddings ``(n, dim)`` (or None), so chunks
+        already in the index are not embedded again; ``embed_sentences=False`` scores sentences
+        by term overlap alone (the light query path)."""
         self.count_tokens = count_tokens
         self.embedder = embedder
+        self.vectors = vectors
+        self.embed_sentences = embed_sentences
         self.dedupe_threshold = dedupe_threshold
         self.mmr_lambda = mmr_lambda
         self.sentence_select_over = sentence_select_over
@@ -228,7 +242,7 @@ class ContextCompressor:
             weights = term_weights(q_terms, terms)
             out.append(np.array([lexical_overlap(weights, t) for t in terms], dtype=np.float32))
         flat = [s for sents in sentences for s in sents]
-        if self.embedder is None or not flat:
+        if self.embedder is None or not self.embed_sentences or not flat:
             return out
         if self._query is None or self._query[0] != query:
             vec = np.asarray(self.embedder.embed_query(query), dtype=np.float32).reshape(-1)
@@ -348,7 +362,9 @@ class ContextCompressor:
             return []
 
         word_lists = [words(h.chunk.text) for h in hits]
-        vecs = self.embedder.embed([h.chunk.text for h in hits]) if self.embedder else None
+        vecs = self.vectors(hits) if self.vectors is not None else None
+        if vecs is None and self.embedder is not None:
+            vecs = self.embedder.embed([h.chunk.text for h in hits])
         kept = self.dedupe(hits, vecs, [_shingles_of(w) for w in word_lists])
         stats.duplicates_dropped = n_in - len(kept)
         ordered = [

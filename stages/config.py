@@ -78,7 +78,7 @@ class GeneratorConfig:
     context_window: int = 4096  # tokens: llama.cpp n_ctx, Ollama num_ctx (always sent)
     max_tokens: int = 256  # completion budget
     temperature: float = 0.0
-    repeat_penalty: float = 1.1  # llama.cpp and HF: greedy decoding of small models loops without it
+    repeat_penalty: float = 1.1  # llama.cpp: greedy decoding of small models loops without it
     timeout_s: float = 120.0
     retries: int = 2
     seed: int = 0

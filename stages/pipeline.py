@@ -211,6 +211,8 @@ class Engine:
                 dedupe_threshold=c.dedupe_threshold,
                 mmr_lambda=c.mmr_lambda,
                 sentence_select_over=c.sentence_select_over,
+                vectors=self.vectors,
+                embed_sentences=False,  # term overlap: no model call per sentence per ask
             )
         return self._compressor
 
@@ -351,8 +353,17 @@ class Engine:
 
     def _budget(self, question: str, wanted: int) -> int:
         """The context budget: what was asked for, capped so the prompt fits the window."""
+        from stages.compress import prompt_overhead
+        from stages.generate.prompt import build_messages
+
         gen = self.generator
-        overhead = gen.prompt_tokens(question, [])
+        # Chat-template tokens (the no-source prompt minus its message texts), plus everything
+        # a prompt with sources spends outside the sources themselves.
+        bare = build_messages(question, [])
+        template = gen.prompt_tokens(question, []) - sum(
+            gen.count_tokens([m["content"] for m in bare])
+        )
+        overhead = max(0, template) + prompt_overhead(question, gen.count_tokens)
         room = gen.context_window - overhead - self.cfg.generator.max_tokens - 16
         if room <= 0:
             raise FathomError(
@@ -388,14 +399,20 @@ class Engine:
         trace.tokens["prompt"] += draft.prompt_tokens
         trace.tokens["completion"] += draft.completion_tokens
         t = time.perf_counter()
-        conf = self.scorer.score(draft, kept)
-        trace.tokens["embedding"] += (
-            self._count_embedding_tokens(
-                [d["sentence"] for d in conf.sentences] + [h.chunk.text for h in kept]
+        conf = self.scorer.score(draft, kept, self.vectors(kept))
+        if conf.sentences:
+            trace.tokens["embedding"] += self._count_embedding_tokens(
+                [d["sentence"] for d in conf.sentences]
             )
-            if conf.sentences
-            else 0
-        )
+        attributed = attribute(draft, conf)
+        if attributed is not None:
+            draft = attributed
+            note = (
+                f"{draft.model} cited no sources; Fathom attributed each answer sentence to "
+                "its best-supporting source"
+            )
+            if note not in trace.notices:
+                trace.notices.append(note)
         trace.add_ms("feedback", _ms(t))
         trace.rounds.append(_round(k, draft, conf, len(kept)))
         return kept, draft, conf

@@ -16,6 +16,7 @@ import dataclasses
 import math
 import os
 import re
+import socket
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -118,6 +119,56 @@ def _offline() -> bool:
     )
 
 
+def _hub_unreachable(timeout: float = 2.0) -> str | None:
+    """Why the Hugging Face hub cannot be reached, or ``None`` when it can (or a proxy is set).
+
+    A quick TCP check before a download: without network, huggingface_hub retries for about a
+    minute before giving up.
+    """
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return None  # the proxy decides; let the download try
+    from urllib.parse import urlsplit
+
+    url = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host, port = (
+        url.hostname or "huggingface.co",
+        url.port or (443 if url.scheme == "https" else 80),
+    )
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        return f"{host} unreachable: {_short(exc, 80)}"
+    return None
+
+
+def _hf_cache_dir() -> Path:
+    """huggingface_hub's cache folder, resolved from the environment as the library does."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "huggingface" / "hub"
+
+
+def _in_hf_cache(repo_id: str) -> bool:
+    """Whether a snapshot of ``repo_id`` with a ``config.json`` is in the local hub cache."""
+    folder = _hf_cache_dir() / ("models--" + repo_id.replace("/", "--")) / "snapshots"
+    return folder.is_dir() and any(folder.glob("*/config.json"))
+
+
+def _cross_encoder_class(model: str):
+    """sentence-transformers' ``CrossEncoder`` (imports torch: call only when loading)."""
+    try:
+        from sentence_transformers import CrossEncoder
+    except ImportError as exc:  # pragma: no cover - dependency of the package
+        raise BackendUnavailable(
+            f"reranker {model!r}: sentence-transformers is not installed ({exc}) — pip install -e ."
+        ) from None
+    _quiet_transformers()
+    return CrossEncoder
+
+
 def _short(exc: BaseException, limit: int = 160) -> str:
     """The first line of an exception message, shortened for a one-line notice."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -160,19 +211,12 @@ class CrossEncoderReranker:
         return self._model
 
     def _open(self):
-        try:
-            from sentence_transformers import CrossEncoder
-        except ImportError as exc:  # pragma: no cover - dependency of the package
-            raise BackendUnavailable(
-                f"reranker {self.model!r}: sentence-transformers is not installed ({exc}) — "
-                "pip install -e ."
-            ) from None
         if not self.model.strip():
             raise BackendUnavailable("reranker '': rerank.model is empty — name a CrossEncoder")
-        _quiet_transformers()
         kwargs = {"max_length": self.max_length, "device": "cpu"}
         path = Path(self.model).expanduser()
         if path.exists():
+            CrossEncoder = _cross_encoder_class(self.model)
             try:
                 return CrossEncoder(str(path.resolve()), **kwargs)
             except Exception as exc:  # any loader failure means the backend is unusable
@@ -180,16 +224,28 @@ class CrossEncoderReranker:
                     f"reranker {self.model!r}: cannot load the model folder ({_short(exc)}) — "
                     "check that it holds a saved CrossEncoder"
                 ) from None
-        try:
-            return CrossEncoder(self.model, local_files_only=True, **kwargs)
-        except Exception as exc:  # not in the local cache (or a broken copy): try the hub
-            cached_error = exc
+        # Decide from the cache folder and the network before importing torch (seconds), so
+        # the fallback costs nothing when the model cannot be had.
+        cached_error: Exception | None = None
+        if _in_hf_cache(self.model):
+            CrossEncoder = _cross_encoder_class(self.model)
+            try:
+                return CrossEncoder(self.model, local_files_only=True, **kwargs)
+            except Exception as exc:  # a broken cached copy: try the hub
+                cached_error = exc
         if _offline():
             raise BackendUnavailable(
                 f"reranker {self.model!r}: not in the local Hugging Face cache and downloads "
                 "are disabled (HF_HUB_OFFLINE) — download it once while online, or set "
                 "rerank.model to a local path"
             ) from cached_error
+        unreachable = _hub_unreachable()
+        if unreachable:
+            raise BackendUnavailable(
+                f"reranker {self.model!r}: not in the local Hugging Face cache and {unreachable} "
+                "— download it once while online, or set rerank.model to a local path"
+            ) from cached_error
+        CrossEncoder = _cross_encoder_class(self.model)
         try:
             return CrossEncoder(self.model, **kwargs)
         except Exception as exc:  # network, auth, missing repo, bad files: all unusable

@@ -195,7 +195,9 @@ class LlamaCppGenerator:
         out: list[int] = []
         logprobs: list[float] = []
         finish = "length"
-        for token in llm.generate(ids, temp=max(self.cfg.temperature, 0.0), repeat_penalty=self.cfg.repeat_penalty):
+        for token in llm.generate(
+            ids, temp=max(self.cfg.temperature, 0.0), repeat_penalty=self.cfg.repeat_penalty
+        ):
             # Any end-of-generation or control token (a new turn's header) ends the answer.
             if llama_cpp.llama_vocab_is_eog(vocab, token) or (
                 llama_cpp.llama_vocab_get_attr(vocab, token) & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
