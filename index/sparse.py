@@ -43,10 +43,14 @@ def _stemmer(name: str):
 class Analyzer:
     """Text → BM25 terms; the same for documents and queries."""
 
-    def __init__(self, stemmer: str = "english", stopwords: str = "en") -> None:
+    def __init__(
+        self, stemmer: str = "english", stopwords: str = "en", stop_list: list[str] | None = None
+    ) -> None:
+        """``stop_list`` overrides the named list (the index stores the list it was built with,
+        so queries need not import bm25s for it)."""
         self.stemmer_name = stemmer
         self.stopwords_name = stopwords
-        self._stop = _stopwords(stopwords)
+        self._stop = frozenset(stop_list) if stop_list is not None else _stopwords(stopwords)
         self._stem = _stemmer(stemmer)
         self._cache: dict[str, str] = {}
 
@@ -71,14 +75,30 @@ class Analyzer:
 
 
 class Bm25Index:
-    """BM25 over the chunk store (row i = chunk i)."""
+    """BM25 over the chunk store (row i = chunk i).
+
+    Built with bm25s (which precomputes every (term, chunk) score into a CSC matrix) and saved in
+    its format; queries read those arrays with numpy alone, so the query path never imports
+    bm25s or scipy (about a second of start-up).
+    """
 
     DIR = "bm25"
 
-    def __init__(self, model: Any, analyzer: Analyzer, n: int) -> None:
-        self.model = model
+    def __init__(
+        self,
+        analyzer: Analyzer,
+        n: int,
+        vocab: dict[str, int],
+        data: np.ndarray | None = None,
+        indices: np.ndarray | None = None,
+        indptr: np.ndarray | None = None,
+        model: Any = None,
+    ) -> None:
         self.analyzer = analyzer
         self.n = n
+        self.vocab = vocab
+        self.data, self.indices, self.indptr = data, indices, indptr
+        self.model = model  # the bm25s object when freshly built (saving needs it)
 
     @classmethod
     def build(cls, texts: list[str], cfg: IndexConfig) -> Bm25Index:
@@ -89,9 +109,19 @@ class Bm25Index:
         vocab: dict[str, int] = {}
         ids = [[vocab.setdefault(t, len(vocab)) for t in doc] for doc in terms]
         model = bm25s.BM25(k1=cfg.bm25_k1, b=cfg.bm25_b)
-        if texts:
-            model.index(bm25s.tokenization.Tokenized(ids=ids, vocab=vocab), show_progress=False)
-        return cls(model, analyzer, len(texts))
+        if not texts:
+            return cls(analyzer, 0, {}, model=model)
+        model.index(bm25s.tokenization.Tokenized(ids=ids, vocab=vocab), show_progress=False)
+        sc = model.scores
+        return cls(
+            analyzer,
+            len(texts),
+            dict(model.vocab_dict),
+            sc["data"],
+            sc["indices"],
+            sc["indptr"],
+            model=model,
+        )
 
     def params(self, cfg: IndexConfig) -> dict[str, Any]:
         return {"k1": cfg.bm25_k1, "b": cfg.bm25_b, "n": self.n, **self.analyzer.params()}
@@ -101,34 +131,48 @@ class Bm25Index:
         out.mkdir(parents=True, exist_ok=True)
         if self.n:
             self.model.save(str(out), allow_pickle=False, show_progress=False)
-        (out / "fathom.json").write_text(
-            json.dumps({"n": self.n, **self.analyzer.params()}), encoding="utf-8"
-        )
+        meta = {"n": self.n, **self.analyzer.params(), "stop_list": sorted(self.analyzer._stop)}
+        (out / "fathom.json").write_text(json.dumps(meta), encoding="utf-8")
 
     @classmethod
     def load(cls, directory: Path, mmap: bool = False) -> Bm25Index:
-        import bm25s
+        """Read the saved arrays (``.npy``, ``allow_pickle=False``) and vocabulary."""
+        import numpy as np
 
         src = directory / cls.DIR
         meta = json.loads((src / "fathom.json").read_text(encoding="utf-8"))
-        analyzer = Analyzer(meta["stemmer"], meta["stopwords"])
-        model = None
-        if meta["n"]:
-            model = bm25s.BM25.load(
-                str(src), mmap=mmap, allow_pickle=False, load_corpus=False, show_progress=False
-            )
-        return cls(model, analyzer, int(meta["n"]))
+        analyzer = Analyzer(meta["stemmer"], meta["stopwords"], meta.get("stop_list"))
+        n = int(meta["n"])
+        if not n:
+            return cls(analyzer, 0, {})
+        params = json.loads((src / "params.index.json").read_text(encoding="utf-8"))
+        if params.get("method", "lucene") not in ("lucene", "robertson", "atire"):
+            raise ValueError(f"{src}: BM25 variant {params['method']!r} is not supported")
+        mode = "r" if mmap else None
+        arrays = [
+            np.load(src / f"{name}.csc.index.npy", allow_pickle=False, mmap_mode=mode)
+            for name in ("data", "indices", "indptr")
+        ]
+        vocab = json.loads((src / "vocab.index.json").read_text(encoding="utf-8"))
+        return cls(analyzer, n, vocab, *arrays)
 
     def scores(self, query: str) -> np.ndarray:
-        """BM25 score of every row for ``query``: ``(n,) float32``."""
+        """BM25 score of every row for ``query``: ``(n,) float32``.
+
+        Sum over the query's terms (repeats count, as in bm25s) of each term's precomputed
+        column of chunk scores.
+        """
         import numpy as np
 
         if not self.n:
             return np.zeros(0, dtype=np.float32)
-        ids = self.model.get_tokens_ids(self.analyzer.terms(query))
+        ids = [self.vocab[t] for t in self.analyzer.terms(query) if t in self.vocab]
         if not ids:
             return np.zeros(self.n, dtype=np.float32)
-        return self.model.get_scores_from_ids(ids)
+        starts, ends = self.indptr[ids], self.indptr[np.asarray(ids) + 1]
+        rows = np.concatenate([self.indices[a:b] for a, b in zip(starts, ends, strict=True)])
+        vals = np.concatenate([self.data[a:b] for a, b in zip(starts, ends, strict=True)])
+        return np.bincount(rows, weights=vals, minlength=self.n).astype(np.float32)
 
     def search(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top ``k`` rows with a positive score: ``(scores (k',), rows (k',) int64)``."""
