@@ -354,18 +354,21 @@ def ask(
     cfg = _config(ctx, **_ask_overrides(generator, model, embedder, budget_tokens))
     err = _stderr_console()
     stream = _AnswerStream(enabled=not as_json and not no_stream)
+    from stages.pipeline import resolve_target
+
+    # Index first (with its progress bars), then stream the answer on a quiet terminal.
     with _IngestProgress(enabled=not as_json) as prog:
-        answer = run_ask(
-            cfg,
-            target,
-            question,
-            k=k,
-            rerank=False if no_rerank else None,
-            rebuild=rebuild,
-            progress=prog,
-            on_token=stream,
-            on_event=_ask_events(err),
-        )
+        name = resolve_target(cfg, target, progress=prog, rebuild=rebuild)
+    answer = run_ask(
+        cfg,
+        target,
+        question,
+        k=k,
+        rerank=False if no_rerank else None,
+        on_token=stream,
+        on_event=_ask_events(err),
+        collection=name,
+    )
     if as_json:
         _print_json(answer.to_dict())
         return

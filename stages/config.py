@@ -89,7 +89,7 @@ class GeneratorConfig:
 class RerankConfig:
     enabled: bool = True
     model: str = "cross-encoder/ms-marco-MiniLM-L6-v2"  # any CrossEncoder name or path
-    candidates: int = 30  # hits sent to the reranker
+    candidates: int = 20  # hits sent to the reranker
     batch_size: int = 32
 
 

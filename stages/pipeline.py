@@ -601,10 +601,14 @@ def ask(
     progress: Progress | None = None,
     on_token: TokenSink | None = None,
     on_event: Progress | None = None,
+    collection: str | None = None,
 ) -> Answer:
-    """Resolve ``target`` (ingesting it on first use), answer ``question``, record it."""
+    """Resolve ``target`` (ingesting it on first use), answer ``question``, record it.
+
+    ``collection`` is ``target``'s collection when the caller resolved it already.
+    """
     t0 = time.perf_counter()
-    name = resolve_target(cfg, target, progress=progress, rebuild=rebuild)
+    name = collection or resolve_target(cfg, target, progress=progress, rebuild=rebuild)
     resolve_ms = _ms(t0)
     engine = Engine(cfg, name)
     try:

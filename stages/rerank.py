@@ -308,7 +308,7 @@ class EmbeddingReranker:
     DENSE_WEIGHT = 0.8
     LEXICAL_WEIGHT = 0.2
 
-    def __init__(self, embedder: Embedder | None, max_sentences: int = 16) -> None:
+    def __init__(self, embedder: Embedder | None, max_sentences: int = 6) -> None:
         self.embedder = embedder
         self.max_sentences = max(1, max_sentences)
         self.name = "embedding" if embedder is not None else "lexical"
