@@ -148,3 +148,17 @@ def test_llamacpp_answer_cites_real_sources(tmp_path: Path, minilm) -> None:
     sources = {s.n for s in answer.sources}
     assert all(c.n in sources for c in answer.citations)
     assert all(c.pages in {"1", "2", "3"} for c in answer.sources)
+
+
+def test_chat_answers_several_questions_in_one_session(tmp_path: Path, minilm) -> None:
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    res = CliRunner().invoke(
+        cli.main,
+        ["chat", str(pdf), "--generator", "extractive"],
+        input="What are documents split into?\nWhat do readers need?\n\n",
+    )
+    assert res.exit_code == 0, res.output
+    assert "chunks that keep their page numbers" in res.stdout
+    assert "page citations" in res.stdout
+    hist = CliRunner().invoke(cli.main, ["history", "--json"])
+    assert len(hist.stdout.splitlines()) == 2
