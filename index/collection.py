@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import fcntl
-import hashlib
 import os
 import re
 import shutil
@@ -30,6 +29,7 @@ from index.manifest import (
     FORMAT_VERSION,
     DocEntry,
     Manifest,
+    file_sha256,
     fsync_dir,
     read_manifest,
     write_manifest,
@@ -84,14 +84,6 @@ def embed_input(chunk: Chunk, title_prefix: bool) -> str:
     if len(head) == 2 and head[0] == head[1]:
         head = head[:1]
     return (" — ".join(head) + "\n" + chunk.text) if head else chunk.text
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -73,7 +73,7 @@ class SentenceTransformerEmbedder:
                     raise BackendUnavailable(
                         f"sentence-transformers is not installed ({exc}) — pip install -e ."
                     ) from None
-                _quiet_transformers()
+                quiet_transformers()
                 try:
                     self._model = SentenceTransformer(self.target, device=self.device)
                 except OSError as exc:
@@ -129,7 +129,7 @@ class SentenceTransformerEmbedder:
         return self.embed([text])[0]
 
 
-def _quiet_transformers() -> None:
+def quiet_transformers() -> None:
     """Keep library progress bars and info logs off stderr (ours carries the progress)."""
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")

@@ -91,6 +91,17 @@ class Manifest:
         return cls(**{k: v for k, v in d.items() if k in known})
 
 
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB blocks."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def read_manifest(coll_dir: Path) -> Manifest | None:
     """The committed manifest of a collection directory, or None when nothing is committed."""
     path = coll_dir / MANIFEST

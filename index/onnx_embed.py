@@ -9,7 +9,6 @@ reproduces the model's pooling and normalisation in numpy.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -18,6 +17,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from index.manifest import file_sha256
 from stages.errors import BackendUnavailable
 
 if TYPE_CHECKING:
@@ -34,14 +34,6 @@ def model_slug(embedder_id: str) -> str:
 def onnx_dir(models: Path, embedder_id: str) -> Path:
     """Export folder for ``embedder_id`` under the models folder."""
     return models / model_slug(embedder_id)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _pooling_from(model_dir: Path) -> dict[str, Any]:
@@ -126,7 +118,7 @@ def export_onnx(st_model: Any, model_dir: Path, embedder_id: str, out_dir: Path)
         "inputs": names,
         "dim": int(transformer.config.hidden_size),
         **pooling,
-        "sha256": {f: _sha256(tmp / f) for f in ("model.onnx", "tokenizer.json")},
+        "sha256": {f: file_sha256(tmp / f) for f in ("model.onnx", "tokenizer.json")},
     }
     (tmp / META).write_text(json.dumps(meta, indent=1))
     shutil.rmtree(out_dir, ignore_errors=True)
@@ -159,7 +151,7 @@ class OnnxEmbedder:
         self._lock = threading.Lock()
         if verify:
             for f, want in self.meta["sha256"].items():
-                if _sha256(directory / f) != want:
+                if file_sha256(directory / f) != want:
                     raise BackendUnavailable(
                         f"{directory / f}: checksum mismatch — delete {directory} to re-export"
                     )

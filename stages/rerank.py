@@ -165,7 +165,9 @@ def _cross_encoder_class(model: str):
         raise BackendUnavailable(
             f"reranker {model!r}: sentence-transformers is not installed ({exc}) — pip install -e ."
         ) from None
-    _quiet_transformers()
+    from index.embed import quiet_transformers
+
+    quiet_transformers()
     return CrossEncoder
 
 
@@ -173,19 +175,6 @@ def _short(exc: BaseException, limit: int = 160) -> str:
     """The first line of an exception message, shortened for a one-line notice."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _quiet_transformers() -> None:
-    """Keep library progress bars and load reports off stdout/stderr."""
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-        hf_logging.set_verbosity_error()
-    except ImportError:  # pragma: no cover - sentence-transformers depends on transformers
-        pass
 
 
 class CrossEncoderReranker:
