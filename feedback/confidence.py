@@ -34,6 +34,7 @@ ABSTAIN = re.compile(
     re.IGNORECASE,
 )
 _CITE = re.compile(r"\[(\d{1,3})\]")
+_TRAILING_CITES = re.compile(r"([.!?])((?:\s*\[\d{1,3}\])+)")
 _WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?")
 _SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 _STOP = frozenset(
@@ -61,9 +62,12 @@ def content_words(text: str) -> set[str]:
 def answer_sentences(text: str) -> list[tuple[str, tuple[int, ...]]]:
     """Sentences of an answer with the source numbers each cites."""
     out = []
-    for raw in _SENT.split(text.strip()):
+    # "Claim. [1] Next" → "Claim [1]. Next": a citation after the full stop belongs to the
+    # sentence before it, not to the next one.
+    text = _TRAILING_CITES.sub(lambda m: m.group(2) + m.group(1), text.strip())
+    for raw in _SENT.split(text):
         cites = tuple(int(n) for n in _CITE.findall(raw))
-        clean = _CITE.sub("", raw).strip()
+        clean = re.sub(r"\s+([.!?])", r"\1", _CITE.sub("", raw)).strip()
         if len(content_words(clean)) >= 1:
             out.append((clean, cites))
     return out

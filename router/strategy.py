@@ -128,8 +128,22 @@ _LEAD_WH = re.compile(
 )
 
 
+# A summary request must say so: "summarize", "overview", "key findings", "main points", "what is
+# this report about", "gist", "tl;dr". Without a cue it is a question about something specific.
+_SUMMARY_CUE = re.compile(
+    r"\b(?:summar\w*|sum (?:it |this |that |them )?up|overview|outline|recap|gist|tl;?dr|synopsis|"
+    r"abstract|highlights?|takeaways?|walk (?:me |us )?through|main sections?|"
+    r"key (?:findings?|points?|results?|messages?|ideas?|conclusions?)|main (?:points?|ideas?|"
+    r"findings?|themes?|arguments?|conclusions?|topics?)|what (?:is|are) (?:this|these|the) "
+    r"(?:\w+ )?(?:documents?|reports?|papers?|articles?|books?|guides?|manuals?|files?) about)\b",
+    _I,
+)
+
+
 def targets_whole_document(question: str) -> bool:
     """True when a summary request covers a whole document rather than a part or a topic."""
+    if not _SUMMARY_CUE.search(question):
+        return False
     if _PART.search(question) or _PICKED.search(question):
         return False
     return all(_DOC_BEFORE.match(m.group(1)) for m in _TOPIC.finditer(question))

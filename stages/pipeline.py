@@ -502,7 +502,10 @@ class Engine:
         trace.add_ms("compress", _ms(t))
         trace.tokens["context"] = sum(gen.count_tokens([_render_sources(kept)])) if kept else 0
         t = time.perf_counter()
-        draft = gen.generate(question, kept, on_token=on_token)
+        if hasattr(gen, "summarize"):  # no model: a lead-sentence summary, one per section
+            draft = gen.summarize(kept, on_token=on_token)
+        else:
+            draft = gen.generate(question, kept, on_token=on_token)
         trace.add_ms("generate", _ms(t))
         trace.tokens["prompt"] += draft.prompt_tokens
         trace.tokens["completion"] += draft.completion_tokens
@@ -535,7 +538,7 @@ class Engine:
 
 
 _CAPS = re.compile(
-    r"\b[A-Z][a-zA-Z0-9'’-]+(?:\s+(?:of|the|de|von|van|and)?\s*[A-Z][a-zA-Z0-9'’-]+)*"
+    r"\b[A-Z][a-zA-Z0-9'’-]+(?:[ \t]+(?:(?:of|the|de|von|van|and)[ \t]+)?[A-Z][a-zA-Z0-9'’-]+)*"
 )
 
 

@@ -162,3 +162,24 @@ def test_chat_answers_several_questions_in_one_session(tmp_path: Path, minilm) -
     assert "page citations" in res.stdout
     hist = CliRunner().invoke(cli.main, ["history", "--json"])
     assert len(hist.stdout.splitlines()) == 2
+
+
+def test_whole_document_summary_covers_its_sections(tmp_path: Path, extractive_cfg) -> None:
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    answer = ask(extractive_cfg, str(pdf), "Summarize the key points of this document.")
+    assert answer.trace.query_type == "summarization" and answer.trace.strategy["map_reduce"]
+    assert "map" in answer.trace.stages_ms
+    assert len({c.pages for c in answer.citations}) >= 2  # more than one page of the document
+    assert len({c.section for c in answer.citations}) >= 3
+    assert answer.confidence["score"] >= 0.45
+
+
+def test_citations_after_the_full_stop_belong_to_the_sentence_before() -> None:
+    from feedback.confidence import answer_sentences
+
+    got = answer_sentences("Tea is green. [1] Coffee is brewed [2]. Both are drinks. [1][2]")
+    assert got == [
+        ("Tea is green.", (1,)),
+        ("Coffee is brewed.", (2,)),
+        ("Both are drinks.", (1, 2)),
+    ]

@@ -226,6 +226,39 @@ class ExtractiveGenerator:
                 chosen.append((score, n, sentence))
         return chosen
 
+    def summarize(
+        self, hits: list[Hit], on_token: Callable[[str], Any] | None = None, per_source: int = 1
+    ) -> Draft:
+        """A lead summary: the first ``per_source`` quotable sentences of each source, cited.
+
+        Used for whole-document summaries, where the sources are one per section (map-reduce
+        without a model: the lead sentence of a section is its best extractive summary).
+        """
+        t0 = time.perf_counter()
+        pieces: list[str] = []
+        cited: list[int] = []
+        for n, hit in enumerate(hits, start=1):
+            lead = [s for s, _, _, quotable in _sentences(hit.chunk.text) if quotable]
+            for sentence in lead[:per_source]:
+                pieces.append(f"{sentence} [{n}]")
+                if n not in cited:
+                    cited.append(n)
+        pieces = pieces or [NO_ANSWER]
+        if on_token is not None:
+            for i, piece in enumerate(pieces):
+                on_token(piece if i == 0 else " " + piece)
+        text = " ".join(pieces)
+        return Draft(
+            text=text,
+            citations=tuple(cited),
+            prompt_tokens=self.prompt_tokens("Summarize the sources.", hits),
+            completion_tokens=estimate_words(text),
+            backend=self.name,
+            model=self.model,
+            finish_reason="stop",
+            ms=(time.perf_counter() - t0) * 1000,
+        )
+
     def generate(
         self, question: str, hits: list[Hit], on_token: Callable[[str], Any] | None = None
     ) -> Draft:
