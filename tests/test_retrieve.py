@@ -108,3 +108,40 @@ def test_hybrid_keeps_both_ranks_and_finds_the_answer(coll: Collection, minilm) 
     assert set(probe.timings_ms) >= {"embed_query", "dense", "bm25", "fuse", "fetch"}
     scores = [h.score for h in probe.hits]
     assert scores == sorted(scores, reverse=True)
+
+
+def test_rank_documents_fuses_each_documents_best_chunk(cfg, tmp_path: Path, minilm) -> None:
+    from stages.retrieve import rank_documents
+
+    folder = tmp_path / "multi"
+    folder.mkdir()
+    # Two-section documents: a document's evidence may sit in different chunks per retriever.
+    for i in range(0, len(SENTENCES), 2):
+        (folder / f"d{i:02d}.md").write_text(
+            f"# Part A\n\n{SENTENCES[i]}\n\n# Part B\n\n{SENTENCES[i + 1]}"
+        )
+    chunker = make_chunker(cfg.chunker, minilm.token_counter())
+    ingest(cfg, [folder], "m", minilm, chunker)
+    coll = Collection.open(cfg, "m")
+    retriever = CollectionRetriever(coll, minilm, mode="hybrid", candidates=50)
+    query = "stars collapse and explode"
+    docs = [d for d in coll.manifest.documents if d.status == "ok"]
+    chunk_doc = {}
+    for i, d in enumerate(docs):
+        for row in range(*d.rows):
+            chunk_doc[row] = i
+    ranked, _ = retriever.ranked(query, 50)
+    expect: dict[int, float] = {}
+    for _scores, rows in ranked.values():
+        seen: list[int] = []
+        for row in rows.tolist():
+            if chunk_doc[row] not in seen:
+                seen.append(chunk_doc[row])
+        for rank, doc in enumerate(seen, start=1):
+            expect[doc] = expect.get(doc, 0.0) + 1 / (60 + rank)
+    got = rank_documents(retriever, query, 50)
+    assert {d: pytest.approx(s) for d, s in got} == {d: pytest.approx(s) for d, s in expect.items()}
+    assert [s for _, s in got] == sorted((s for _, s in got), reverse=True)
+    assert "Black holes" in coll.store.get(docs[got[0][0]].rows[0]).text or "Neutron" in " ".join(
+        c.text for c in coll.store.rows(range(*docs[got[0][0]].rows))
+    )
