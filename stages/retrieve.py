@@ -122,32 +122,3 @@ def open_retriever(cfg, name: str, mode: SearchMode | None = None) -> Collection
     return CollectionRetriever(
         coll, embedder, mode=mode, rrf_k=cfg.retrieval.rrf_k, candidates=cfg.retrieval.candidates
     )
-
-
-def rank_documents(
-    retriever: CollectionRetriever, query: str, depth: int, qvec: np.ndarray | None = None
-) -> list[tuple[int, float]]:
-    """Documents for ``query``, each scored by its best chunk in every retriever, then fused.
-
-    Each retriever's chunk ranking (to ``depth``) collapses to a document ranking (a document
-    at its best chunk's place); hybrid mode fuses those document rankings by RRF. Returns
-    ``(document index in the manifest, fused score)`` best first — for document-level tasks
-    (BEIR-style retrieval) where fusing chunk rankings would split one document's evidence.
-    """
-    import numpy as np
-
-    docs = [d for d in retriever.collection.manifest.documents if d.status == "ok"]
-    order = sorted(range(len(docs)), key=lambda i: docs[i].rows[0])
-    starts = np.array([docs[i].rows[0] for i in order], dtype=np.int64)
-    ranked, _ = retriever.ranked(query, depth, qvec)
-    per_retriever: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for name, (scores, rows) in ranked.items():
-        owner = np.asarray(order, dtype=np.int64)[np.searchsorted(starts, rows, side="right") - 1]
-        _, first = np.unique(owner, return_index=True)
-        first.sort()  # each document's best (earliest) chunk, in rank order
-        per_retriever[name] = (scores[first], owner[first])
-    if len(per_retriever) == 1:
-        ((scores, owners),) = per_retriever.values()
-        return [(int(o), float(s)) for o, s in zip(owners, scores, strict=True)]
-    fused = rrf_fuse(per_retriever, retriever.rrf_k, k=10**9)
-    return [(row, score) for row, score, _, _ in fused]
