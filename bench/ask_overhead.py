@@ -52,8 +52,9 @@ def build(cfg, data: Path) -> None:
     except CollectionNotFound:
         pass
     log("building the SciFact collection (embeds every chunk once)")
-    ingest_paths(cfg, [data / "scifact" / "docs.jsonl"], COLLECTION,
-                 progress=progress_printer("scifact"))
+    ingest_paths(
+        cfg, [data / "scifact" / "docs.jsonl"], COLLECTION, progress=progress_printer("scifact")
+    )
 
 
 def run_asks(cfg, questions: list[str], rerank: bool) -> dict:
@@ -92,8 +93,14 @@ def cold_start(home: Path, question: str, runs: int) -> dict:
         "python -c pass": [sys.executable, "-c", "pass"],
         "cli.py --help": [sys.executable, str(REPO / "cli.py"), "--help"],
         "cli.py ask (extractive)": [
-            sys.executable, str(REPO / "cli.py"), "ask", COLLECTION, question,
-            "--generator", "extractive", "--no-rerank",
+            sys.executable,
+            str(REPO / "cli.py"),
+            "ask",
+            COLLECTION,
+            question,
+            "--generator",
+            "extractive",
+            "--no-rerank",
         ],
     }
     out = {}
@@ -105,8 +112,12 @@ def cold_start(home: Path, question: str, runs: int) -> dict:
             times.append(time.perf_counter() - t)
             if proc.returncode != 0:
                 raise SystemExit(f"{label} failed: {proc.stderr[-2000:]}")
-        out[label] = {"median_s": statistics.median(times), "min_s": min(times),
-                      "max_s": max(times), "runs": runs}
+        out[label] = {
+            "median_s": statistics.median(times),
+            "min_s": min(times),
+            "max_s": max(times),
+            "runs": runs,
+        }
         log(f"cold start {label}: median {out[label]['median_s']:.3f} s")
     return out
 
@@ -117,6 +128,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--runs", type=int, default=10, help="cold-start runs per command")
     ap.add_argument("--home", default=None, help="FATHOM_HOME to build in and keep")
+    ap.add_argument(
+        "--rerank-queries",
+        type=int,
+        default=None,
+        help="questions for the reranker run (default: --queries)",
+    )
     ap.add_argument("--out", type=Path, default=default_out("ask_overhead"))
     args = ap.parse_args(argv)
     data = data_dir(args.data)
@@ -126,8 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     def run(home: Path) -> dict:
         cfg = bench_config(home, {"generator.backend": "extractive"})
         build(cfg, data)
-        results = {"without_rerank": run_asks(cfg, questions, rerank=False),
-                   "with_rerank": run_asks(cfg, questions, rerank=True)}
+        n_rerank = args.queries if args.rerank_queries is None else args.rerank_queries
+        results = {
+            "without_rerank": run_asks(cfg, questions, rerank=False),
+            "with_rerank": run_asks(cfg, questions[:n_rerank], rerank=True),
+        }
         results["cold_start"] = cold_start(home, questions[0], args.runs)
         return results
 
@@ -142,24 +162,39 @@ def main(argv: list[str] | None = None) -> int:
     for key in ("without_rerank", "with_rerank"):
         r = results[key]
         t = r["total_excluding_generation_ms"]
-        rows.append([f"{key} ({r['reranker']})", t["p50"], t["p95"], t["p99"],
-                     r["generate_ms"]["p50"], r["mean_k"]])
+        rows.append(
+            [
+                f"{key} ({r['reranker']})",
+                t["p50"],
+                t["p95"],
+                t["p99"],
+                r["generate_ms"]["p50"],
+                r["mean_k"],
+            ]
+        )
     print_table(
         f"ask overhead on {results['without_rerank']['chunks']} chunks, "
         f"{len(questions)} questions (ms, generation excluded; target P95 ≤ 30 without rerank)",
-        ["run", "P50", "P95", "P99", "generate P50", "mean k"], rows, digits=2,
+        ["run", "P50", "P95", "P99", "generate P50", "mean k"],
+        rows,
+        digits=2,
     )
     stage_rows = []
     for name in results["without_rerank"]["stages_ms"]:
         a = results["without_rerank"]["stages_ms"][name]
-        b = results["with_rerank"]["stages_ms"].get(name, {"p50": float("nan"),
-                                                           "p95": float("nan")})
+        b = results["with_rerank"]["stages_ms"].get(
+            name, {"p50": float("nan"), "p95": float("nan")}
+        )
         stage_rows.append([name, a["p50"], a["p95"], b["p50"], b["p95"]])
     if "rerank" in results["with_rerank"]["stages_ms"]:
         r = results["with_rerank"]["stages_ms"]["rerank"]
         stage_rows.append(["rerank", float("nan"), float("nan"), r["p50"], r["p95"]])
-    print_table("per stage (ms)", ["stage", "P50 no rerank", "P95 no rerank",
-                                   "P50 rerank", "P95 rerank"], stage_rows, digits=2)
+    print_table(
+        "per stage (ms)",
+        ["stage", "P50 no rerank", "P95 no rerank", "P50 rerank", "P95 rerank"],
+        stage_rows,
+        digits=2,
+    )
     cs = results["cold_start"]
     base = cs["python -c pass"]["median_s"]
     print_table(

@@ -1,0 +1,195 @@
+"""Helpers shared by the bench scripts: data path, temporary config, timing, tables, JSON out.
+
+Benchmarks run the contender and its baseline in the same run on the same data and report
+ratios next to absolute numbers; they assert nothing about time (STYLE.md §10).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from rich.console import Console  # noqa: E402 - after the sys.path fix-up, like the project imports
+from rich.table import Table  # noqa: E402
+
+if TYPE_CHECKING:
+    from stages.config import Config
+
+out_console = Console(soft_wrap=False, width=160)  # tables: stdout
+err_console = Console(stderr=True)  # progress: stderr
+
+
+def data_dir(arg: str | None) -> Path:
+    """``--data``, else ``FATHOM_DATA``, else ``<repo>/../shared/data``."""
+    path = Path(arg or os.environ.get("FATHOM_DATA") or REPO.parent / "shared" / "data")
+    if not path.is_dir():
+        raise SystemExit(f"data folder not found: {path} (pass --data or set FATHOM_DATA)")
+    return path
+
+
+def default_out(name: str) -> Path:
+    return REPO / "bench" / "results" / f"{name}.json"
+
+
+def log(msg: str) -> None:
+    """One progress line on stderr, with a timestamp."""
+    err_console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {msg}", highlight=False)
+
+
+@contextlib.contextmanager
+def temp_home(prefix: str) -> Iterator[Path]:
+    """A throwaway FATHOM_HOME, so a bench never reads or writes the user's collections."""
+    with tempfile.TemporaryDirectory(prefix=f"fathom-bench-{prefix}-") as tmp:
+        yield Path(tmp)
+
+
+def bench_config(home: Path, overrides: dict[str, Any] | None = None) -> Config:
+    """Default configuration with ``home`` set; ignores ./fathom.toml and FATHOM_* variables.
+
+    (``load_config(path=None)`` would read a ``fathom.toml`` in the working directory.)
+    """
+    from stages.config import Config, apply_overrides
+
+    cfg = Config()
+    cfg.home = str(home)
+    if overrides:
+        apply_overrides(cfg, overrides, source="bench")
+    return cfg
+
+
+def st_model(embedder: Any) -> Any:
+    """The already-loaded ``SentenceTransformer`` inside a Fathom embedder (loads it if needed),
+    so a baseline encodes with the very same model object."""
+    return embedder._load()
+
+
+def progress_printer(label: str, every: float = 5.0):
+    """An ingest ``progress`` callback: embed progress on stderr, at most every ``every`` s."""
+    last = [0.0]
+
+    def emit(event: str, **info: Any) -> None:
+        now = time.perf_counter()
+        if event == "embedded" and now - last[0] >= every:
+            last[0] = now
+            log(f"{label}: embedded {info['done']}/{info['total']} chunks")
+        elif event in ("discovered", "embed_start", "writing", "done"):
+            log(f"{label}: {event} {info}")
+
+    return emit
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def percentiles(values: Sequence[float], ps: Sequence[float] = (50, 95, 99)) -> dict[str, float]:
+    """``{"p50", "p95", "p99", "mean"}`` of ``values`` (numpy's linear interpolation)."""
+    import numpy as np
+
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.size == 0:
+        return {f"p{p:g}": float("nan") for p in ps} | {"mean": float("nan")}
+    out = {f"p{p:g}": float(np.percentile(arr, p)) for p in ps}
+    out["mean"] = float(arr.mean())
+    return out
+
+
+def ratio(a: float, b: float) -> float:
+    return a / b if b else float("nan")
+
+
+def fmt(x: Any, digits: int = 3) -> str:
+    if isinstance(x, float):
+        return f"{x:.{digits}f}"
+    return str(x)
+
+
+def print_table(
+    title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], digits: int = 3
+) -> None:
+    """A rich table on stdout; floats printed with ``digits`` decimals."""
+    table = Table(title=title, title_justify="left")
+    for i, col in enumerate(columns):
+        table.add_column(col, justify="left" if i == 0 else "right")
+    for row in rows:
+        table.add_row(*(fmt(v, digits) for v in row))
+    out_console.print(table)
+
+
+def machine_info() -> dict[str, Any]:
+    """Context for the JSON: cores, load, versions (numbers compare only within a run)."""
+    info: dict[str, Any] = {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "loadavg_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+    for mod in ("torch", "sentence_transformers", "faiss", "bm25s", "numpy"):
+        try:
+            info[mod] = __import__(mod).__version__
+        except Exception:  # a missing library is reported, not fatal
+            info[mod] = None
+    try:
+        import torch
+
+        info["torch_threads"] = torch.get_num_threads()
+    except ImportError:
+        pass
+    return info
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data.setdefault("machine", machine_info())
+    if hasattr(os, "getloadavg"):
+        data["machine"]["loadavg_end"] = os.getloadavg()
+    path.write_text(json.dumps(data, indent=2, default=float) + "\n", encoding="utf-8")
+    log(f"wrote {path}")
+
+
+class Stopwatch:
+    """``with Stopwatch() as sw: ...`` then ``sw.seconds`` (wall, perf_counter) and ``sw.cpu``
+    (this process's CPU seconds over all threads: less sensitive to other processes' load)."""
+
+    def __enter__(self) -> Stopwatch:
+        self.start = time.perf_counter()
+        self.cpu_start = time.process_time()
+        self.seconds = 0.0
+        self.cpu = 0.0
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.perf_counter() - self.start
+        self.cpu = time.process_time() - self.cpu_start
+
+
+def profile_to(path: Path, fn, *args, top: int = 25, **kwargs):
+    """Run ``fn`` under cProfile, save stats to ``path`` and print the top entries to stderr."""
+    import cProfile
+    import io
+    import pstats
+
+    prof = cProfile.Profile()
+    result = prof.runcall(fn, *args, **kwargs)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    prof.dump_stats(str(path))
+    buf = io.StringIO()
+    stats = pstats.Stats(prof, stream=buf).strip_dirs()
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+    print(buf.getvalue(), file=sys.stderr)
+    log(f"profile saved to {path}")
+    return result

@@ -1,0 +1,184 @@
+"""Ingest throughput: a full Fathom ingest vs the compute floor of embedding the same chunks.
+
+For each set: a full ingest of ``<set>/docs.jsonl`` into a fresh collection (wall clock and the
+IngestReport's phases), then — same run, same already-loaded model — sentence-transformers
+``encode`` of exactly the texts Fathom embedded (``embed_input(chunk, title_prefix)`` of the
+stored chunks), normalised, at the best batch size of 16/32/64/128 (chosen on a sample).
+Model load and a one-text warm-up are excluded from BOTH sides. Finally an unchanged re-ingest,
+reported as a fraction of the first.
+
+    python bench/ingest.py [--data DIR] [--sets covidqa_200423,squad_v1.1_dev] [--out FILE.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+from pathlib import Path
+
+import numpy as np
+from common import (
+    Stopwatch,
+    bench_config,
+    data_dir,
+    default_out,
+    log,
+    print_table,
+    progress_printer,
+    ratio,
+    st_model,
+    temp_home,
+    write_json,
+)
+
+BATCH_SIZES = (16, 32, 64, 128)
+TARGET_RATIO = 1.3
+
+
+def encode(model, texts: list[str], batch_size: int) -> np.ndarray:
+    return model.encode(
+        texts,
+        batch_size=batch_size,
+        normalize_embeddings=True,
+        convert_to_numpy=True,
+        show_progress_bar=False,
+    )
+
+
+def floor(model, texts: list[str], sample: int, seed: int = 0) -> dict:
+    """Best batch size on a random sample (by CPU seconds, robust to other processes' load),
+    then the full encode at that size (wall and CPU seconds)."""
+    pick = random.Random(seed).sample(texts, min(sample, len(texts)))
+    per_batch = {}
+    for bs in BATCH_SIZES:
+        with Stopwatch() as sw:
+            encode(model, pick, bs)
+        per_batch[bs] = {"wall": sw.seconds, "cpu": sw.cpu}
+        log(
+            f"floor: batch {bs}: {len(pick) / sw.seconds:.1f} texts/s wall, "
+            f"{len(pick) / sw.cpu:.1f} per CPU-s on {len(pick)} sampled"
+        )
+    best = min(per_batch, key=lambda bs: per_batch[bs]["cpu"])
+    with Stopwatch() as full:
+        encode(model, texts, best)
+    return {
+        "batch_size": best,
+        "sample": len(pick),
+        "sample_seconds": per_batch,
+        "seconds": full.seconds,
+        "cpu_seconds": full.cpu,
+    }
+
+
+def bench_set(cfg, name: str, docs_path: Path, embedder, chunker, sample: int) -> dict:
+    from index.collection import Collection, embed_input, ingest
+
+    log(f"{name}: full ingest")
+    with Stopwatch() as first:
+        report = ingest(cfg, [docs_path], name, embedder, chunker, progress=progress_printer(name))
+    with Stopwatch() as second:
+        again = ingest(cfg, [docs_path], name, embedder, chunker)
+    coll = Collection.open(cfg, name)
+    texts = [embed_input(c, coll.manifest.embed_title_prefix) for c in coll.store.all()]
+    coll.close()
+    assert len(texts) == report.embedded_chunks, "the store holds what was embedded"
+    log(f"{name}: floor over {len(texts)} chunk texts")
+    fl = floor(st_model(embedder), texts, sample)
+    docs = report.count("ok")
+    return {
+        "documents": docs,
+        "chunks": report.total_chunks,
+        "chars": sum(len(t) for t in texts),
+        "wall_s": first.seconds,
+        "cpu_s": first.cpu,
+        "phases_s": report.seconds,
+        "docs_per_s": docs / first.seconds,
+        "chunks_per_s": report.total_chunks / first.seconds,
+        "floor": fl,
+        "floor_chunks_per_s": len(texts) / fl["seconds"],
+        "total_over_floor": ratio(first.seconds, fl["seconds"]),
+        "total_over_floor_cpu": ratio(first.cpu, fl["cpu_seconds"]),
+        "embed_over_floor": ratio(report.seconds.get("embed", 0.0), fl["seconds"]),
+        "reingest_s": second.seconds,
+        "reingest_committed": again.committed,
+        "reingest_fraction": ratio(second.seconds, first.seconds),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", help="data folder (default: $FATHOM_DATA, else ../shared/data)")
+    parser.add_argument(
+        "--sets",
+        default="covidqa_200423,squad_v1.1_dev",
+        help="comma-separated folders holding a docs.jsonl",
+    )
+    parser.add_argument(
+        "--sample",
+        type=int,
+        default=128,
+        help="chunk texts used to pick the floor's batch size (default 128)",
+    )
+    parser.add_argument("--out", type=Path, default=default_out("ingest"))
+    args = parser.parse_args(argv)
+    root = data_dir(args.data)
+    sets = [s.strip() for s in args.sets.split(",") if s.strip()]
+
+    from chunking import make_chunker
+    from index.embed import make_embedder
+
+    results: dict[str, dict] = {}
+    with temp_home("ingest") as home:
+        cfg = bench_config(home)
+        embedder = make_embedder(cfg.embedder)
+        with Stopwatch() as load:
+            embedder.embed(["warm-up"])  # model load + first call: excluded from both sides
+        log(f"model loaded in {load.seconds:.1f}s (excluded from both sides)")
+        chunker = make_chunker(cfg.chunker, embedder.token_counter())
+        for name in sets:
+            results[name] = bench_set(
+                cfg, name, root / name / "docs.jsonl", embedder, chunker, args.sample
+            )
+
+    print_table(
+        "Full Fathom ingest (wall seconds; model load excluded)",
+        ["set", "docs", "chunks", "total s", "parse+chunk s", "embed s", "write s", "docs/s",
+         "chunks/s"],
+        [[n, r["documents"], r["chunks"], r["wall_s"], r["phases_s"].get("parse_chunk", 0.0),
+          r["phases_s"].get("embed", 0.0), r["phases_s"].get("write", 0.0), r["docs_per_s"],
+          r["chunks_per_s"]] for n, r in results.items()],
+        digits=2,
+    )  # fmt: skip
+    print_table(
+        f"Ingest vs encode floor (same chunk texts, same loaded model; target total/floor ≤ "
+        f"{TARGET_RATIO}); CPU = this process's CPU seconds",
+        ["set", "floor bs", "floor s", "total/floor", "embed/floor", "total CPU s",
+         "floor CPU s", "CPU total/floor"],
+        [[n, r["floor"]["batch_size"], r["floor"]["seconds"], r["total_over_floor"],
+          r["embed_over_floor"], r["cpu_s"], r["floor"]["cpu_seconds"],
+          r["total_over_floor_cpu"]] for n, r in results.items()],
+        digits=2,
+    )  # fmt: skip
+    print_table(
+        "Unchanged re-ingest",
+        ["set", "first s", "re-ingest s", "fraction", "committed"],
+        [
+            [n, r["wall_s"], r["reingest_s"], r["reingest_fraction"], r["reingest_committed"]]
+            for n, r in results.items()
+        ],
+        digits=3,
+    )
+    write_json(
+        args.out,
+        {
+            "bench": "ingest",
+            "model_load_excluded_s": load.seconds,
+            "target_total_over_floor": TARGET_RATIO,
+            "sets": results,
+        },
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
