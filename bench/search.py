@@ -74,8 +74,18 @@ class CachingEmbedder:
     def model_dir(self):
         return self.inner.model_dir()
 
+    def _key(self, text: str) -> str:
+        """The original record's embed text: ``#rN`` dropped from the title; when the original
+        text began with its title (so ``embed_input`` gave it no heading), the heading dropped."""
+        key = _REPEAT.sub("", text, count=1)
+        if key != text and key not in self._cache:
+            body = key.partition("\n")[2]
+            if body in self._cache:
+                return body
+        return key
+
     def embed(self, texts: list[str], batch_size: int | None = None) -> np.ndarray:
-        keys = [_REPEAT.sub("", t, count=1) for t in texts]
+        keys = [self._key(t) for t in texts]
         missing = list(dict.fromkeys(k for k in keys if k not in self._cache))
         if missing:
             vecs = self.inner.embed(missing)
