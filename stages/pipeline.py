@@ -265,7 +265,7 @@ class Engine:
         qtype, probs = self.classifier.classify(question, embedding=qvec)
         strategy = strategy_for(qtype, question)
         trace.query_type, trace.type_probs = qtype, dict(probs)
-        trace.strategy = _strategy_dict(strategy)
+        trace.strategy = strategy.to_dict()
         trace.add_ms("classify", _ms(t))
 
         depth = max(strategy.k_max, self.cfg.rerank.candidates, k or 0, 20)
@@ -447,7 +447,7 @@ class Engine:
             replace(
                 by_id[ids[row]],
                 score=score,
-                ranks={**by_id[ids[row]].ranks, **{f"{k}": v for k, v in ranks.items()}},
+                ranks={**by_id[ids[row]].ranks, **ranks},
             )
             for row, score, ranks, _ in fused
         )
@@ -579,13 +579,6 @@ def _round(k: int, draft: Draft, conf: Any, n_sources: int) -> dict[str, Any]:
         "generate_ms": round(draft.ms, 3),
         "answer": draft.text,
     }
-
-
-def _strategy_dict(strategy: Any) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    d = asdict(strategy)
-    return {k: v for k, v in d.items()}
 
 
 def _ms(t0: float) -> float:

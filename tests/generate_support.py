@@ -77,6 +77,16 @@ def _normalised(name: str) -> str:
     return name if ":" in name else name + ":latest"
 
 
+def send_json(handler: BaseHTTPRequestHandler, status: int, data: dict[str, Any]) -> None:
+    """Write ``data`` as a JSON response with ``status`` from an http.server handler."""
+    payload = json.dumps(data).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(payload)))
+    handler.end_headers()
+    handler.wfile.write(payload)
+
+
 class FakeOllama:
     """A real HTTP server on 127.0.0.1 implementing the Ollama endpoints the client uses.
 
@@ -132,12 +142,7 @@ class FakeOllama:
                 pass
 
             def _json(self, status: int, data: dict[str, Any]) -> None:
-                payload = json.dumps(data).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                send_json(self, status, data)
 
             def do_GET(self) -> None:
                 if self.path != "/api/tags":

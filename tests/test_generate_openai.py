@@ -19,7 +19,14 @@ import pytest
 from stages.config import GeneratorConfig
 from stages.errors import BackendUnavailable, FathomError
 from stages.generate.openai_backend import OpenAIGenerator
-from tests.generate_support import closed_port, eiffel_hits, free_port, make_hit, smollm2_path
+from tests.generate_support import (
+    closed_port,
+    eiffel_hits,
+    free_port,
+    make_hit,
+    send_json,
+    smollm2_path,
+)
 
 QUESTION = "Where is the Eiffel Tower?"
 SECRET = "sk-secret-123"
@@ -113,12 +120,7 @@ class _Canned(BaseHTTPRequestHandler):
         pass
 
     def _send(self, status: int, data: dict[str, Any]) -> None:
-        payload = json.dumps(data).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        send_json(self, status, data)
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
