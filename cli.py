@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -579,6 +580,179 @@ def stats(ctx: click.Context, slo_ms: float | None, days: float | None, as_json:
 # ---------------------------------------------------------------------------------------------
 # collections
 # ---------------------------------------------------------------------------------------------
+
+
+# ---------------------------------------------------------------------------------------------
+# eval
+# ---------------------------------------------------------------------------------------------
+
+
+@main.group("eval", invoke_without_command=True)
+@click.option("--docs", default=None, help="Documents: file, folder, or docs.jsonl.")
+@click.option("--collection", "-c", default=None, help="An existing collection instead of --docs.")
+@click.option(
+    "--questions",
+    default=None,
+    help="Questions: JSONL (qid, question, answers, doc_ids) or a BEIR folder.",
+)
+@click.option("--qrels", default=None, help="A BEIR qrels TSV for a JSONL question file.")
+@click.option(
+    "--strategies",
+    default="none,fixed:1,fixed:2,fixed:4,fixed:8,gap,threshold:p50",
+    show_default=True,
+    help="Comma-separated: none, fixed:K, gap[:A-B], threshold:pNN[:K], strategy; +fb adds "
+    "the feedback loop.",
+)
+@click.option("--baseline", default=None, help="Strategy the others are compared with.")
+@click.option(
+    "--generator",
+    type=click.Choice(["auto", "llamacpp", "ollama", "openai", "huggingface", "extractive"]),
+    default=None,
+    help="Answer backend.",
+)
+@click.option("--model", default=None, help="Generator model (name, GGUF path, …).")
+@click.option(
+    "--judge",
+    type=click.Choice(["contains", "f1", "qrels"]),
+    default="contains",
+    show_default=True,
+    help="What `quality` is: gold answer contained, token F1, or nDCG@10 by qrels.",
+)
+@click.option("--slo-ms", type=click.FloatRange(min=0, min_open=True), default=None)
+@click.option("--limit", type=click.IntRange(1), default=None, help="Evaluate this many.")
+@click.option("--fit-size", type=click.IntRange(1), default=200, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--bootstrap", type=click.IntRange(100), default=2000, show_default=True)
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True)
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True)
+@click.option("--ray-address", default=None, help="A Ray cluster (default: local Ray).")
+@click.option("--no-cache", is_flag=True, help="Do not reuse cached generations.")
+@click.option("--out", "out", type=click.Path(path_type=Path), default=None, help="Output folder.")
+@click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout.")
+@click.pass_context
+def eval_cmd(
+    ctx: click.Context,
+    docs: str | None,
+    collection: str | None,
+    questions: str | None,
+    qrels: str | None,
+    strategies: str,
+    baseline: str | None,
+    generator: str | None,
+    model: str | None,
+    judge: str,
+    slo_ms: float | None,
+    limit: int | None,
+    fit_size: int,
+    seed: int,
+    bootstrap: int,
+    workers: int,
+    executor: str,
+    ray_address: str | None,
+    no_cache: bool,
+    out: Path | None,
+    as_json: bool,
+) -> None:
+    """Evaluate strategies side by side on a document set (`fathom eval report DIR` redraws)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if not questions:
+        raise click.UsageError("--questions is required")
+    if not docs and not collection:
+        raise click.UsageError("give --docs PATH or --collection NAME")
+    from evaluation.runner import EvalSettings, run_eval
+
+    cfg = _config(ctx, **{"generator.backend": generator, "generator.model": model})
+    out = out or Path("eval-runs") / time.strftime("%Y%m%d-%H%M%S")
+    settings = EvalSettings(
+        questions=questions,
+        out=str(out),
+        docs=docs,
+        collection=collection,
+        qrels=qrels,
+        strategies=strategies.split(","),
+        baseline=baseline,
+        judge=judge,
+        slo_ms=slo_ms,
+        limit=limit,
+        fit_size=fit_size,
+        seed=seed,
+        bootstrap=bootstrap,
+        workers=workers,
+        executor=executor,
+        ray_address=ray_address,
+        cache=not no_cache,
+    )
+    console = _stderr_console()
+    with _IngestProgress(console.is_terminal) as ingest_progress, _EvalProgress(console) as bar:
+        summary = run_eval(cfg, settings, progress=ingest_progress, on_rows=bar)
+    _render_eval(summary, out, as_json)
+
+
+class _EvalProgress:
+    """Questions done / total with ETA on stderr."""
+
+    def __init__(self, console) -> None:
+        self.console = console
+        self.progress = None
+        self.task = None
+
+    def __enter__(self) -> _EvalProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.console.is_terminal:
+            return
+        if self.progress is None:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self.progress = Progress(
+                TextColumn("questions"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=self.console,
+            )
+            self.progress.start()
+            self.task = self.progress.add_task("questions", total=total, completed=done)
+        self.progress.update(self.task, completed=done)
+
+
+def _render_eval(summary: dict[str, Any], out: Path, as_json: bool) -> None:
+    if as_json:
+        _print_json(summary)
+        return
+    from rich.console import Console
+
+    from evaluation.report import render_table
+
+    console = Console()
+    console.print(render_table(summary))
+    console.print(f"log, summary, plots and report in {out}/", highlight=False)
+
+
+@eval_cmd.command("report")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout.")
+def eval_report(run_dir: Path, as_json: bool) -> None:
+    """Recompute summary.json, plots and report.md of a run from its log alone."""
+    from evaluation.runner import report_from_dir
+
+    summary = report_from_dir(run_dir)
+    _render_eval(summary, run_dir, as_json)
 
 
 @main.group()

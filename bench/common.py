@@ -69,6 +69,18 @@ def bench_config(home: Path, overrides: dict[str, Any] | None = None) -> Config:
     return cfg
 
 
+def parse_sets(items: Sequence[str]) -> dict[str, str]:
+    """``["chunker.target_tokens=230", ...]`` → ``{"chunker.target_tokens": "230"}``; the
+    values are strings, coerced to each field's type like environment variables."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or "." not in key:
+            raise SystemExit(f"--set {item!r}: expected SECTION.KEY=VALUE")
+        out[key.strip()] = value.strip()
+    return out
+
+
 def st_model(embedder: Any) -> Any:
     """The already-loaded ``SentenceTransformer`` inside a Fathom embedder (loads it if needed),
     so a baseline encodes with the very same model object."""

@@ -28,6 +28,7 @@ from common import (
     data_dir,
     default_out,
     log,
+    parse_sets,
     print_table,
     progress_printer,
     ratio,
@@ -246,7 +247,16 @@ def main(argv: list[str] | None = None) -> int:
         help="chunks retrieved per query (and each retriever's depth) before "
         "collapsing to documents (default 300)",
     )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="configuration override for Fathom's side, e.g. chunker.target_tokens=230 "
+        "(repeatable; the value is parsed as in fathom.toml)",
+    )
     args = parser.parse_args(argv)
+    overrides = parse_sets(args.set)
 
     root = data_dir(args.data) / "scifact"
     queries = read_jsonl(root / "queries.jsonl")
@@ -258,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     log(f"scifact: {len(docs)} docs, {len(queries)} test queries with qrels")
 
     with temp_home("beir") as home:
-        cfg = bench_config(home)
+        cfg = bench_config(home, overrides)
         fathom = run_fathom(cfg, root / "docs.jsonl", queries, args.k_candidates)
         embedder = fathom.pop("embedder")
         baseline = run_baseline(st_model(embedder), docs, queries)
@@ -355,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
             "bench": "retrieval_beir",
             "dataset": "scifact test",
             "k_candidates": args.k_candidates,
+            "overrides": overrides,
             "results": results,
             "target": {"hybrid_ndcg@10": TARGET_HYBRID_NDCG, "met": hybrid >= TARGET_HYBRID_NDCG},
             "fathom": fathom,

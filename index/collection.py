@@ -246,7 +246,11 @@ def collection_for(paths: Iterable[str | Path]) -> str:
     import ingestion
 
     shas = []
-    for src in ingestion.discover([Path(p) for p in paths]):
+    paths = [Path(p) for p in paths]
+    for p in paths:
+        if p.suffix.lower() == ".jsonl" and p.is_file():  # records, as ingest reads them
+            shas.append(file_sha256(p))
+    for src in ingestion.discover([p for p in paths if p.suffix.lower() != ".jsonl"]):
         if src.status == "ok":
             try:
                 shas.append(file_sha256(Path(src.path)))
@@ -255,7 +259,7 @@ def collection_for(paths: Iterable[str | Path]) -> str:
     if not shas:
         raise FathomError(
             f"{', '.join(map(str, paths))}: no supported documents "
-            f"({', '.join(sorted(ingestion.SUPPORTED_SUFFIXES))})"
+            f"({', '.join(sorted(ingestion.SUPPORTED_SUFFIXES))}, or a docs.jsonl)"
         )
     return "auto-" + content_id(*sorted(shas))
 

@@ -186,17 +186,21 @@ class OnnxEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         session, tok = self._load()
         step = batch_size or 32
-        out = []
+        # Batches of similar length: padding to a batch's longest text is wasted compute, so
+        # one long text must not pad thirty short ones (sentence-transformers sorts likewise).
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
         for start in range(0, len(texts), step):
-            encs = tok.encode_batch(texts[start : start + step])
+            idx = order[start : start + step]
+            encs = tok.encode_batch([texts[i] for i in idx])
             ids = np.asarray([e.ids for e in encs], dtype=np.int64)
             mask = np.asarray([e.attention_mask for e in encs], dtype=np.int64)
             feeds = {"input_ids": ids, "attention_mask": mask}
             if "token_type_ids" in self.meta["inputs"]:
                 feeds["token_type_ids"] = np.asarray([e.type_ids for e in encs], dtype=np.int64)
             (hidden,) = session.run(["last_hidden_state"], feeds)
-            out.append(self._pool(hidden, mask))
-        return np.concatenate(out, axis=0)
+            out[idx] = self._pool(hidden, mask)
+        return out
 
     def _pool(self, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
         import numpy as np

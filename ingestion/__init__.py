@@ -237,14 +237,14 @@ def _records(name: str, fh: TextIO) -> Iterator[Document]:
 def _parse_record(name: str, lineno: int, line: str) -> Document:
     try:
         record = json.loads(line)
-        source_id = str(record["doc_id"])
+        source_id = str(record["doc_id"] if "doc_id" in record else record["_id"])  # _id: BEIR
         text = record["text"]
         title = record.get("title") or ""
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ParseError(
             f"{name}:{lineno}",
             f"not a record ({type(exc).__name__}: {exc})",
-            'each line must be a JSON object with "doc_id" and "text"',
+            'each line must be a JSON object with "doc_id" (or BEIR\'s "_id") and "text"',
         ) from None
     if not isinstance(text, str) or not isinstance(title, str):
         raise ParseError(f"{name}:{lineno}", "text and title must be strings")

@@ -53,22 +53,79 @@ class StrategyDepth:
 
 
 class ScoreGapDepth:
-    """Adaptive-k: cut the sorted fused scores at their largest gap, within ``[k_min, k_max]``."""
+    """Adaptive-k: cut at the largest gap between consecutive similarity scores, within
+    ``[k_min, k_max]``.
+
+    Reads the hits' dense cosines sorted best first (fused RRF scores only encode ranks); the
+    fused scores when no hit has a dense score. The fused order's top k are then kept.
+    """
 
     def __init__(self, k_min: int = 1, k_max: int = 20) -> None:
+        if not 1 <= k_min <= k_max:
+            raise ConfigError(f"gap depth range {k_min}–{k_max}: need 1 ≤ k_min ≤ k_max")
         self.k_min, self.k_max = k_min, k_max
-        self.name = "gap"
+        self.name = "gap" if (k_min, k_max) == (1, 20) else f"gap:{k_min}-{k_max}"
 
     def decide(self, question: str, probe: Probe, qtype: QueryType) -> Decision:
-        scores = [h.score for h in probe.hits[: self.k_max + 1]]
+        dense = [h.scores["dense"] for h in probe.hits if "dense" in h.scores]
+        raw = dense if dense else [h.score for h in probe.hits]
+        scores = sorted(raw, reverse=True)[: self.k_max + 1]
         if len(scores) <= self.k_min:
-            return Decision(len(scores), self.name, "fewer hits than the minimum depth")
+            return Decision(
+                min(len(scores), len(probe.hits)), self.name, "fewer hits than the minimum depth"
+            )
         gaps = [scores[i] - scores[i + 1] for i in range(len(scores) - 1)]
         best = max(range(self.k_min - 1, len(gaps)), key=lambda i: (gaps[i], -i))
-        k = best + 1
+        k = min(best + 1, len(probe.hits))
         return Decision(
             k,
             self.name,
-            f"largest score gap after rank {k} ({gaps[best]:.4f})",
+            f"largest similarity gap after rank {k} ({gaps[best]:.4f})",
             scores={"gap": gaps[best]},
         )
+
+
+def top_similarity(probe: Probe) -> float:
+    """The probe's best dense cosine (its best BM25 score when no hit has a dense score);
+    0.0 without hits. Fused RRF scores only encode ranks, so gates read this instead."""
+    dense = [h.scores["dense"] for h in probe.hits if "dense" in h.scores]
+    if dense:
+        return max(dense)
+    sparse = [h.scores["bm25"] for h in probe.hits if "bm25" in h.scores]
+    return max(sparse) if sparse else 0.0
+
+
+class ScoreThresholdDepth:
+    """A retrieval gate: ``k`` chunks when the top similarity reaches ``threshold``, else none.
+
+    The threshold is a percentile of the top similarity over a fitting split of questions
+    (``fit``), so ``threshold:p50`` retrieves for the better-matched half.
+    """
+
+    def __init__(self, threshold: float, k: int = 4, percentile: float | None = None) -> None:
+        if k < 1:
+            raise ConfigError(f"threshold gate k = {k}: must be ≥ 1")
+        self.threshold, self.k, self.percentile = float(threshold), k, percentile
+        label = f"p{percentile:g}" if percentile is not None else f"{threshold:g}"
+        self.name = f"threshold:{label}" + (f":{k}" if k != 4 else "")
+
+    @classmethod
+    def fit(cls, top_scores: list[float], percentile: float, k: int = 4) -> ScoreThresholdDepth:
+        """The gate at ``percentile`` (0–100) of ``top_scores`` (linear interpolation)."""
+        import numpy as np
+
+        if not top_scores:
+            raise ConfigError("a threshold gate needs at least one fitting question")
+        if not 0 <= percentile <= 100:
+            raise ConfigError(f"percentile {percentile}: must be within 0–100")
+        return cls(float(np.percentile(top_scores, percentile)), k, percentile)
+
+    def decide(self, question: str, probe: Probe, qtype: QueryType) -> Decision:
+        top = top_similarity(probe)
+        if top >= self.threshold and probe.hits:
+            k = min(self.k, len(probe.hits))
+            why = f"top similarity {top:.3f} ≥ gate {self.threshold:.3f}: retrieve {k}"
+        else:
+            k = 0
+            why = f"top similarity {top:.3f} < gate {self.threshold:.3f}: retrieval skipped"
+        return Decision(k, self.name, why, scores={"top": top, "threshold": self.threshold})

@@ -79,6 +79,23 @@ class Trace:
 
 
 @dataclass(frozen=True, slots=True)
+class Prepared:
+    """A question after the stages every depth shares (``Engine.prepare``)."""
+
+    question: str
+    qvec: Any  # (dim,) float32 query embedding
+    query_type: str
+    type_probs: dict[str, float]
+    strategy: Any  # router.strategy.Strategy
+    probe: Probe
+    stages_ms: dict[str, float]
+    embedding_tokens: int
+    hops: tuple[str, ...] = ()
+    # Work later stages share across depths (the reranked candidates), with its cost in ms.
+    memo: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class Answer:
     question: str
     text: str
@@ -86,6 +103,7 @@ class Answer:
     sources: tuple[Citation, ...]
     confidence: dict[str, Any]
     trace: Trace
+    used: tuple[Hit, ...] = ()  # the hits the final answer was generated from, in source order
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -196,7 +214,9 @@ class Engine:
         if self._reranker is None:
             from stages.rerank import make_reranker
 
-            self._reranker, self._rerank_notice = make_reranker(self.cfg.rerank, self.embedder)
+            self._reranker, self._rerank_notice = make_reranker(
+                self.cfg.rerank, self.embedder, vectors=self.vectors
+            )
         return self._reranker
 
     @property
@@ -233,6 +253,53 @@ class Engine:
 
     # -- one question ------------------------------------------------------------------------
 
+    def prepare(self, question: str, *, retrieve: bool = True, depth: int = 0) -> Prepared:
+        """The question-only stages, shared by every depth: embed, classify, probe (and the
+        second hop of a multi-hop strategy) to at least ``depth`` hits. ``retrieve=False``
+        stops after classifying."""
+        from router.strategy import strategy_for
+
+        question = question.strip()
+        if not question:
+            raise FathomError("the question is empty")
+        stages: dict[str, float] = {}
+        t = time.perf_counter()
+        qvec = self.embedder.embed_query(question)
+        embedding_tokens = self._count_embedding_tokens([question])
+        stages["embed"] = _ms(t)
+
+        t = time.perf_counter()
+        qtype, probs = self.classifier.classify(question, embedding=qvec)
+        strategy = strategy_for(qtype, question)
+        stages["classify"] = _ms(t)
+
+        hops: list[str] = []
+        if retrieve:
+            depth = max(strategy.k_max, self.cfg.rerank.candidates, depth, 20)
+            t = time.perf_counter()
+            probe = self.retriever.probe(question, depth, qvec=qvec)
+            stages["probe"] = _ms(t)
+            if strategy.iterative:
+                t = time.perf_counter()
+                probe, follow = self._second_hop(question, probe, depth)
+                stages["hop"] = _ms(t)
+                if follow:
+                    hops.append(follow)
+                    embedding_tokens += self._count_embedding_tokens([follow])
+        else:
+            probe = Probe(query=question, hits=(), timings_ms={})
+        return Prepared(
+            question=question,
+            qvec=qvec,
+            query_type=qtype,
+            type_probs=dict(probs),
+            strategy=strategy,
+            probe=probe,
+            stages_ms=stages,
+            embedding_tokens=embedding_tokens,
+            hops=tuple(hops),
+        )
+
     def ask(
         self,
         question: str,
@@ -245,36 +312,52 @@ class Engine:
         on_event: Progress | None = None,
     ) -> Answer:
         """Answer ``question``; ``k`` fixes the depth, else ``policy``, else the strategy."""
-        from router.depth import FixedDepth, StrategyDepth
-        from router.strategy import strategy_for
+        prepared = self.prepare(question, retrieve=k != 0, depth=k or 0)
+        return self.answer(
+            prepared,
+            k=k,
+            policy=policy,
+            rerank=rerank,
+            budget_tokens=budget_tokens,
+            on_token=on_token,
+            on_event=on_event,
+        )
 
-        question = question.strip()
-        if not question:
-            raise FathomError("the question is empty")
+    def answer(
+        self,
+        prepared: Prepared,
+        *,
+        k: int | None = None,
+        policy: Any | None = None,
+        rerank: bool | None = None,
+        budget_tokens: int | None = None,
+        feedback: bool | None = None,
+        on_token: TokenSink | None = None,
+        on_event: Progress | None = None,
+    ) -> Answer:
+        """Decide the depth for a prepared question, then rerank, compress, generate and (when
+        ``feedback``, default from the config) deepen while confidence is low.
+
+        The trace charges the shared stages of ``prepared`` too, except the probe and hop when
+        the decision is a fixed k = 0 (a no-retrieval run never needs them).
+        """
+        from router.depth import FixedDepth, StrategyDepth
+
+        question, strategy, probe = prepared.question, prepared.strategy, prepared.probe
         emit = on_event or (lambda *a, **kw: None)
         trace = Trace(
             question=question, collection=self.collection.name, currency=self.cfg.prices.currency
         )
-
-        t = time.perf_counter()
-        qvec = self.embedder.embed_query(question)
-        trace.tokens["embedding"] += self._count_embedding_tokens([question])
-        trace.add_ms("embed", _ms(t))
-
-        t = time.perf_counter()
-        qtype, probs = self.classifier.classify(question, embedding=qvec)
-        strategy = strategy_for(qtype, question)
-        trace.query_type, trace.type_probs = qtype, dict(probs)
+        no_retrieval = k == 0
+        for stage, ms in prepared.stages_ms.items():
+            if not (no_retrieval and stage in ("probe", "hop")):
+                trace.add_ms(stage, ms)
+        trace.tokens["embedding"] += prepared.embedding_tokens
+        trace.query_type, trace.type_probs = prepared.query_type, dict(prepared.type_probs)
         trace.strategy = strategy.to_dict()
-        trace.add_ms("classify", _ms(t))
-
-        depth = max(strategy.k_max, self.cfg.rerank.candidates, k or 0, 20)
-        t = time.perf_counter()
-        probe = self.retriever.probe(question, depth, qvec=qvec)
-        trace.add_ms("probe", _ms(t))
-
-        if strategy.iterative and (k is None or k > 0):
-            probe = self._second_hop(question, probe, depth, trace)
+        if not no_retrieval:
+            trace.hops.extend(prepared.hops)
+        qtype = prepared.query_type
 
         t = time.perf_counter()
         chooser = FixedDepth(k) if k is not None else policy or StrategyDepth(strategy)
@@ -287,14 +370,18 @@ class Engine:
         use_rerank = self.cfg.rerank.enabled if rerank is None else rerank
         use_rerank = use_rerank and strategy.rerank and decision.k > 0 and len(candidates) > 1
         if use_rerank:
-            t = time.perf_counter()
             reranker = self.reranker()
-            head = candidates[: self.cfg.rerank.candidates]
-            candidates = reranker.rerank(question, head) + candidates[len(head) :]
+            memo = prepared.memo.get("rerank")
+            if memo is None:  # the same for every depth: rerank once per prepared question
+                t = time.perf_counter()
+                head = candidates[: self.cfg.rerank.candidates]
+                memo = (reranker.rerank(question, head) + candidates[len(head) :], _ms(t))
+                prepared.memo["rerank"] = memo
+            candidates = list(memo[0])
             trace.reranker = reranker.name
             if self._rerank_notice and self._rerank_notice not in trace.notices:
                 trace.notices.append(self._rerank_notice)
-            trace.add_ms("rerank", _ms(t))
+            trace.add_ms("rerank", memo[1])
         else:
             trace.reranker = "off"
 
@@ -314,7 +401,7 @@ class Engine:
             rounds = 0
             fb = self.cfg.feedback
             while (
-                fb.enabled
+                (fb.enabled if feedback is None else feedback)
                 and conf.score < fb.threshold
                 and rounds < fb.max_rounds
                 and kk < min(len(candidates), strategy.k_max * 2)
@@ -347,6 +434,7 @@ class Engine:
             sources=sources,
             confidence=conf.to_dict(),
             trace=trace,
+            used=tuple(used),
         )
 
     # -- pieces ----------------------------------------------------------------------------------
@@ -417,20 +505,18 @@ class Engine:
         trace.rounds.append(_round(k, draft, conf, len(kept)))
         return kept, draft, conf
 
-    def _second_hop(self, question: str, probe: Probe, depth: int, trace: Trace) -> Probe:
-        """Multi-hop: a follow-up query from what the first hop found, then fuse both lists."""
+    def _second_hop(self, question: str, probe: Probe, depth: int) -> tuple[Probe, str]:
+        """Multi-hop: a follow-up query from what the first hop found, then fuse both lists.
+
+        Returns the fused probe and the follow-up query ("" when there was none)."""
+        import numpy as np
+
         from stages.retrieve import rrf_fuse
 
-        t = time.perf_counter()
         follow = followup_query(question, list(probe.hits[:3]))
-        trace.add_ms("hop", _ms(t))
         if not follow:
-            return probe
-        trace.hops.append(follow)
-        t = time.perf_counter()
+            return probe, ""
         second = self.retriever.probe(follow, depth)
-        trace.tokens["embedding"] += self._count_embedding_tokens([follow])
-        import numpy as np
 
         by_id = {h.chunk.chunk_id: h for h in (*probe.hits, *second.hits)}
         ids = list(by_id)
@@ -451,8 +537,7 @@ class Engine:
             )
             for row, score, ranks, _ in fused
         )
-        trace.add_ms("hop", _ms(t))
-        return Probe(query=question, hits=hits, timings_ms={**probe.timings_ms})
+        return Probe(query=question, hits=hits, timings_ms={**probe.timings_ms}), follow
 
     def _map_reduce(self, question: str, budget: int, trace: Trace, on_token: TokenSink | None):
         """Summaries over the whole collection: one source per section (map), then one answer."""

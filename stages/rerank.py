@@ -25,7 +25,7 @@ from stages.base import Hit
 from stages.errors import BackendUnavailable
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     import numpy as np
 
@@ -287,7 +287,9 @@ class EmbeddingReranker:
       its sentences (``split_sentences``) plus the whole chunk, so both a single answer-bearing
       sentence and a chunk that answers only as a whole can win. A chunk with more than
       ``max_sentences`` sentences is cut into that many runs of consecutive sentences, so all
-      of its text is still seen. All units of all hits are embedded in one batch.
+      of its text is still seen. All units of all hits are embedded in one batch; the whole
+      chunk's vector comes from the index (``vectors``) when the caller can look it up, since
+      that is the longest unit to embed.
     * ``lexical`` = the IDF-weighted share of the query's content words (stopwords removed,
       plural ``s`` dropped) that occur in the chunk, IDF computed over the hits being reranked.
 
@@ -297,13 +299,22 @@ class EmbeddingReranker:
     DENSE_WEIGHT = 0.8
     LEXICAL_WEIGHT = 0.2
 
-    def __init__(self, embedder: Embedder | None, max_sentences: int = 6) -> None:
+    def __init__(
+        self,
+        embedder: Embedder | None,
+        max_sentences: int = 6,
+        vectors: Callable[[list[Hit]], np.ndarray | None] | None = None,
+    ) -> None:
+        """``vectors(hits)``: the stored embeddings of the hits' chunks ``(len(hits), dim)``,
+        or None when some hit has none."""
         self.embedder = embedder
         self.max_sentences = max(1, max_sentences)
+        self.vectors = vectors
         self.name = "embedding" if embedder is not None else "lexical"
 
-    def units(self, text: str) -> list[str]:
-        """The sentence units of one chunk (at most ``max_sentences``) plus the whole text."""
+    def units(self, text: str, whole: bool = True) -> list[str]:
+        """The sentence units of one chunk (at most ``max_sentences``) plus, with ``whole``,
+        the whole text."""
         from chunking.sentences import split_sentences
 
         spans = split_sentences(text)
@@ -314,11 +325,13 @@ class EmbeddingReranker:
                 for i in range(0, len(spans), size)
             ]
         out = [text[s:e] for s, e in spans]
-        if len(out) != 1 or out[0] != text.strip():
+        if whole and (len(out) != 1 or out[0] != text.strip()):
             out.append(text)
         return out or [text]
 
-    def scores(self, query: str, texts: list[str]) -> list[float]:
+    def scores(
+        self, query: str, texts: list[str], text_vectors: np.ndarray | None = None
+    ) -> list[float]:
         """Blended relevance of each text to ``query`` (see the class docstring)."""
         import numpy as np
 
@@ -330,20 +343,24 @@ class EmbeddingReranker:
         lexical = np.array([lexical_overlap(weights, d) for d in doc_terms], dtype=np.float32)
         if self.embedder is None:
             return lexical.tolist()
-        units = [self.units(t) for t in texts]
+        stored = text_vectors is not None and len(text_vectors) == len(texts)
+        units = [self.units(t, whole=not stored) for t in texts]
         owner = np.repeat(np.arange(len(texts)), [len(u) for u in units])
         vecs = self.embedder.embed([u for us in units for u in us])
         qvec = np.asarray(self.embedder.embed_query(query), dtype=np.float32).reshape(-1)
         sims = vecs @ qvec
         dense = np.full(len(texts), -1.0, dtype=np.float32)
         np.maximum.at(dense, owner, sims)
+        if stored:
+            dense = np.maximum(dense, np.asarray(text_vectors, dtype=np.float32) @ qvec)
         return (self.DENSE_WEIGHT * dense + self.LEXICAL_WEIGHT * lexical).tolist()
 
     def rerank(self, query: str, hits: list[Hit]) -> list[Hit]:
         """``hits`` re-ordered by the blended score (new Hit objects)."""
         if not hits:
             return []
-        return _reordered(hits, self.scores(query, [h.chunk.text for h in hits]))
+        stored = self.vectors(hits) if self.vectors is not None else None
+        return _reordered(hits, self.scores(query, [h.chunk.text for h in hits], stored))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -351,7 +368,11 @@ class EmbeddingReranker:
 # ---------------------------------------------------------------------------------------------
 
 
-def make_reranker(cfg: RerankConfig, embedder: Embedder | None) -> tuple[Reranker, str | None]:
+def make_reranker(
+    cfg: RerankConfig,
+    embedder: Embedder | None,
+    vectors: Callable[[list[Hit]], np.ndarray | None] | None = None,
+) -> tuple[Reranker, str | None]:
     """The configured cross-encoder, loaded now; else the embedding reranker and a notice.
 
     The notice is one plain-English line for the report; it is ``None`` when the cross-encoder
@@ -365,7 +386,7 @@ def make_reranker(cfg: RerankConfig, embedder: Embedder | None) -> tuple[Reranke
         prefix = f"reranker {cfg.model!r}: "
         reason = reason[len(prefix) :] if reason.startswith(prefix) else reason
         reason = reason.split(" — ", 1)[0]
-    fallback = EmbeddingReranker(embedder)
+    fallback = EmbeddingReranker(embedder, vectors=vectors)
     where = " offline" if _offline() else ""
     used = "the embedding reranker" if embedder is not None else "term overlap (no embedder)"
     return fallback, f"reranker: {cfg.model} unavailable{where} ({reason}); used {used} instead"

@@ -612,3 +612,139 @@ def make_user_guide_pdf(path: str | Path) -> Path:
         footer="Page {page} of {pages}",
         toc=True,
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# A question-answering set for `fathom eval` tests
+# ---------------------------------------------------------------------------------------------
+
+_QA_FIRST = [
+    "Aldo",
+    "Brisa",
+    "Corvin",
+    "Dalia",
+    "Emrys",
+    "Fenna",
+    "Galen",
+    "Hesper",
+    "Ilse",
+    "Joran",
+    "Kestrel",
+    "Lumi",
+    "Marek",
+    "Nerys",
+    "Orrin",
+    "Petra",
+    "Quill",
+    "Rhea",
+    "Soren",
+    "Tamsin",
+    "Ulric",
+    "Vesna",
+    "Wren",
+    "Xavi",
+    "Yara",
+    "Zephyr",
+]
+_QA_TOWNS = [
+    "Harrowgate",
+    "Millbrook",
+    "Quenby",
+    "Rostfeld",
+    "Saltmarsh",
+    "Thornwick",
+    "Ulverby",
+    "Westerhold",
+    "Yarrowdale",
+    "Zennor",
+]
+_QA_CRAFTS = [
+    "glassblower",
+    "clockmaker",
+    "cartographer",
+    "beekeeper",
+    "luthier",
+    "bookbinder",
+    "stonemason",
+    "perfumer",
+    "tanner",
+    "weaver",
+]
+_QA_ANIMALS = [
+    "a grey heron",
+    "a red fox",
+    "a tortoise",
+    "a raven",
+    "a pair of goats",
+    "an old hound",
+    "a barn owl",
+    "three hens",
+    "a ferret",
+    "a donkey",
+]
+
+
+def make_qa_set(folder: str | Path, n_docs: int = 26, seed: int = 7) -> tuple[Path, Path]:
+    """``docs.jsonl`` of short fictional biographies and ``questions.jsonl`` about them.
+
+    Each document has three facts (town, year, companion) among filler sentences, and three
+    questions with their answer and document id; every tenth question asks about a person who
+    does not exist (unanswerable, no answers)."""
+    import json
+    import random
+
+    rng = random.Random(seed)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    docs, questions = [], []
+    for i in range(n_docs):
+        first = _QA_FIRST[i % len(_QA_FIRST)]
+        name = f"{first} {_QA_FIRST[(i * 7 + 3) % len(_QA_FIRST)]}son"
+        town = _QA_TOWNS[rng.randrange(len(_QA_TOWNS))]
+        craft = _QA_CRAFTS[rng.randrange(len(_QA_CRAFTS))]
+        year = 1701 + rng.randrange(180)
+        animal = _QA_ANIMALS[rng.randrange(len(_QA_ANIMALS))]
+        doc_id = f"bio-{i:03d}"
+        text = (
+            f"{name} was a {craft} whose workshop stood in the town of {town}. "
+            f"Neighbours remembered long evenings of work by lamplight. "
+            f"In {year} {name} opened a second workshop and took on two apprentices. "
+            f"The trade was hard and the winters were long. "
+            f"{name} kept {animal} in the yard behind the workshop. "
+            f"Travellers often stopped to ask for directions."
+        )
+        docs.append({"doc_id": doc_id, "title": f"The life of {name}", "text": text})
+        questions += [
+            {
+                "qid": f"{doc_id}-town",
+                "question": f"In which town did {name} have a workshop?",
+                "answers": [town],
+                "doc_ids": [doc_id],
+            },
+            {
+                "qid": f"{doc_id}-year",
+                "question": f"In what year did {name} open a second workshop?",
+                "answers": [str(year)],
+                "doc_ids": [doc_id],
+            },
+            {
+                "qid": f"{doc_id}-pet",
+                "question": f"What animal did {name} keep in the yard?",
+                "answers": [animal.split(" ", 1)[1]],
+                "doc_ids": [doc_id],
+            },
+        ]
+        if i % 10 == 9:
+            questions.append(
+                {
+                    "qid": f"ghost-{i:03d}",
+                    "question": f"Which instrument did Baron Ottokar Vellmar{i} play?",
+                    "answers": [],
+                    "doc_ids": [],
+                    "is_impossible": True,
+                }
+            )
+    docs_path, q_path = folder / "docs.jsonl", folder / "questions.jsonl"
+    docs_path.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    q_path.write_text("".join(json.dumps(q) + "\n" for q in questions), encoding="utf-8")
+    return docs_path, q_path

@@ -53,6 +53,21 @@ def test_unanswerable_question_says_i_dont_know() -> None:
     assert gen.generate("???", hits()).text == NO_ANSWER
 
 
+def test_irregular_verbs_and_answer_type_nouns_do_not_block_an_answer() -> None:
+    h = hits(
+        [
+            "Nerys Quillson was a luthier in Rostfeld. The winters there were long.",
+            "Nerys Quillson kept a raven in the yard behind the workshop.",
+        ]
+    )
+    d = ExtractiveGenerator().generate("What animal did Nerys Quillson keep in the yard?", h)
+    assert d.text == "Nerys Quillson kept a raven in the yard behind the workshop. [2]"
+    # The answer-type noun is discounted only when no sentence has it: an unrelated question
+    # with the same type word still finds nothing.
+    d = ExtractiveGenerator().generate("What animal did Petra Orrinson keep?", h)
+    assert d.text == NO_ANSWER
+
+
 def test_injected_instructions_are_not_followed() -> None:
     injected = [
         SOURCES[0],

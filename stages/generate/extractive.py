@@ -12,7 +12,8 @@ Scoring, over the sentences S of all hits (split with ``chunking.sentences``):
   in [0, 1], where C(s) is the sentence's context inside its chunk — the sentence before it and
   the chunk's section title — so that "No extractable text. The PDF is a scan …" answers a
   question about PDFs without extractable text; the sentence itself must still carry at least
-  ``MIN_OWN`` of the weight;
+  ``MIN_OWN`` of the weight; the noun a what/which question asks for ("what **animal**")
+  keeps only ``TYPE_WEIGHT`` of its weight when no sentence contains it;
 * ``bonus(s) = 0.2 · |K ∩ s| / |K|`` for K the question's capitalised words and numbers,
   matched exactly (names and figures are what a factual answer turns on);
 * ``score(s) = coverage(s) + bonus(s)``.
@@ -42,6 +43,7 @@ from stages.generate.prompt import build_messages
 NO_ANSWER = "I don't know — the sources do not answer this."
 MIN_COVERAGE = 0.6
 MIN_OWN = 0.3
+TYPE_WEIGHT = 0.25  # weight kept by an answer-type term no source sentence contains
 CONTEXT_WEIGHT = 0.5
 KEEP_RATIO = 0.75
 MAX_SENTENCES = 3
@@ -84,13 +86,35 @@ def _stemmer() -> Callable[[str], str] | None:
     return Stemmer.Stemmer("english").stemWord
 
 
+# Irregular past forms Snowball leaves alone ("kept" is not stemmed to "keep"): a question
+# asks "did X keep", the source says "X kept".
+# fmt: off
+_IRREGULAR = {
+    "began": "begin", "begun": "begin", "bought": "buy", "brought": "bring", "built": "build",
+    "chose": "choose", "chosen": "choose", "drew": "draw", "drawn": "draw", "fell": "fall",
+    "fought": "fight", "found": "find", "gave": "give", "given": "give", "grew": "grow",
+    "grown": "grow", "held": "hold", "kept": "keep", "knew": "know", "known": "know",
+    "led": "lead", "left": "leave", "lost": "lose", "made": "make", "meant": "mean", "met": "meet",
+    "paid": "pay", "ran": "run", "rose": "rise", "risen": "rise", "said": "say", "sang": "sing",
+    "sung": "sing", "saw": "see", "seen": "see", "sold": "sell", "sent": "send", "spent": "spend",
+    "spoke": "speak", "spoken": "speak", "stood": "stand", "struck": "strike", "taught": "teach",
+    "thought": "think", "threw": "throw", "thrown": "throw", "told": "tell", "took": "take",
+    "taken": "take", "won": "win", "wore": "wear", "worn": "wear", "wrote": "write",
+    "written": "write", "became": "become", "came": "come", "went": "go", "gone": "go",
+    "flew": "fly", "flown": "fly", "forgot": "forget", "forgotten": "forget",
+}
+# fmt: on
+
+
 @lru_cache(maxsize=65536)
 def normalise(word: str) -> str:
-    """Lower-cased Snowball stem without a possessive (``started`` → ``start``); a plural
-    strip when PyStemmer is missing."""
+    """Lower-cased Snowball stem without a possessive (``started`` → ``start``), irregular
+    past forms mapped to their verb (``kept`` → ``keep``); a plural strip when PyStemmer is
+    missing."""
     w = word.lower().replace("’", "'")
     if w.endswith("'s"):
         w = w[:-2]
+    w = _IRREGULAR.get(w, w)
     stem = _stemmer()
     if stem is not None:
         return stem(w)
@@ -133,6 +157,21 @@ def _sentences(text: str) -> tuple[tuple[str, frozenset[str], frozenset[str], bo
                 quotable = not heading and not sentence.endswith("?")
                 out.append((sentence, terms(sentence), written, quotable))
     return tuple(out)
+
+
+_WH_HEAD = re.compile(
+    r"\b(?:what|which|whose)\s+(?:(?:kind|type|sort|form)\s+of\s+)?([A-Za-z][A-Za-z-]+)",
+    re.IGNORECASE,
+)
+
+
+def answer_type_terms(question: str) -> frozenset[str]:
+    """The noun a what/which question asks for (``animal`` in "What animal did …"), as terms."""
+    return frozenset(
+        normalise(m.group(1))
+        for m in _WH_HEAD.finditer(question)
+        if m.group(1).lower() not in STOPWORDS
+    )
 
 
 def _key_terms(question: str) -> set[str]:
@@ -197,6 +236,9 @@ class ExtractiveGenerator:
                 df[t] += 1
         total = len(sentences)
         weight = {t: math.log(1 + (total + 1) / (df[t] + 0.5)) for t in wanted}
+        for t in answer_type_terms(question):
+            if df.get(t) == 0:  # "what animal …": the type asked for, rarely written out
+                weight[t] *= TYPE_WEIGHT
         norm = sum(weight.values())
         keys = _key_terms(question)
         scored: list[tuple[float, float, int, int, str]] = []

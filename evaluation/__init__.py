@@ -1,0 +1,1 @@
+"""Batch evaluation: strategies side by side over a document set (``fathom eval``)."""

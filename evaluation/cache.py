@@ -1,0 +1,122 @@
+"""A generation cache keyed by (backend, model, generation settings, prompt), in SQLite.
+
+Strategies that send the same prompt (``fixed:4`` and a gate that chose 4, say) pay for one
+generation. A replayed draft keeps the time its generation took, and ``replayed_ms`` tells the
+caller how much generation time a replay skipped, so latencies stay those of a real run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from stages.base import Draft, Hit
+
+
+class CachingGenerator:
+    """Wraps a generator; ``generate`` replays a stored draft for a prompt seen before."""
+
+    def __init__(self, inner: Any, path: Path, settings: dict[str, Any] | None = None) -> None:
+        self.inner = inner
+        self.name, self.model = inner.name, inner.model
+        self.settings = dict(settings or {})
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS drafts (key TEXT PRIMARY KEY, draft TEXT NOT NULL)"
+        )
+        self.hits = 0
+        self.misses = 0
+        self.replayed_ms = 0.0  # generation time the replays stood in for (since last reset)
+
+    # The Generator protocol, delegated.
+    @property
+    def context_window(self) -> int:
+        return self.inner.context_window
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        return self.inner.count_tokens(texts)
+
+    def prompt_tokens(self, question: str, hits: list[Hit]) -> int:
+        return self.inner.prompt_tokens(question, hits)
+
+    def __getattr__(self, name: str) -> Any:  # summarize() and other optional extras
+        if name == "inner":  # not set yet (during unpickling): avoid recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def key(self, question: str, hits: list[Hit]) -> str:
+        from stages.generate.prompt import build_messages
+
+        payload = {
+            "backend": self.name,
+            "model": self.model,
+            "settings": self.settings,
+            "messages": build_messages(question, hits),
+        }
+        blob = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")
+        return hashlib.sha256(blob).hexdigest()
+
+    def generate(self, question: str, hits: list[Hit], on_token: Any | None = None) -> Draft:
+        t0 = time.perf_counter()
+        key = self.key(question, hits)
+        row = self._db.execute("SELECT draft FROM drafts WHERE key = ?", (key,)).fetchone()
+        if row is not None:
+            draft = _draft_from_json(row[0])
+            self.hits += 1
+            self.replayed_ms += max(0.0, draft.ms - (time.perf_counter() - t0) * 1000)
+            if on_token is not None:
+                on_token(draft.text)
+            return draft
+        draft = self.inner.generate(question, hits, on_token=on_token)
+        self.misses += 1
+        self._db.execute(
+            "INSERT OR REPLACE INTO drafts (key, draft) VALUES (?, ?)", (key, _draft_json(draft))
+        )
+        return draft
+
+    def take_replayed_ms(self) -> float:
+        """Replayed generation time since the last call, and reset it."""
+        ms, self.replayed_ms = self.replayed_ms, 0.0
+        return ms
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def _draft_json(d: Draft) -> str:
+    return json.dumps(
+        {
+            "text": d.text,
+            "citations": list(d.citations),
+            "prompt_tokens": d.prompt_tokens,
+            "completion_tokens": d.completion_tokens,
+            "backend": d.backend,
+            "model": d.model,
+            "finish_reason": d.finish_reason,
+            "logprobs": list(d.logprobs) if d.logprobs is not None else None,
+            "ms": d.ms,
+        },
+        ensure_ascii=False,
+    )
+
+
+def _draft_from_json(s: str) -> Draft:
+    d = json.loads(s)
+    return Draft(
+        text=d["text"],
+        citations=tuple(d["citations"]),
+        prompt_tokens=d["prompt_tokens"],
+        completion_tokens=d["completion_tokens"],
+        backend=d["backend"],
+        model=d["model"],
+        finish_reason=d["finish_reason"],
+        logprobs=tuple(d["logprobs"]) if d["logprobs"] is not None else None,
+        ms=d["ms"],
+    )

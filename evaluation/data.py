@@ -1,0 +1,143 @@
+"""Question sets for ``fathom eval``: Fathom's JSONL and the BEIR layout.
+
+- JSONL (``questions.jsonl``): one ``{"qid", "question", "answers", "doc_ids"}`` object per line;
+  ``is_impossible: true`` (SQuAD 2.0) or ``answerable: false`` (MuSiQue) marks an unanswerable
+  question, as does an empty ``answers`` list on a set whose other questions have answers.
+- BEIR: a folder with ``queries.jsonl`` (``_id``/``text`` or ``qid``/``question``) and
+  ``qrels.tsv`` or ``qrels/test.tsv`` (``query-id  corpus-id  score``, one header line); only
+  queries with judgements are kept. A JSONL file with ``--qrels FILE`` is read the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stages.errors import FathomError
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    qid: str
+    question: str
+    answers: tuple[str, ...] = ()
+    doc_ids: tuple[str, ...] = ()
+    qrels: dict[str, int] | None = field(default=None, hash=False, compare=False)
+    unanswerable: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "qid": self.qid,
+            "question": self.question,
+            "answers": list(self.answers),
+            "doc_ids": list(self.doc_ids),
+            "qrels": self.qrels,
+            "unanswerable": self.unanswerable,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Question:
+        return cls(
+            qid=d["qid"],
+            question=d["question"],
+            answers=tuple(d.get("answers") or ()),
+            doc_ids=tuple(d.get("doc_ids") or ()),
+            qrels=d.get("qrels"),
+            unanswerable=bool(d.get("unanswerable")),
+        )
+
+
+def load_questions(path: str | Path, qrels: str | Path | None = None) -> list[Question]:
+    """The questions at ``path`` (a JSONL file or a BEIR folder), in file order."""
+    path = Path(path)
+    if path.is_dir():
+        queries = _first(path, ("queries.jsonl", "questions.jsonl"))
+        qrels = qrels or _first(path, ("qrels.tsv", "qrels/test.tsv"))
+        return _read(queries, Path(qrels))
+    if not path.is_file():
+        raise FathomError(f"{path}: no such question file or BEIR folder")
+    return _read(path, Path(qrels) if qrels else None)
+
+
+def _first(folder: Path, names: tuple[str, ...]) -> Path:
+    for name in names:
+        if (folder / name).is_file():
+            return folder / name
+    raise FathomError(f"{folder}: none of {', '.join(names)} found (BEIR layout expected)")
+
+
+def read_qrels(path: Path) -> dict[str, dict[str, int]]:
+    """``query-id → {corpus-id: score}`` from a BEIR qrels TSV (header line skipped)."""
+    out: dict[str, dict[str, int]] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise FathomError(f"{path}: cannot read qrels ({exc.strerror or exc})") from None
+    for lineno, line in enumerate(lines, 1):
+        parts = line.split("\t") if "\t" in line else line.split()
+        if not parts or not line.strip():
+            continue
+        if lineno == 1 and not parts[-1].lstrip("-").isdigit():
+            continue  # header
+        if len(parts) == 4:  # TREC qrels: qid 0 docid score
+            parts = [parts[0], parts[2], parts[3]]
+        if len(parts) != 3:
+            raise FathomError(f"{path}:{lineno}: expected query-id, corpus-id, score")
+        try:
+            out.setdefault(parts[0], {})[parts[1]] = int(parts[2])
+        except ValueError:
+            raise FathomError(f"{path}:{lineno}: score {parts[2]!r} is not an integer") from None
+    return out
+
+
+def _read(path: Path, qrels_path: Path | None) -> list[Question]:
+    judged = read_qrels(qrels_path) if qrels_path else None
+    records: list[dict[str, Any]] = []
+    try:
+        fh = open(path, encoding="utf-8")  # noqa: SIM115 - closed by the with below
+    except OSError as exc:
+        raise FathomError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    with fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                if not isinstance(rec, dict):
+                    raise TypeError("not an object")
+            except (ValueError, TypeError) as exc:
+                raise FathomError(f"{path}:{lineno}: not a JSON object ({exc})") from None
+            rec["_line"] = lineno
+            records.append(rec)
+    any_answers = any(r.get("answers") for r in records)
+    out: list[Question] = []
+    seen: set[str] = set()
+    for rec in records:
+        qid = str(rec.get("qid", rec.get("_id", rec.get("id", ""))))
+        text = rec.get("question", rec.get("text", rec.get("query")))
+        if not qid or not isinstance(text, str) or not text.strip():
+            raise FathomError(f"{path}:{rec['_line']}: needs a qid and a question")
+        if qid in seen:
+            raise FathomError(f"{path}:{rec['_line']}: duplicate qid {qid!r}")
+        seen.add(qid)
+        answers = tuple(str(a) for a in rec.get("answers") or () if str(a).strip())
+        doc_ids = tuple(str(d) for d in rec.get("doc_ids") or ())
+        q_rels = None
+        if judged is not None:
+            if qid not in judged:
+                continue
+            q_rels = dict(judged[qid])
+            doc_ids = tuple(d for d, s in q_rels.items() if s > 0)
+        unanswerable = bool(
+            rec.get("is_impossible")
+            or rec.get("answerable") is False
+            or (any_answers and not answers and judged is None)
+        )
+        if unanswerable:
+            answers = ()
+        out.append(Question(qid, text.strip(), answers, doc_ids, q_rels, unanswerable))
+    if not out:
+        raise FathomError(f"{path}: no questions" + (" with qrels" if judged is not None else ""))
+    return out

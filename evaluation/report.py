@@ -1,0 +1,307 @@
+"""The evaluation summary as a terminal table (rich) and as a self-contained ``report.md``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+MISSING = "–"
+
+COLUMNS = (
+    "strategy",
+    "n",
+    "quality [95% CI]",
+    "EM",
+    "F1",
+    "answer recall",
+    "mean k",
+    "context tok",
+    "prompt+compl tok",
+    "cost/1k",
+    "P50 ms",
+    "P95 ms",
+    "SLO %",
+    "win/tie/loss",
+)
+
+# Pipeline order for the per-stage table; stages not listed follow in order of appearance.
+_STAGE_ORDER = (
+    "embed",
+    "classify",
+    "probe",
+    "decide",
+    "retrieve",
+    "rerank",
+    "compress",
+    "generate",
+    "feedback",
+)
+
+_CAPTIONS = {
+    "pareto.png": (
+        "Quality vs tokens",
+        "Mean quality against mean total tokens per question; the dashed step is the Pareto "
+        "front, the star the baseline, bars 95% CIs.",
+    ),
+    "latency_cdf.png": (
+        "Latency CDF",
+        "Share of questions answered within a given total latency; the dashed line is the SLO.",
+    ),
+    "actions.png": (
+        "Depth actions",
+        "Share of questions at each retrieval depth per strategy (skip = no retrieval).",
+    ),
+    "cost.png": (
+        "Cost per 1,000 questions",
+        "Cost per 1,000 questions per strategy (tokens per 1,000 when every cost is 0).",
+    ),
+}
+
+
+def summary_rows(summary: dict) -> list[list[str]]:
+    """One row of formatted cells per strategy, in ``COLUMNS`` order (missing values ``–``)."""
+    baseline = _get(summary, "run", "baseline")
+    rows = []
+    for name, s in (summary.get("strategies") or {}).items():
+        prompt = _get(s, "tokens", "prompt", "mean")
+        completion = _get(s, "tokens", "completion", "mean")
+        slo = _get(s, "slo_compliance", "mean")
+        rows.append(
+            [
+                name,
+                _fmt(s.get("n"), "d"),
+                _fmt_ci(_get(s, "metrics", "quality")),
+                _fmt(_get(s, "metrics", "em", "mean"), ".3f"),
+                _fmt(_get(s, "metrics", "f1", "mean"), ".3f"),
+                _fmt(_get(s, "metrics", "answer_recall", "mean"), ".3f"),
+                _fmt(_get(s, "k", "mean"), ".2f"),
+                _fmt(_get(s, "tokens", "context", "mean"), ".0f"),
+                _fmt(None if prompt is None or completion is None else prompt + completion, ".0f"),
+                _fmt(_get(s, "cost", "per_1000"), ".4f"),
+                _fmt(_get(s, "latency_ms", "p50"), ".1f"),
+                _fmt(_get(s, "latency_ms", "p95"), ".1f"),
+                _fmt(None if slo is None else 100 * slo, ".1f"),
+                _fmt_wtl(s.get("vs_baseline"), is_baseline=name == baseline),
+            ]
+        )
+    return rows
+
+
+def render_table(summary: dict) -> Table:
+    """The per-strategy comparison as a rich table titled with the judge and question count."""
+    from rich.table import Table
+
+    from stages.text import safe_terminal_text
+
+    table = Table(title=_title(summary))
+    for i, col in enumerate(COLUMNS):
+        table.add_column(col, justify="left" if i == 0 else "right", overflow="fold")
+    for row in summary_rows(summary):
+        table.add_row(safe_terminal_text(row[0]), *row[1:])
+    return table
+
+
+def write_report(out_dir: Path, summary: dict, plots: list[Path]) -> Path:
+    """Write ``out_dir/report.md``: settings, results, stage latencies, plots, how to read it."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    run = summary.get("run") or {}
+    lines = ["# Fathom evaluation report", "", _title(summary) + ".", ""]
+
+    lines += ["## Run settings", "", *_settings_table(summary), ""]
+    fitted = run.get("fitted") or {}
+    if fitted:
+        lines += ["### Fitted thresholds", "", *_fitted_table(fitted), ""]
+
+    lines += ["## Results", "", *_md_table(list(COLUMNS), summary_rows(summary)), ""]
+
+    stage_table = _stage_table(summary)
+    if stage_table:
+        lines += ["## Latency by stage", "", "P50 / P95 in milliseconds.", "", *stage_table, ""]
+
+    if plots:
+        lines += ["## Plots", ""]
+        for plot in plots:
+            plot = Path(plot)
+            alt, caption = _CAPTIONS.get(plot.name, (plot.stem.replace("_", " "), ""))
+            link = _relative_link(plot, out_dir)
+            lines += [f"![{alt}]({link})", ""]
+            if caption:
+                lines += [f"*{caption}*", ""]
+
+    baseline = run.get("baseline")
+    lines += [
+        "## How to read this",
+        "",
+        f"- Quality is the judge's score (`{run.get('judge') or '?'}`), averaged per strategy; "
+        "EM, F1 and answer recall follow SQuAD answer normalisation.",
+        f"- Intervals are 95% percentile bootstrap CIs ({run.get('bootstrap') or '?'} resamples, "
+        f"seed {run.get('seed')}); means skip questions where a metric does not apply.",
+        f"- win/tie/loss compares each strategy with the baseline (`{baseline}`) question by "
+        "question (paired): a win is a higher quality on the same question.",
+        "- Token counts are means per question; cost/1k is the cost of 1,000 questions; SLO % is "
+        "the share of questions answered within the latency SLO.",
+        f"- A missing value ({MISSING}) means the metric does not apply to this run.",
+        "",
+    ]
+    path = out_dir / "report.md"
+    with path.open("w", encoding="utf-8", newline="\n") as f:
+        f.write("\n".join(lines))
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# report sections
+# ---------------------------------------------------------------------------------------------
+
+
+def _title(summary: dict) -> str:
+    judge = _get(summary, "run", "judge") or "?"
+    n = summary.get("n_questions")
+    if n is None:
+        n = _get(summary, "run", "n_questions")
+    return f"Fathom eval — judge: {judge}, {n if n is not None else '?'} questions"
+
+
+def _settings_table(summary: dict) -> list[str]:
+    run = summary.get("run") or {}
+    gen = run.get("generator") or {}
+    generator = gen.get("backend") or MISSING
+    if gen.get("model") and gen.get("model") != gen.get("backend"):
+        generator += f" ({gen['model']})"
+    questions = str(run.get("questions") or MISSING)
+    if run.get("n_questions") is not None:
+        questions += f" ({run['n_questions']} evaluated"
+        if run.get("n_fit_questions"):
+            questions += f", {run['n_fit_questions']} for fitting"
+        questions += ")"
+    slo = run.get("slo_ms")
+    settings = [
+        ("collection", run.get("collection")),
+        ("documents", run.get("docs")),
+        ("questions", questions),
+        ("strategies", ", ".join(f"`{s}`" for s in run.get("strategies") or []) or None),
+        ("baseline", f"`{run['baseline']}`" if run.get("baseline") else None),
+        ("generator", generator),
+        ("judge", run.get("judge")),
+        ("latency SLO", f"{slo:g} ms" if slo is not None else "none"),
+        ("seed", run.get("seed")),
+        ("bootstrap resamples", run.get("bootstrap")),
+        ("fathom version", run.get("fathom_version")),
+        ("created", run.get("created")),
+    ]
+    return _md_table(
+        ["setting", "value"],
+        [[k, MISSING if v is None else str(v)] for k, v in settings],
+        numeric=False,
+    )
+
+
+def _fitted_table(fitted: dict) -> list[str]:
+    keys: list[str] = []
+    for params in fitted.values():
+        for key in params or {}:
+            if key not in keys:
+                keys.append(key)
+    rows = [
+        [name, *(_fmt_any((params or {}).get(k)) for k in keys)] for name, params in fitted.items()
+    ]
+    return _md_table(["strategy", *keys], rows)
+
+
+def _stage_table(summary: dict) -> list[str]:
+    strategies = summary.get("strategies") or {}
+    seen: list[str] = []
+    for s in strategies.values():
+        for stage in s.get("stages_ms") or {}:
+            if stage not in seen:
+                seen.append(stage)
+    if not seen:
+        return []
+    stages = [s for s in _STAGE_ORDER if s in seen] + [s for s in seen if s not in _STAGE_ORDER]
+    rows = []
+    for name, s in strategies.items():
+        cells = [_fmt_p50_p95(_get(s, "stages_ms", stage)) for stage in stages]
+        rows.append([name, *cells, _fmt_p50_p95(s.get("latency_ms"))])
+    return _md_table(["strategy", *stages, "total"], rows)
+
+
+def _relative_link(plot: Path, out_dir: Path) -> str:
+    """``plot`` relative to the report's folder; a bare file name already is."""
+    if plot.parent == Path("."):
+        return plot.as_posix()
+    return Path(os.path.relpath(plot.resolve(), out_dir.resolve())).as_posix()
+
+
+def _md_table(header: list[str], rows: list[list[str]], *, numeric: bool = True) -> list[str]:
+    """Markdown table lines; with ``numeric`` every column but the first is right-aligned."""
+    right = [False] + [numeric] * (len(header) - 1)
+    out = [
+        "| " + " | ".join(_md_cell(h) for h in header) + " |",
+        "|" + "|".join("---:" if r else "---" for r in right) + "|",
+    ]
+    out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+    return out
+
+
+def _md_cell(text: str) -> str:
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+# ---------------------------------------------------------------------------------------------
+# formatting
+# ---------------------------------------------------------------------------------------------
+
+
+def _fmt(value: Any, spec: str) -> str:
+    if value is None:
+        return MISSING
+    if spec == "d":
+        return str(int(value))
+    return format(float(value), spec)
+
+
+def _fmt_any(value: Any) -> str:
+    if value is None:
+        return MISSING
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _fmt_ci(ci: dict | None) -> str:
+    mean = _get(ci, "mean")
+    if mean is None:
+        return MISSING
+    lo, hi = _get(ci, "lo"), _get(ci, "hi")
+    if lo is None or hi is None:
+        return f"{mean:.3f}"
+    return f"{mean:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def _fmt_wtl(vs: dict | None, *, is_baseline: bool) -> str:
+    if is_baseline:
+        return "baseline"
+    if not vs or any(vs.get(k) is None for k in ("win", "tie", "loss")):
+        return MISSING
+    return " / ".join(f"{100 * vs[k]:.0f}%" for k in ("win", "tie", "loss"))
+
+
+def _fmt_p50_p95(stats: dict | None) -> str:
+    p50, p95 = _get(stats, "p50"), _get(stats, "p95")
+    if p50 is None and p95 is None:
+        return MISSING
+    return f"{_fmt(p50, '.1f')} / {_fmt(p95, '.1f')}"
+
+
+def _get(d: Any, *keys: str) -> Any:
+    """``d[k1][k2]…``, or None when a level is missing or null."""
+    for key in keys:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(key)
+    return d

@@ -1,0 +1,591 @@
+"""``fathom eval``: every strategy on the same questions, index and generator; one log row per
+(question, strategy); the summary, plots and report derived from the log alone.
+
+A question's shared stages (embed, classify, probe) run once and every strategy reuses them, so
+the strategies differ only in what they decide and what that costs; each row still charges
+the shared stages it would have paid on its own (a no-retrieval row pays no probe).
+
+Resumable: rows already in ``log.jsonl`` are skipped. Parallel: ``workers`` processes (or Ray
+tasks with ``executor="ray"``) each hold one engine and answer a shard of the questions.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evaluation.data import Question, load_questions
+from evaluation.strategies import StrategySpec, make_policy, parse_strategies
+from stages.errors import ConfigError, FathomError
+
+FORMAT = 1
+JUDGES = ("contains", "f1", "qrels")
+MIN_SUPPORT = 0.35  # a sentence counts as supported from this support score (as attribution)
+RANKED_DOCS = 100
+
+Progress = Callable[..., None]
+
+
+@dataclass
+class EvalSettings:
+    """What to evaluate and how; everything ``run.json`` records besides the fitted gates."""
+
+    questions: str
+    out: str
+    docs: str | None = None
+    collection: str | None = None
+    qrels: str | None = None
+    strategies: list[str] = field(
+        default_factory=lambda: ["none", "fixed:1", "fixed:2", "fixed:4", "fixed:8", "gap"]
+    )
+    baseline: str | None = None
+    judge: str = "contains"
+    slo_ms: float | None = None
+    limit: int | None = None
+    fit_size: int = 200
+    seed: int = 0
+    bootstrap: int = 2000
+    workers: int = 1
+    executor: str = "local"
+    ray_address: str | None = None
+    cache: bool = True
+
+
+# ---------------------------------------------------------------------------------------------
+# Planning: questions, split, collection, run.json
+# ---------------------------------------------------------------------------------------------
+
+
+def split_questions(
+    questions: list[Question], limit: int | None, fit_size: int, seed: int, need_fit: bool
+) -> tuple[list[Question], list[Question]]:
+    """Shuffle with ``seed``; the first ``limit`` are evaluated, the next ``fit_size`` (disjoint)
+    fit the gates. Without enough questions left for fitting, the evaluated set shrinks."""
+    order = list(questions)
+    random.Random(seed).shuffle(order)
+    n_eval = len(order) if limit is None else min(limit, len(order))
+    if need_fit:
+        spare = len(order) - n_eval
+        if spare < min(fit_size, 20):
+            # Fitting on evaluated questions would leak; take the fitting split off the top.
+            n_fit = min(fit_size, max(20, len(order) // 5))
+            if len(order) - n_fit < 1:
+                raise ConfigError(
+                    f"{len(order)} questions are too few to fit the threshold gates and "
+                    "evaluate on the rest"
+                )
+            n_eval = min(n_eval, len(order) - n_fit)
+        fit = order[n_eval : n_eval + fit_size]
+    else:
+        fit = []
+    return order[:n_eval], fit
+
+
+def _strategy_names(specs: list[StrategySpec]) -> list[str]:
+    return [s.name for s in specs]
+
+
+def _baseline(settings: EvalSettings, specs: list[StrategySpec]) -> str:
+    names = _strategy_names(specs)
+    if settings.baseline:
+        if settings.baseline not in names:
+            raise ConfigError(
+                f"--baseline {settings.baseline!r} is not among the strategies ({', '.join(names)})"
+            )
+        return settings.baseline
+    fixed = [s for s in specs if s.kind == "fixed"]
+    return (fixed[len(fixed) // 2] if fixed else specs[0]).name
+
+
+def _generator_settings(cfg: Any) -> dict[str, Any]:
+    g = cfg.generator
+    return {
+        "max_tokens": g.max_tokens,
+        "temperature": g.temperature,
+        "context_window": g.context_window,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Rows
+# ---------------------------------------------------------------------------------------------
+
+
+def _source_id(hit: Any) -> str:
+    c = hit.chunk
+    return c.source_id or c.title or c.doc_id
+
+
+def _row(
+    q: Question,
+    spec: StrategySpec,
+    answer: Any,
+    context: str,
+    prepared: Any,
+    extra: dict[str, Any],
+    judge: str,
+) -> dict[str, Any]:
+    from evaluation import metrics as M
+
+    tr = answer.trace
+    decision = tr.decision
+    used = list(answer.used)
+    context_docs = [_source_id(h) for h in used]
+    ranked = list(dict.fromkeys(_source_id(h) for h in prepared.probe.hits))[:RANKED_DOCS]
+    if not spec.retrieves:
+        ranked = []
+    abstained = bool(answer.confidence.get("abstained"))
+    golds = list(q.answers)
+    gold_docs = list(q.doc_ids)
+    m: dict[str, Any] = {
+        "em": M.exact_match(answer.text, golds, abstained=abstained),
+        "f1": M.f1(answer.text, golds, abstained=abstained),
+        "contains": M.contains(answer.text, golds),
+        "answer_recall": M.answer_recall(context, golds),
+        "recall@k": M.recall_at_k(context_docs, gold_docs),
+        "mrr": M.mrr(ranked, gold_docs) if spec.retrieves else None,
+        "ndcg@10": M.ndcg_at_k(ranked, gold_docs, q.qrels, 10) if spec.retrieves else None,
+        "abstain_correct": extra.get("abstain_correct"),
+        "faithfulness": extra.get("faithfulness"),
+        "context_relevance": extra.get("context_relevance"),
+        "answer_relevance": extra.get("answer_relevance"),
+    }
+    if q.unanswerable:
+        m["contains"] = m["em"]  # abstaining is the right answer
+    m["quality"] = {"contains": m["contains"], "f1": m["f1"], "qrels": m["ndcg@10"]}[judge]
+    return {
+        "qid": q.qid,
+        "strategy": spec.name,
+        "question": q.question,
+        "gold_answers": golds,
+        "gold_doc_ids": gold_docs,
+        "qrels": q.qrels,
+        "unanswerable": q.unanswerable,
+        "query_type": tr.query_type,
+        "policy": decision.policy if decision else "",
+        "k": decision.k if decision else 0,
+        "action": str(decision.k if decision else 0),
+        "decision_reason": decision.reason if decision else "",
+        "chunk_ids": [h.chunk.chunk_id for h in used],
+        "context_doc_ids": context_docs,
+        "ranked_doc_ids": ranked,
+        "context": context,
+        "answer": answer.text,
+        "abstained": abstained,
+        "confidence": answer.confidence.get("score"),
+        "tokens": dict(tr.tokens),
+        "cost": tr.cost,
+        "stages_ms": {k: round(v, 3) for k, v in tr.stages_ms.items()},
+        "total_ms": round(tr.total_ms, 3),
+        "cached_generation": bool(extra.get("cached")),
+        "metrics": m,
+    }
+
+
+class QuestionWorker:
+    """One engine answering questions under every strategy; builds log rows."""
+
+    def __init__(self, cfg: Any, run: dict[str, Any]) -> None:
+        from stages.generate import make_generator
+        from stages.pipeline import Engine
+
+        self.cfg = cfg
+        self.run = run
+        self.specs = parse_strategies(run["strategies"])
+        self.policies = {s.name: make_policy(s, run.get("fitted")) for s in self.specs}
+        gen = make_generator(cfg.generator)
+        if run.get("cache", True):
+            from evaluation.cache import CachingGenerator
+
+            gen = CachingGenerator(
+                gen, cfg.home_path() / "cache" / "generations.db", _generator_settings(cfg)
+            )
+        self.generator = gen
+        self.engine = Engine(cfg, run["collection"], generator=gen)
+        self.has_unanswerable = bool(run.get("has_unanswerable"))
+
+    def rows(self, q: Question, todo: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Rows for ``q`` under the strategies in ``todo`` (default: all)."""
+        from stages.pipeline import _render_sources
+
+        wanted = set(todo) if todo is not None else {s.name for s in self.specs}
+        specs = [s for s in self.specs if s.name in wanted]
+        if not specs:
+            return []
+        retrieve = any(s.retrieves for s in specs)
+        prepared = self.engine.prepare(q.question, retrieve=retrieve)
+        out = []
+        for spec in specs:
+            policy, k = self.policies[spec.name]
+            take = getattr(self.generator, "take_replayed_ms", None)
+            if take:
+                take()
+            hits0 = getattr(self.generator, "hits", 0)
+            answer = self.engine.answer(
+                prepared, k=k, policy=policy, feedback=spec.feedback, rerank=None
+            )
+            if take:
+                replayed = take()
+                if replayed:
+                    answer.trace.add_ms("generate", replayed)
+            cached = getattr(self.generator, "hits", 0) > hits0
+            used = list(answer.used)
+            context = _render_sources(used) if used else ""
+            extra = self._extra(q, prepared, answer, used)
+            extra["cached"] = cached
+            out.append(_row(q, spec, answer, context, prepared, extra, self.run["judge"]))
+        return out
+
+    def _extra(self, q: Question, prepared: Any, answer: Any, used: list) -> dict[str, Any]:
+        import numpy as np
+
+        abstained = bool(answer.confidence.get("abstained"))
+        extra: dict[str, Any] = {}
+        if self.has_unanswerable:
+            extra["abstain_correct"] = float(abstained == q.unanswerable)
+        sentences = answer.confidence.get("sentences") or []
+        if not abstained and sentences:
+            supported = [s for s in sentences if s.get("support", 0.0) >= MIN_SUPPORT]
+            extra["faithfulness"] = len(supported) / len(sentences)
+        qv = np.asarray(prepared.qvec, dtype=np.float32)
+        vecs = self.engine.vectors(used) if used else None
+        if vecs is not None and len(vecs):
+            extra["context_relevance"] = float(np.mean(vecs @ qv))
+        if answer.text.strip() and not abstained:
+            av = np.asarray(self.engine.embedder.embed_query(answer.text), dtype=np.float32)
+            extra["answer_relevance"] = float(av @ qv)
+        return extra
+
+    def close(self) -> None:
+        self.engine.close()
+        close = getattr(self.generator, "close", None)
+        if close:
+            close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Executors
+# ---------------------------------------------------------------------------------------------
+
+_WORKER: QuestionWorker | None = None
+
+
+def _config_from(cfg_dict: dict[str, Any]) -> Any:
+    from stages.config import Config, apply_mapping
+
+    cfg = Config()
+    apply_mapping(cfg, cfg_dict, "eval worker")
+    return cfg
+
+
+def _init_worker(cfg_dict: dict[str, Any], run: dict[str, Any]) -> None:
+    global _WORKER
+    _WORKER = QuestionWorker(_config_from(cfg_dict), run)
+
+
+def _work(item: tuple[dict[str, Any], list[str]]) -> list[dict[str, Any]]:
+    assert _WORKER is not None
+    q, todo = item
+    return _WORKER.rows(Question.from_dict(q), todo)
+
+
+def _shard_rows(
+    cfg_dict: dict[str, Any], run: dict[str, Any], items: list[tuple[dict[str, Any], list[str]]]
+) -> list[dict[str, Any]]:
+    """One Ray task: a worker over a shard of questions."""
+    worker = QuestionWorker(_config_from(cfg_dict), run)
+    try:
+        return [row for q, todo in items for row in worker.rows(Question.from_dict(q), todo)]
+    finally:
+        worker.close()
+
+
+def execute(
+    cfg: Any,
+    run: dict[str, Any],
+    items: list[tuple[Question, list[str]]],
+    workers: int = 1,
+    executor: str = "local",
+    ray_address: str | None = None,
+) -> Iterator[list[dict[str, Any]]]:
+    """Rows per question (or per shard with Ray), as they finish."""
+    if not items:
+        return
+    if executor == "ray":
+        yield from _execute_ray(cfg, run, items, workers, ray_address)
+        return
+    if executor != "local":
+        raise ConfigError(f"--executor {executor!r}: must be local or ray")
+    if workers <= 1:
+        worker = QuestionWorker(cfg, run)
+        try:
+            for q, todo in items:
+                yield worker.rows(q, todo)
+        finally:
+            worker.close()
+        return
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")  # fresh interpreters: no forked model or thread state
+    cfg_dict = cfg.to_dict(mask_secrets=False)
+    payload = [(q.to_dict(), todo) for q, todo in items]
+    with ctx.Pool(workers, initializer=_init_worker, initargs=(cfg_dict, run)) as pool:
+        yield from pool.imap_unordered(_work, payload, chunksize=1)
+
+
+def _execute_ray(
+    cfg: Any,
+    run: dict[str, Any],
+    items: list[tuple[Question, list[str]]],
+    workers: int,
+    address: str | None,
+) -> Iterator[list[dict[str, Any]]]:
+    try:
+        import ray
+    except ImportError:
+        raise FathomError(
+            "--executor ray needs Ray: pip install 'fathom[ray]' (or pip install ray)"
+        ) from None
+    started = False
+    if not ray.is_initialized():
+        # Workers import Fathom from this checkout even when it is not installed.
+        root = str(Path(__file__).resolve().parent.parent)
+        kwargs: dict[str, Any] = {
+            "include_dashboard": False,
+            "log_to_driver": False,
+            "runtime_env": {"env_vars": {"PYTHONPATH": root}},
+        }
+        if address:
+            kwargs["address"] = address
+        else:
+            kwargs["num_cpus"] = max(1, workers)
+        ray.init(**kwargs)
+        started = True
+    try:
+        task = ray.remote(_shard_rows)
+        cfg_dict = cfg.to_dict(mask_secrets=False)
+        n_shards = max(1, min(len(items), max(1, workers) * 4))
+        shards = [items[i::n_shards] for i in range(n_shards)]
+        pending = [
+            task.remote(cfg_dict, run, [(q.to_dict(), todo) for q, todo in shard])
+            for shard in shards
+            if shard
+        ]
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            yield ray.get(done[0])
+    finally:
+        if started:
+            ray.shutdown()
+
+
+# ---------------------------------------------------------------------------------------------
+# The run
+# ---------------------------------------------------------------------------------------------
+
+
+def read_rows(log: Path) -> list[dict[str, Any]]:
+    from evaluation.summary import read_log
+
+    return read_log(log) if log.exists() else []
+
+
+def fit_gates(
+    cfg: Any, collection: str, specs: list[StrategySpec], fit: list[Question]
+) -> dict[str, Any]:
+    """Each threshold gate's cut: its percentile of the top similarity over ``fit``."""
+    from router.depth import ScoreThresholdDepth, top_similarity
+    from stages.retrieve import open_retriever
+
+    gates = [s for s in specs if s.needs_fit]
+    if not gates:
+        return {}
+    if not fit:
+        raise ConfigError("the threshold gates need fitting questions (lower --limit)")
+    retriever = open_retriever(cfg, collection)
+    try:
+        tops = [top_similarity(retriever.probe(q.question, 20)) for q in fit]
+    finally:
+        retriever.collection.close()
+    out = {}
+    for s in gates:
+        assert s.percentile is not None and s.k is not None
+        g = ScoreThresholdDepth.fit(tops, s.percentile, s.k)
+        out[s.name] = {"threshold": g.threshold, "percentile": s.percentile, "k": s.k}
+    return out
+
+
+def _resolve_collection(cfg: Any, settings: EvalSettings, progress: Progress | None) -> str:
+    from stages.pipeline import resolve_target
+
+    if settings.collection:
+        return resolve_target(cfg, settings.collection)
+    if not settings.docs:
+        raise ConfigError("give --docs PATH or --collection NAME")
+    return resolve_target(cfg, settings.docs, progress=progress)
+
+
+def plan_run(
+    cfg: Any, settings: EvalSettings, progress: Progress | None = None
+) -> tuple[dict[str, Any], list[Question]]:
+    """``run.json``'s content and the evaluated questions; fits the gates on a new run and
+    checks that an existing ``run.json`` describes the same run."""
+    from stages import __name__ as _  # noqa: F401 - keep the import graph explicit
+
+    if settings.judge not in JUDGES:
+        raise ConfigError(f"--judge {settings.judge!r}: must be one of {', '.join(JUDGES)}")
+    specs = parse_strategies(settings.strategies)
+    questions = load_questions(settings.questions, settings.qrels)
+    if settings.judge == "qrels" and not any(q.qrels or q.doc_ids for q in questions):
+        raise ConfigError("--judge qrels needs qrels or gold doc_ids in the questions")
+    need_fit = any(s.needs_fit for s in specs)
+    evaluated, fit = split_questions(
+        questions, settings.limit, settings.fit_size, settings.seed, need_fit
+    )
+    collection = _resolve_collection(cfg, settings, progress)
+    out = Path(settings.out)
+    run_path = out / "run.json"
+    from stages.generate import make_generator
+
+    gen = make_generator(cfg.generator)
+    identity = {
+        "format": FORMAT,
+        "collection": collection,
+        "docs": settings.docs,
+        "questions": str(settings.questions),
+        "qrels": settings.qrels,
+        "qids": [q.qid for q in evaluated],
+        "strategies": _strategy_names(specs),
+        "generator": {"backend": gen.name, "model": gen.model, **_generator_settings(cfg)},
+        "judge": settings.judge,
+        "seed": settings.seed,
+    }
+    if run_path.exists():
+        old = json.loads(run_path.read_text(encoding="utf-8"))
+        diff = [key for key, value in identity.items() if old.get(key) != value]
+        if diff:
+            raise FathomError(
+                f"{out}: holds a different run (it differs in {', '.join(diff)}) — give a new "
+                "--out, or delete the folder to start over"
+            )
+        # Settings that do not change the rows may change between resumes.
+        old.update(
+            {
+                "baseline": _baseline(settings, specs),
+                "slo_ms": settings.slo_ms,
+                "bootstrap": settings.bootstrap,
+            }
+        )
+        return old, evaluated
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        fathom_version = version("fathom")
+    except PackageNotFoundError:
+        fathom_version = "unknown"
+    run = {
+        **identity,
+        "fathom_version": fathom_version,
+        "n_questions": len(evaluated),
+        "n_fit_questions": len(fit),
+        "fit_qids": [q.qid for q in fit],
+        "baseline": _baseline(settings, specs),
+        "slo_ms": settings.slo_ms,
+        "bootstrap": settings.bootstrap,
+        "has_unanswerable": any(q.unanswerable for q in evaluated),
+        "fitted": fit_gates(cfg, collection, specs, fit),
+        "cache": settings.cache,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    _write_json(run_path, run)
+    return run, evaluated
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def run_eval(
+    cfg: Any,
+    settings: EvalSettings,
+    progress: Progress | None = None,
+    on_rows: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Run (or resume) an evaluation; returns the summary. ``on_rows(done, total)`` after each
+    question; ``progress`` receives ingest events."""
+    run, evaluated = plan_run(cfg, settings, progress)
+    out = Path(settings.out)
+    log = out / "log.jsonl"
+    done: dict[str, set[str]] = {}
+    for row in read_rows(log):
+        done.setdefault(row["qid"], set()).add(row["strategy"])
+    _truncate_partial_line(log)
+    names = run["strategies"]
+    items = [
+        (q, [s for s in names if s not in done.get(q.qid, set())])
+        for q in evaluated
+        if not set(names) <= done.get(q.qid, set())
+    ]
+    total = len(evaluated)
+    finished = total - len(items)
+    if on_rows:
+        on_rows(finished, total)
+    with open(log, "a", encoding="utf-8") as fh:
+        for rows in execute(
+            cfg, run, items, settings.workers, settings.executor, settings.ray_address
+        ):
+            for row in rows:
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            fh.flush()
+            finished += len({r["qid"] for r in rows}) if rows else 0
+            if on_rows:
+                on_rows(finished, total)
+    return write_outputs(out, run)
+
+
+def _truncate_partial_line(log: Path) -> None:
+    """Cut an interrupted run's half-written last line, so appends start on a fresh line."""
+    if not log.exists():
+        return
+    data = log.read_bytes()
+    if data and not data.endswith(b"\n"):
+        log.write_bytes(data[: data.rfind(b"\n") + 1])
+
+
+def write_outputs(out: Path, run: dict[str, Any]) -> dict[str, Any]:
+    """log.csv, summary.json, plots and report.md from ``run`` and ``log.jsonl``."""
+    from evaluation.plots import write_plots
+    from evaluation.report import write_report
+    from evaluation.summary import summarize, write_csv, write_summary
+
+    rows = read_rows(out / "log.jsonl")
+    qids = set(run["qids"])
+    rows = [r for r in rows if r["qid"] in qids and r["strategy"] in run["strategies"]]
+    write_csv(out / "log.csv", rows)
+    summary = summarize(rows, run)
+    write_summary(out / "summary.json", summary)
+    plots = write_plots(out, summary, rows)
+    write_report(out, summary, plots)
+    return summary
+
+
+def report_from_dir(out: str | Path) -> dict[str, Any]:
+    """``fathom eval report DIR``: everything again from ``run.json`` and ``log.jsonl``."""
+    out = Path(out)
+    run_path = out / "run.json"
+    if not run_path.is_file():
+        raise FathomError(f"{out}: no run.json — not a `fathom eval` output folder")
+    run = json.loads(run_path.read_text(encoding="utf-8"))
+    return write_outputs(out, run)
+
+
+def settings_dict(settings: EvalSettings) -> dict[str, Any]:
+    return asdict(settings)

@@ -1,0 +1,111 @@
+"""Strategy specs for ``fathom eval --strategies``: names → depth policies.
+
+| spec | policy |
+|---|---|
+| ``none`` | no retrieval (k = 0; the probe is not charged) |
+| ``fixed:K`` | always K chunks |
+| ``gap`` / ``gap:A-B`` | Adaptive-k: largest gap of the sorted similarities, k within A–B (1–20) |
+| ``threshold:pNN[:K]`` | retrieve K (4) chunks when the top similarity reaches the |
+| | NNth percentile of the fitting split's top similarities, else none |
+| ``strategy`` | the router's per-type default, with the feedback loop (Fathom's own default) |
+
+Appending ``+fb`` turns the feedback loop on for any other spec (it is off by default, so each
+row measures its policy alone).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from stages.errors import ConfigError
+
+_SPEC = re.compile(
+    r"^(?:(?P<none>none)|fixed:(?P<k>\d+)|(?P<gap>gap)(?::(?P<a>\d+)-(?P<b>\d+))?|"
+    r"threshold:p(?P<p>\d+(?:\.\d+)?)(?::(?P<tk>\d+))?|(?P<strategy>strategy))(?P<fb>\+fb)?$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class StrategySpec:
+    """One parsed ``--strategies`` item."""
+
+    name: str
+    kind: str  # none | fixed | gap | threshold | strategy
+    k: int | None = None
+    k_min: int = 1
+    k_max: int = 20
+    percentile: float | None = None
+    feedback: bool = False
+
+    @property
+    def needs_fit(self) -> bool:
+        return self.kind == "threshold"
+
+    @property
+    def retrieves(self) -> bool:
+        return self.kind != "none"
+
+
+def parse_strategy(spec: str) -> StrategySpec:
+    s = spec.strip()
+    m = _SPEC.match(s)
+    if not m:
+        raise ConfigError(
+            f"strategy {spec!r}: expected none, fixed:K, gap[:A-B], threshold:pNN[:K] or "
+            "strategy (optionally with +fb)"
+        )
+    fb = bool(m["fb"])
+    if m["none"]:
+        return StrategySpec(s, "none", k=0, feedback=False)
+    if m["k"] is not None:
+        return StrategySpec(s, "fixed", k=int(m["k"]), feedback=fb)
+    if m["gap"]:
+        a, b = int(m["a"] or 1), int(m["b"] or 20)
+        if not 1 <= a <= b:
+            raise ConfigError(f"strategy {spec!r}: need 1 ≤ A ≤ B")
+        return StrategySpec(s, "gap", k_min=a, k_max=b, feedback=fb)
+    if m["p"] is not None:
+        p = float(m["p"])
+        if not 0 <= p <= 100:
+            raise ConfigError(f"strategy {spec!r}: the percentile must be within 0–100")
+        k = int(m["tk"] or 4)
+        if k < 1:
+            raise ConfigError(f"strategy {spec!r}: the gate's k must be ≥ 1")
+        return StrategySpec(s, "threshold", k=k, percentile=p, feedback=fb)
+    return StrategySpec(s, "strategy", feedback=True)
+
+
+def parse_strategies(specs: str | list[str]) -> list[StrategySpec]:
+    """``"none,fixed:2,gap"`` (or a list) → specs, in order, without duplicates."""
+    items = specs.split(",") if isinstance(specs, str) else list(specs)
+    out: list[StrategySpec] = []
+    for item in items:
+        if item.strip():
+            spec = parse_strategy(item)
+            if spec.name in {s.name for s in out}:
+                raise ConfigError(f"strategy {spec.name!r} is listed twice")
+            out.append(spec)
+    if not out:
+        raise ConfigError("no strategies given")
+    return out
+
+
+def make_policy(spec: StrategySpec, fitted: dict[str, Any] | None = None) -> tuple[Any, int | None]:
+    """``(policy, k)`` for ``Engine.answer``: a fixed ``k`` or a policy object (None, None =
+    the strategy default). ``fitted`` holds threshold fits by spec name."""
+    from router.depth import ScoreGapDepth, ScoreThresholdDepth
+
+    if spec.kind in ("none", "fixed"):
+        return None, spec.k
+    if spec.kind == "gap":
+        return ScoreGapDepth(spec.k_min, spec.k_max), None
+    if spec.kind == "threshold":
+        fit = (fitted or {}).get(spec.name)
+        if fit is None:
+            raise ConfigError(f"strategy {spec.name!r} has not been fitted")
+        policy = ScoreThresholdDepth(fit["threshold"], fit["k"], fit["percentile"])
+        policy.name = spec.name
+        return policy, None
+    return None, None
