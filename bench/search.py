@@ -208,7 +208,7 @@ def bench_size(
 
     from chunking import make_chunker
     from index.collection import Collection, embed_input, ingest
-    from stages.retrieve import CollectionRetriever
+    from stages.retrieve import retriever_for
 
     name = f"search-{size}"
     path = work / f"{name}.jsonl"
@@ -223,13 +223,7 @@ def bench_size(
     )
 
     coll = Collection.open(cfg, name)
-    retriever = CollectionRetriever(
-        coll,
-        embedder,
-        mode="hybrid",
-        rrf_k=cfg.retrieval.rrf_k,
-        candidates=cfg.retrieval.candidates,
-    )
+    retriever = retriever_for(cfg, coll, embedder, "hybrid")
     k = cfg.retrieval.k
     depth = max(k, cfg.retrieval.candidates)
     with Stopwatch() as raw_build:
@@ -296,16 +290,10 @@ def profile_probes(cfg, size: int, embedder, queries: list[str], out: Path) -> N
     from common import profile_to
 
     from index.collection import Collection
-    from stages.retrieve import CollectionRetriever
+    from stages.retrieve import retriever_for
 
     coll = Collection.open(cfg, f"search-{size}")
-    retriever = CollectionRetriever(
-        coll,
-        embedder,
-        mode="hybrid",
-        rrf_k=cfg.retrieval.rrf_k,
-        candidates=cfg.retrieval.candidates,
-    )
+    retriever = retriever_for(cfg, coll, embedder, "hybrid")
     retriever.probe(queries[0], cfg.retrieval.k)
 
     def run() -> None:

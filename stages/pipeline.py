@@ -169,20 +169,14 @@ class Engine:
     def __init__(self, cfg: Config, collection: str, generator: Any | None = None) -> None:
         from index.collection import Collection
         from index.embed import embedder_id_for, make_query_embedder
-        from stages.retrieve import CollectionRetriever
+        from stages.retrieve import retriever_for
 
         self.cfg = cfg
         self.collection = Collection.open(
             cfg, collection, expect_embedder=embedder_id_for(cfg.embedder)
         )
         self.embedder = make_query_embedder(cfg.embedder, cfg.models_path())
-        self.retriever = CollectionRetriever(
-            self.collection,
-            self.embedder,
-            mode=cfg.retrieval.mode,
-            rrf_k=cfg.retrieval.rrf_k,
-            candidates=cfg.retrieval.candidates,
-        )
+        self.retriever = retriever_for(cfg, self.collection, self.embedder)
         self._generator = generator
         self._classifier = None
         self._reranker = None

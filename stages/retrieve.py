@@ -1,4 +1,11 @@
-"""Dense, BM25 and hybrid (reciprocal rank fusion) retrieval over a collection.
+"""Dense, BM25 and hybrid retrieval over a collection.
+
+Hybrid fuses the two ranked lists either by a convex combination of min-max normalised scores
+(``convex``, the default) or by reciprocal rank fusion (``rrf``). Bruch, Gai and Ingber ("An
+Analysis of Fusion Functions for Hybrid Retrieval", ACM TOIS 2023) found the convex
+combination better than RRF and about as robust; on SciFact (BEIR test, our chunked
+collection) it gives nDCG@10 0.726 against RRF's 0.715, and the weight that is best on
+SciFact's *train* queries is the untuned 0.5 (``bench/retrieval_beir.py``).
 
 Each hit keeps its chunk, its 1-based rank and score in every retriever that found it, and the
 fused score. ``probe`` returns the hits together with per-stage timings.
@@ -38,6 +45,38 @@ def rrf_fuse(
     return [(r, fused[r], ranks[r], scores[r]) for r in order]
 
 
+def convex_fuse(
+    ranked: dict[str, tuple[np.ndarray, np.ndarray]], weights: dict[str, float], k: int
+) -> list[tuple[int, float, dict[str, int], dict[str, float]]]:
+    """Convex combination of per-retriever ``(scores, rows)`` lists (best first).
+
+    Each list's scores are min-max normalised over the list (all 1 when they are equal), a row
+    a retriever did not return counts as that list's minimum (0), and the fused score is
+    ``sum_r weights[r] * normalised_r`` (in [0, 1] when the weights sum to 1). Returns the top
+    ``k`` as ``(row, fused, ranks, scores)``; ties break by row.
+    """
+    import numpy as np
+
+    fused: dict[int, float] = {}
+    ranks: dict[int, dict[str, int]] = {}
+    scores: dict[int, dict[str, float]] = {}
+    for name, (sc, rows) in ranked.items():
+        if len(rows) == 0:
+            continue
+        sc64 = np.asarray(sc, dtype=np.float64)
+        lo, hi = float(sc64.min()), float(sc64.max())
+        norm = (sc64 - lo) / (hi - lo) if hi > lo else np.ones_like(sc64)
+        w = float(weights.get(name, 0.0))
+        for rank, (z, s, row) in enumerate(
+            zip(norm.tolist(), sc64.tolist(), rows.tolist(), strict=True), start=1
+        ):
+            fused[row] = fused.get(row, 0.0) + w * z
+            ranks.setdefault(row, {})[name] = rank
+            scores.setdefault(row, {})[name] = float(s)
+    order = sorted(fused, key=lambda r: (-fused[r], r))[:k]
+    return [(r, fused[r], ranks[r], scores[r]) for r in order]
+
+
 class CollectionRetriever:
     """Searches one collection in ``dense``, ``bm25`` or ``hybrid`` mode."""
 
@@ -48,9 +87,17 @@ class CollectionRetriever:
         mode: SearchMode = "hybrid",
         rrf_k: int = 60,
         candidates: int = 100,
+        fusion: str = "convex",
+        dense_weight: float = 0.5,
     ) -> None:
         if mode not in ("dense", "bm25", "hybrid"):
             raise ConfigError(f"retrieval.mode = {mode!r}: must be dense, bm25 or hybrid")
+        if fusion not in ("convex", "rrf"):
+            raise ConfigError(f"retrieval.fusion = {fusion!r}: must be convex or rrf")
+        if not 0.0 <= dense_weight <= 1.0:
+            raise ConfigError(f"retrieval.dense_weight = {dense_weight}: must be within 0–1")
+        self.fusion = fusion
+        self.weights = {"dense": dense_weight, "bm25": 1.0 - dense_weight}
         if mode != "bm25" and embedder is None:
             raise ConfigError(f"retrieval.mode = {mode!r} needs an embedder")
         self.collection = collection
@@ -91,7 +138,9 @@ class CollectionRetriever:
         depth = max(k, self.candidates) if self.mode == "hybrid" else k
         ranked, timings = self.ranked(query, depth, qvec)
         t = time.perf_counter()
-        if self.mode == "hybrid":
+        if self.mode == "hybrid" and self.fusion == "convex":
+            top = convex_fuse(ranked, self.weights, k)
+        elif self.mode == "hybrid":
             top = rrf_fuse(ranked, self.rrf_k, k)
         else:
             name = self.mode
@@ -119,6 +168,20 @@ def open_retriever(cfg, name: str, mode: SearchMode | None = None) -> Collection
     mode = mode or cfg.retrieval.mode
     coll = Collection.open(cfg, name, expect_embedder=embedder_id_for(cfg.embedder))
     embedder = make_query_embedder(cfg.embedder, cfg.models_path()) if mode != "bm25" else None
+    return retriever_for(cfg, coll, embedder, mode)
+
+
+def retriever_for(
+    cfg, collection: Collection, embedder: Embedder | None, mode: SearchMode | None = None
+) -> CollectionRetriever:
+    """A retriever over an open collection with the configured fusion and depth."""
+    r = cfg.retrieval
     return CollectionRetriever(
-        coll, embedder, mode=mode, rrf_k=cfg.retrieval.rrf_k, candidates=cfg.retrieval.candidates
+        collection,
+        embedder,
+        mode=mode or r.mode,
+        rrf_k=r.rrf_k,
+        candidates=r.candidates,
+        fusion=r.fusion,
+        dense_weight=r.dense_weight,
     )

@@ -108,3 +108,39 @@ def test_hybrid_keeps_both_ranks_and_finds_the_answer(coll: Collection, minilm) 
     assert set(probe.timings_ms) >= {"embed_query", "dense", "bm25", "fuse", "fetch"}
     scores = [h.score for h in probe.hits]
     assert scores == sorted(scores, reverse=True)
+
+
+def test_convex_fusion_normalises_each_list_and_weights_them() -> None:
+    import numpy as np
+
+    from stages.retrieve import convex_fuse
+
+    ranked = {
+        "dense": (np.array([0.9, 0.7, 0.5]), np.array([4, 1, 2])),
+        "bm25": (np.array([12.0, 8.0, 2.0]), np.array([1, 9, 4])),
+    }
+    out = convex_fuse(ranked, {"dense": 0.5, "bm25": 0.5}, 10)
+    fused = {row: score for row, score, _, _ in out}
+    # dense min-max: 4 → 1, 1 → 0.5, 2 → 0; bm25: 1 → 1, 9 → 0.6, 4 → 0
+    assert fused[1] == pytest.approx(0.5 * 0.5 + 0.5 * 1.0)
+    assert fused[4] == pytest.approx(0.5 * 1.0)
+    assert fused[9] == pytest.approx(0.5 * 0.6)
+    assert fused[2] == pytest.approx(0.0)
+    assert [row for row, *_ in out] == [1, 4, 9, 2]
+    assert out[0][2] == {"dense": 2, "bm25": 1} and out[0][3] == {"dense": 0.7, "bm25": 12.0}
+    # A list of equal scores counts each of them as its best; the weights shift the order.
+    flat = {
+        "dense": (np.array([0.3, 0.3]), np.array([5, 6])),
+        "bm25": (np.array([1.0]), np.array([6])),
+    }
+    assert [r for r, *_ in convex_fuse(flat, {"dense": 0.9, "bm25": 0.1}, 2)] == [6, 5]
+    assert convex_fuse(flat, {"dense": 0.9, "bm25": 0.1}, 1)[0][1] == pytest.approx(1.0)
+
+
+def test_retriever_rejects_unknown_fusion(coll: Collection) -> None:
+    from stages.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="fusion"):
+        CollectionRetriever(coll, None, mode="bm25", fusion="max")
+    with pytest.raises(ConfigError, match="dense_weight"):
+        CollectionRetriever(coll, None, mode="bm25", dense_weight=1.5)
