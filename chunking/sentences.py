@@ -246,4 +246,10 @@ def _trimmed(text: str, a: int, b: int, split: bool) -> list[tuple[int, int, boo
 
 def split_sentences(text: str) -> list[tuple[int, int]]:
     """Sentence spans into ``text`` (covering all its non-whitespace), Punkt trained on ``text``."""
-    return SentenceSplitter.trained_on(text).spans(text)
+    return list(_split_cached(text))
+
+
+@lru_cache(maxsize=8192)
+def _split_cached(text: str) -> tuple[tuple[int, int], ...]:
+    # Cached: at query time the same chunks are split again by every compression round.
+    return tuple(SentenceSplitter.trained_on(text).spans(text))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -55,8 +56,10 @@ def _stem(word: str) -> str:
     return word
 
 
-def content_words(text: str) -> set[str]:
-    return {_stem(w.lower()) for w in _WORD.findall(text) if w.lower() not in _STOP}
+@lru_cache(maxsize=16384)
+def content_words(text: str) -> frozenset[str]:
+    """Stemmed non-stopwords of ``text`` (cached: feedback rounds re-read the same chunks)."""
+    return frozenset(_stem(w.lower()) for w in _WORD.findall(text) if w.lower() not in _STOP)
 
 
 def answer_sentences(text: str) -> list[tuple[str, tuple[int, ...]]]:
@@ -100,6 +103,20 @@ class SupportScorer:
         self.embedder = embedder
         self.w_emb = w_emb if embedder is not None else 0.0
         self.w_lp = w_lp
+        self._cache: dict[str, np.ndarray] = {}  # sentence → embedding, bounded below
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        """Embeddings of ``texts`` ``(n, dim)``, each sentence embedded once: a feedback round
+        often repeats the previous round's answer sentences."""
+        import numpy as np
+
+        assert self.embedder is not None
+        todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if todo:
+            if len(self._cache) > 4096:
+                self._cache.clear()
+            self._cache.update(zip(todo, self.embedder.embed(todo), strict=True))
+        return np.stack([self._cache[t] for t in texts])
 
     def score(
         self, draft: Draft, hits: list[Hit], chunk_vectors: np.ndarray | None = None
@@ -124,7 +141,7 @@ class SupportScorer:
         sims = None
         if self.embedder is not None:
             if chunk_vectors is not None and len(chunk_vectors) == len(hits):
-                sims = self.embedder.embed([s for s, _ in sentences]) @ chunk_vectors.T
+                sims = self._embed([s for s, _ in sentences]) @ chunk_vectors.T
             else:
                 texts = [s for s, _ in sentences] + [h.chunk.text for h in hits]
                 vecs = self.embedder.embed(texts)

@@ -26,12 +26,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from stages.base import Chunk, Hit
 from stages.generate.prompt import SYSTEM, render_source, render_user
 from stages.rerank import (
-    STOPWORDS,
     EmbeddingReranker,
     content_terms,
     lexical_overlap,
@@ -101,9 +101,11 @@ def _jaccard(sets: list[set]) -> np.ndarray:
     return np.divide(inter, union, out=np.ones_like(inter), where=union > 0)
 
 
-def shingles(text: str, k: int = 3) -> set[tuple[str, ...]]:
-    """Word ``k``-shingles of ``text`` (the whole word sequence when it is shorter than ``k``)."""
-    return _shingles_of(words(text), k)
+@lru_cache(maxsize=8192)
+def shingles(text: str, k: int = 3) -> frozenset[tuple[str, ...]]:
+    """Word ``k``-shingles of ``text`` (the whole word sequence when it is shorter than ``k``);
+    cached, since each feedback round compares the same chunks again."""
+    return frozenset(_shingles_of(words(text), k))
 
 
 def relevance(hits: list[Hit]) -> np.ndarray:
@@ -361,18 +363,17 @@ class ContextCompressor:
             stats.skipped = n_in
             return []
 
-        word_lists = [words(h.chunk.text) for h in hits]
         vecs = self.vectors(hits) if self.vectors is not None else None
         if vecs is None and self.embedder is not None:
             vecs = self.embedder.embed([h.chunk.text for h in hits])
-        kept = self.dedupe(hits, vecs, [_shingles_of(w) for w in word_lists])
+        kept = self.dedupe(hits, vecs, [shingles(h.chunk.text) for h in hits])
         stats.duplicates_dropped = n_in - len(kept)
         ordered = [
             kept[i]
             for i in self.order(
                 [hits[i] for i in kept],
                 vecs[kept] if vecs is not None else None,
-                [_terms_of(word_lists[i]) for i in kept],
+                [content_terms(hits[i].chunk.text) for i in kept],
             )
         ]
 
@@ -439,10 +440,6 @@ def _shingles_of(w: list[str], k: int = 3) -> set[tuple[str, ...]]:
     if len(w) < k:
         return {tuple(w)} if w else set()
     return set(zip(*(w[j:] for j in range(k)), strict=False))
-
-
-def _terms_of(w: list[str]) -> set[str]:
-    return {x for x in w if len(x) > 1 and x not in STOPWORDS}
 
 
 def _with_text(hit: Hit, text: str) -> Hit:

@@ -13,6 +13,7 @@ a plain-English notice for the report.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import re
@@ -54,15 +55,22 @@ STOPWORDS: frozenset[str] = frozenset(_STOPWORDS.split())
 def words(text: str) -> list[str]:
     """Lower-cased words of ``text`` with a plural/possessive ``s`` dropped (cats → cat), so
     forms still match; stopwords are kept (shingles need them)."""
-    return [
+    return list(_words(text))
+
+
+@functools.lru_cache(maxsize=16384)
+def _words(text: str) -> tuple[str, ...]:
+    # Cached: the same chunks are read again by each feedback round and by every strategy.
+    return tuple(
         w[:-1] if len(w) > 3 and w[-1] == "s" and w[-2] != "s" else w
         for w in _WORD.findall(text.lower())
-    ]
+    )
 
 
-def content_terms(text: str) -> set[str]:
-    """Normalised words of ``text`` minus stopwords and single characters."""
-    return {w for w in words(text) if len(w) > 1 and w not in STOPWORDS}
+@functools.lru_cache(maxsize=16384)
+def content_terms(text: str) -> frozenset[str]:
+    """Normalised words of ``text`` minus stopwords and single characters (cached)."""
+    return frozenset(w for w in _words(text) if len(w) > 1 and w not in STOPWORDS)
 
 
 def term_weights(query_terms: set[str], docs: list[set[str]]) -> dict[str, float]:

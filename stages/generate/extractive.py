@@ -181,6 +181,7 @@ def _key_terms(question: str) -> set[str]:
     return keys
 
 
+@lru_cache(maxsize=16384)
 def estimate_words(text: str) -> int:
     """Word-based token estimate (the extractive backend has no tokenizer)."""
     return math.ceil(len(_ANY_WORD.findall(text)) * TOKENS_PER_WORD)
