@@ -11,6 +11,7 @@ tasks with ``executor="ray"``) each hold one engine and answer a shard of the qu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import time
@@ -338,13 +339,10 @@ def execute(
         yield from pool.imap_unordered(_work, payload, chunksize=1)
 
 
-def _execute_ray(
-    cfg: Any,
-    run: dict[str, Any],
-    items: list[tuple[Question, list[str]]],
-    workers: int,
-    address: str | None,
-) -> Iterator[list[dict[str, Any]]]:
+@contextlib.contextmanager
+def ray_session(workers: int, address: str | None) -> Iterator[Any]:
+    """``ray`` initialised (a local Ray with ``workers`` CPUs without ``address``); shut down
+    at the end if this call started it."""
     try:
         import ray
     except ImportError:
@@ -367,6 +365,20 @@ def _execute_ray(
         ray.init(**kwargs)
         started = True
     try:
+        yield ray
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _execute_ray(
+    cfg: Any,
+    run: dict[str, Any],
+    items: list[tuple[Question, list[str]]],
+    workers: int,
+    address: str | None,
+) -> Iterator[list[dict[str, Any]]]:
+    with ray_session(workers, address) as ray:
         task = ray.remote(_shard_rows)
         cfg_dict = cfg.to_dict(mask_secrets=False)
         n_shards = max(1, min(len(items), max(1, workers) * 4))
@@ -379,9 +391,6 @@ def _execute_ray(
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             yield ray.get(done[0])
-    finally:
-        if started:
-            ray.shutdown()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -421,13 +430,25 @@ def fit_gates(
 
 
 def _resolve_collection(cfg: Any, settings: EvalSettings, progress: Progress | None) -> str:
+    """The collection to evaluate on; ``--docs`` not yet indexed are ingested first (their
+    embedding on Ray actors with ``--executor ray``)."""
     from stages.pipeline import resolve_target
 
     if settings.collection:
         return resolve_target(cfg, settings.collection)
     if not settings.docs:
         raise ConfigError("give --docs PATH or --collection NAME")
-    return resolve_target(cfg, settings.docs, progress=progress)
+    if settings.executor != "ray":
+        return resolve_target(cfg, settings.docs, progress=progress)
+    from index.embed import make_embedder
+    from index.ray_embed import RayEmbedder
+
+    with ray_session(settings.workers, settings.ray_address):
+        embedder = RayEmbedder(make_embedder(cfg.embedder), cfg.embedder, settings.workers)
+        try:
+            return resolve_target(cfg, settings.docs, progress=progress, embedder=embedder)
+        finally:
+            embedder.close()
 
 
 def plan_run(
@@ -520,7 +541,23 @@ def run_eval(
     on_rows: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) an evaluation; returns the summary. ``on_rows(done, total)`` after each
-    question; ``progress`` receives ingest events."""
+    question; ``progress`` receives ingest events. With ``executor="ray"`` one Ray session
+    serves the ingest embedding and the question shards."""
+    session = (
+        ray_session(settings.workers, settings.ray_address)
+        if settings.executor == "ray"
+        else contextlib.nullcontext()
+    )
+    with session:
+        return _run_eval(cfg, settings, progress, on_rows)
+
+
+def _run_eval(
+    cfg: Any,
+    settings: EvalSettings,
+    progress: Progress | None,
+    on_rows: Callable[[int, int], None] | None,
+) -> dict[str, Any]:
     run, evaluated = plan_run(cfg, settings, progress)
     out = Path(settings.out)
     log = out / "log.jsonl"

@@ -762,15 +762,17 @@ def ingest_paths(
     name: str,
     rebuild: bool = False,
     progress: Progress | None = None,
+    embedder: Embedder | None = None,
 ) -> IngestReport:
-    """``ingest`` with the embedder and chunker that ``cfg`` names."""
+    """``ingest`` with the embedder and chunker that ``cfg`` names (``embedder`` overrides the
+    embedder object, e.g. one that embeds on Ray workers)."""
     from chunking import make_chunker
     from index.embed import make_embedder
 
-    embedder = make_embedder(cfg.embedder)
+    embedder = embedder or make_embedder(cfg.embedder)
     chunker = make_chunker(cfg.chunker, embedder.token_counter())
     report = ingest(cfg, paths, name, embedder, chunker, rebuild=rebuild, progress=progress)
-    _export_query_model(cfg, embedder, progress)
+    _export_query_model(cfg, getattr(embedder, "inner", embedder), progress)
     return report
 
 

@@ -123,9 +123,14 @@ class Answer:
 
 
 def resolve_target(
-    cfg: Config, target: str, progress: Progress | None = None, rebuild: bool = False
+    cfg: Config,
+    target: str,
+    progress: Progress | None = None,
+    rebuild: bool = False,
+    embedder: Any | None = None,
 ) -> str:
-    """The collection for ``target``: a file or folder (ingested on first use) or a name."""
+    """The collection for ``target``: a file or folder (ingested on first use, with
+    ``embedder`` when given) or a name."""
     from index.collection import collection_for, collections_root, ingest_paths
     from index.manifest import read_manifest
 
@@ -133,7 +138,9 @@ def resolve_target(
     if path.exists():
         name = collection_for([path])
         if rebuild or read_manifest(collections_root(cfg) / name) is None:
-            report = ingest_paths(cfg, [path], name, rebuild=rebuild, progress=progress)
+            report = ingest_paths(
+                cfg, [path], name, rebuild=rebuild, progress=progress, embedder=embedder
+            )
             if report.total_chunks == 0:
                 reasons = "; ".join(f.reason for f in report.files if f.reason) or "no text"
                 raise FathomError(f"{target}: nothing could be indexed ({reasons})")

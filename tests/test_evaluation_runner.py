@@ -288,3 +288,31 @@ def test_ray_executor_matches_local(ecfg, qa_set, tmp_path):
     )  # fmt: skip
     a, b = untimed(rows_of(local)), untimed(rows_of(ray_out))
     assert len(a) == 150 and a == b
+
+
+@pytest.mark.slow
+def test_ray_ingest_embedding_matches_local(cfg, qa_set):
+    pytest.importorskip("ray")
+    import numpy as np
+
+    from evaluation.runner import ray_session
+    from index.collection import Collection
+    from index.embed import make_embedder
+    from index.ray_embed import RayEmbedder
+    from stages.pipeline import resolve_target
+
+    texts = [json.loads(line)["text"] for line in qa_set[0].read_text().splitlines()]
+    local = make_embedder(cfg.embedder)
+    with ray_session(2, None):
+        remote = RayEmbedder(local, cfg.embedder, actors=2)
+        try:
+            got = remote.embed(texts)
+            assert remote.shards == 2
+            assert np.allclose(got, local.embed(texts), atol=1e-5)
+            name = resolve_target(cfg, str(qa_set[0]), embedder=remote)
+            assert remote.shards > 2  # the ingest embedded on the actors
+        finally:
+            remote.close()
+    coll = Collection.open(cfg, name)
+    assert coll.check() == [] and len(coll) >= len(texts)
+    coll.close()
