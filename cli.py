@@ -696,6 +696,9 @@ class _EvalProgress:
         self.console = console
         self.progress = None
         self.task = None
+        self.started: float | None = None
+        self.first_done = 0
+        self.last = 0.0
 
     def __enter__(self) -> _EvalProgress:
         return self
@@ -705,7 +708,15 @@ class _EvalProgress:
             self.progress.stop()
 
     def __call__(self, done: int, total: int) -> None:
-        if not self.console.is_terminal:
+        if not self.console.is_terminal:  # a log file: one plain line every 30 s
+            now = time.monotonic()
+            if self.started is None:
+                self.started, self.first_done, self.last = now, done, now
+            elif now - self.last >= 30 or done == total:
+                self.last = now
+                rate = (done - self.first_done) / max(now - self.started, 1e-9)
+                eta = f", ETA {(total - done) / rate:.0f} s" if rate > 0 else ""
+                self.console.print(f"questions {done}/{total}{eta}", highlight=False)
             return
         if self.progress is None:
             from rich.progress import (
@@ -740,6 +751,8 @@ def _render_eval(summary: dict[str, Any], out: Path, as_json: bool) -> None:
     from evaluation.report import render_table
 
     console = Console()
+    if not console.is_terminal:  # a file or pipe: wide enough for the whole table
+        console = Console(width=220)
     console.print(render_table(summary))
     console.print(f"log, summary, plots and report in {out}/", highlight=False)
 
@@ -753,6 +766,146 @@ def eval_report(run_dir: Path, as_json: bool) -> None:
 
     summary = report_from_dir(run_dir)
     _render_eval(summary, run_dir, as_json)
+
+
+# ---------------------------------------------------------------------------------------------
+# policy
+# ---------------------------------------------------------------------------------------------
+
+
+@main.group()
+def policy() -> None:
+    """Learned retrieval-depth policies: sweep budgets, train, inspect."""
+
+
+@policy.command("sweep")
+@click.option("--docs", default=None, help="Documents: file, folder, or docs.jsonl.")
+@click.option("--collection", "-c", default=None, help="An existing collection instead of --docs.")
+@click.option("--questions", required=True, help="Questions: JSONL or a BEIR folder.")
+@click.option("--budgets", default="0,1,2,3,5,8,12,20", show_default=True)
+@click.option(
+    "--generator",
+    type=click.Choice(["auto", "llamacpp", "ollama", "openai", "huggingface", "extractive"]),
+    default=None,
+)
+@click.option("--model", default=None)
+@click.option("--judge", type=click.Choice(["contains", "f1", "qrels"]), default="contains")
+@click.option("--split", "doc_split", type=click.Choice(["train", "test", "all"]), default="train")
+@click.option("--split-seed", type=int, default=0, show_default=True)
+@click.option("--limit", type=click.IntRange(1), default=None)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True)
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local")
+@click.option("--out", "out", type=click.Path(path_type=Path), required=True)
+@click.pass_context
+def policy_sweep(ctx: click.Context, **opts: Any) -> None:
+    """Quality, tokens and latency of every budget for every training question (an eval run
+    with probe features logged; resumable)."""
+    from evaluation.runner import EvalSettings, run_eval
+    from router.train_policy import budget_strategies, load_sweep
+
+    if not opts["docs"] and not opts["collection"]:
+        raise click.UsageError("give --docs PATH or --collection NAME")
+    budgets = [int(b) for b in opts["budgets"].split(",") if b.strip()]
+    cfg = _config(ctx, **{"generator.backend": opts["generator"], "generator.model": opts["model"]})
+    settings = EvalSettings(
+        questions=opts["questions"],
+        out=str(opts["out"]),
+        docs=opts["docs"],
+        collection=opts["collection"],
+        strategies=budget_strategies(budgets),
+        judge=opts["judge"],
+        limit=opts["limit"],
+        seed=opts["seed"],
+        workers=opts["workers"],
+        executor=opts["executor"],
+        features=True,
+        doc_split=None if opts["doc_split"] == "all" else opts["doc_split"],
+        split_seed=opts["split_seed"],
+        bootstrap=200,
+    )
+    console = _stderr_console()
+    with _IngestProgress(console.is_terminal) as ingest_progress, _EvalProgress(console) as bar:
+        run_eval(cfg, settings, progress=ingest_progress, on_rows=bar)
+    sweep = load_sweep(opts["out"])
+    recall = sweep.deepest_recall
+    if recall is not None:
+        console.print(
+            f"answer recall at the deepest budget (k = {budgets[-1]}): {recall:.1%}",
+            highlight=False,
+        )
+        if recall < 0.6:
+            console.print(
+                "[yellow]warning[/yellow] below 60%: the index rarely finds the answers, and no "
+                "depth policy can fix that — improve retrieval (chunking, embedder) first"
+            )
+    click.echo(f"sweep of {len(sweep.qids)} questions × {len(budgets)} budgets in {opts['out']}/")
+
+
+@policy.command("train")
+@click.option("--kind", type=click.Choice(["forest"]), default="forest", show_default=True)
+@click.option("--sweep", "sweep_dir", type=click.Path(exists=True, file_okay=False), required=True)
+@click.option("--epsilon", type=click.FloatRange(0, 1), default=0.0, show_default=True)
+@click.option("--slo-ms", type=click.FloatRange(min=0, min_open=True), default=None)
+@click.option("--trees", type=click.IntRange(1), default=100, show_default=True)
+@click.option("--max-depth", type=click.IntRange(1), default=10, show_default=True)
+@click.option("--confidence", type=click.FloatRange(0, 1), default=0.9, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", "out", type=click.Path(path_type=Path), required=True)
+@click.pass_context
+def policy_train(ctx: click.Context, **opts: Any) -> None:
+    """Train a depth policy on a sweep's oracle labels."""
+    from index.embed import embedder_id_for
+    from router.train_policy import load_sweep, train_forest
+
+    cfg = _config(ctx)
+    sweep = load_sweep(opts["sweep_dir"])
+    model = train_forest(
+        sweep,
+        epsilon=opts["epsilon"],
+        slo_ms=opts["slo_ms"],
+        n_trees=opts["trees"],
+        max_depth=opts["max_depth"],
+        seed=opts["seed"],
+        confidence=opts["confidence"],
+        embedder=embedder_id_for(cfg.embedder),
+    )
+    path = model.save(opts["out"])
+    click.echo(f"{opts['kind']} policy on {len(sweep.qids)} questions → {path}")
+
+
+@policy.command("show")
+@click.argument("path", required=False)
+@click.option("--json", "as_json", is_flag=True)
+def policy_show(path: str | None, as_json: bool) -> None:
+    """A policy's metadata and feature importances (default: the shipped policy)."""
+    from router.forest import ForestPolicy, default_policy_path
+
+    model = ForestPolicy.load(path or default_policy_path())
+    meta = {
+        "budgets": list(model.budgets),
+        "confidence": model.confidence,
+        "n_trees": len(model.trees),
+        **model.meta,
+    }
+    if as_json:
+        _print_json(meta)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    imp = meta.pop("feature_importances", {})
+    for key, value in meta.items():
+        console.print(
+            f"[bold]{key}[/bold]: {json.dumps(value, ensure_ascii=False)}", highlight=False
+        )
+    table = Table(title="feature importances (mean decrease in impurity)")
+    table.add_column("feature")
+    table.add_column("importance", justify="right")
+    for name in sorted(imp, key=lambda k: -imp[k])[:15]:
+        table.add_row(name, f"{imp[name]:.3f}")
+    console.print(table)
 
 
 @main.group()

@@ -55,6 +55,9 @@ class EvalSettings:
     executor: str = "local"
     ray_address: str | None = None
     cache: bool = True
+    features: bool = False  # log each question's probe features (the policy sweep needs them)
+    doc_split: str | None = None  # "train" / "test": only questions on that half of the documents
+    split_seed: int = 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -85,6 +88,26 @@ def split_questions(
     else:
         fit = []
     return order[:n_eval], fit
+
+
+def document_half(doc_id: str, seed: int) -> str:
+    """``"train"`` or ``"test"``: a document's half, from a hash of its id and ``seed`` (stable
+    across runs and machines)."""
+    import hashlib
+
+    h = hashlib.sha256(f"{seed}:{doc_id}".encode()).digest()
+    return "train" if h[0] % 2 == 0 else "test"
+
+
+def split_by_document(questions: list[Question], half: str, seed: int) -> list[Question]:
+    """The questions whose documents fall in ``half``: split by document, never by question, so
+    no test question's document was seen in training. A question goes by its first gold
+    document; one without any (unanswerable) by its qid."""
+    if half not in ("train", "test"):
+        raise ConfigError(f"document split {half!r}: must be train or test")
+    return [
+        q for q in questions if document_half(q.doc_ids[0] if q.doc_ids else q.qid, seed) == half
+    ]
 
 
 def _strategy_names(specs: list[StrategySpec]) -> list[str]:
@@ -220,6 +243,11 @@ class QuestionWorker:
             return []
         retrieve = any(s.retrieves for s in specs)
         prepared = self.engine.prepare(q.question, retrieve=retrieve)
+        features = None
+        if self.run.get("features") and retrieve:
+            from router.features import probe_features
+
+            features = probe_features(prepared.question, prepared.probe, prepared.type_probs)
         out = []
         for spec in specs:
             policy, k = self.policies[spec.name]
@@ -239,7 +267,10 @@ class QuestionWorker:
             context = _render_sources(used) if used else ""
             extra = self._extra(q, prepared, answer, used)
             extra["cached"] = cached
-            out.append(_row(q, spec, answer, context, prepared, extra, self.run["judge"]))
+            row = _row(q, spec, answer, context, prepared, extra, self.run["judge"])
+            if features is not None:
+                row["features"] = features
+            out.append(row)
         return out
 
     def _extra(self, q: Question, prepared: Any, answer: Any, used: list) -> dict[str, Any]:
@@ -462,6 +493,8 @@ def plan_run(
         raise ConfigError(f"--judge {settings.judge!r}: must be one of {', '.join(JUDGES)}")
     specs = parse_strategies(settings.strategies)
     questions = load_questions(settings.questions, settings.qrels)
+    if settings.doc_split:
+        questions = split_by_document(questions, settings.doc_split, settings.split_seed)
     if settings.judge == "qrels" and not any(q.qrels or q.doc_ids for q in questions):
         raise ConfigError("--judge qrels needs qrels or gold doc_ids in the questions")
     need_fit = any(s.needs_fit for s in specs)
@@ -485,10 +518,15 @@ def plan_run(
         "generator": {"backend": gen.name, "model": gen.model, **_generator_settings(cfg)},
         "judge": settings.judge,
         "seed": settings.seed,
+        "doc_split": settings.doc_split,
+        "split_seed": settings.split_seed,
+        "features": settings.features,
     }
     if run_path.exists():
         old = json.loads(run_path.read_text(encoding="utf-8"))
-        diff = [key for key, value in identity.items() if old.get(key) != value]
+        # Keys added after format 1 shipped default to their old meaning.
+        defaults = {"doc_split": None, "split_seed": 0, "features": False}
+        diff = [k for k, v in identity.items() if old.get(k, defaults.get(k)) != v]
         if diff:
             raise FathomError(
                 f"{out}: holds a different run (it differs in {', '.join(diff)}) — give a new "

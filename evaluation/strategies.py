@@ -8,6 +8,8 @@
 | ``threshold:pNN[:K]`` | retrieve K (4) chunks when the top similarity reaches the |
 | | NNth percentile of the fitting split's top similarities, else none |
 | ``strategy`` | the router's per-type default, with the feedback loop (Fathom's own default) |
+| ``forest[:PATH][@C]`` | the learned forest policy at PATH (default: the shipped one), deciding |
+| | at confidence C (default: the policy's own) |
 
 Appending ``+fb`` turns the feedback loop on for any other spec (it is off by default, so each
 row measures its policy alone).
@@ -23,7 +25,9 @@ from stages.errors import ConfigError
 
 _SPEC = re.compile(
     r"^(?:(?P<none>none)|fixed:(?P<k>\d+)|(?P<gap>gap)(?::(?P<a>\d+)-(?P<b>\d+))?|"
-    r"threshold:p(?P<p>\d+(?:\.\d+)?)(?::(?P<tk>\d+))?|(?P<strategy>strategy))(?P<fb>\+fb)?$"
+    r"threshold:p(?P<p>\d+(?:\.\d+)?)(?::(?P<tk>\d+))?|(?P<strategy>strategy)|"
+    r"(?P<forest>forest)(?::(?P<fpath>[^@+]+))?(?:@(?P<conf>0?\.\d+|1(?:\.0*)?))?)"
+    r"(?P<fb>\+fb)?$"
 )
 
 
@@ -32,12 +36,14 @@ class StrategySpec:
     """One parsed ``--strategies`` item."""
 
     name: str
-    kind: str  # none | fixed | gap | threshold | strategy
+    kind: str  # none | fixed | gap | threshold | strategy | forest
     k: int | None = None
     k_min: int = 1
     k_max: int = 20
     percentile: float | None = None
     feedback: bool = False
+    path: str | None = None  # a learned policy's file
+    confidence: float | None = None
 
     @property
     def needs_fit(self) -> bool:
@@ -53,8 +59,8 @@ def parse_strategy(spec: str) -> StrategySpec:
     m = _SPEC.match(s)
     if not m:
         raise ConfigError(
-            f"strategy {spec!r}: expected none, fixed:K, gap[:A-B], threshold:pNN[:K] or "
-            "strategy (optionally with +fb)"
+            f"strategy {spec!r}: expected none, fixed:K, gap[:A-B], threshold:pNN[:K], "
+            "strategy or forest[:PATH][@C] (optionally with +fb)"
         )
     fb = bool(m["fb"])
     if m["none"]:
@@ -74,6 +80,9 @@ def parse_strategy(spec: str) -> StrategySpec:
         if k < 1:
             raise ConfigError(f"strategy {spec!r}: the gate's k must be ≥ 1")
         return StrategySpec(s, "threshold", k=k, percentile=p, feedback=fb)
+    if m["forest"]:
+        conf = float(m["conf"]) if m["conf"] else None
+        return StrategySpec(s, "forest", path=m["fpath"], confidence=conf, feedback=fb)
     return StrategySpec(s, "strategy", feedback=True)
 
 
@@ -106,6 +115,14 @@ def make_policy(spec: StrategySpec, fitted: dict[str, Any] | None = None) -> tup
         if fit is None:
             raise ConfigError(f"strategy {spec.name!r} has not been fitted")
         policy = ScoreThresholdDepth(fit["threshold"], fit["k"], fit["percentile"])
+        policy.name = spec.name
+        return policy, None
+    if spec.kind == "forest":
+        from router.forest import ForestPolicy, default_policy_path
+
+        policy = ForestPolicy.load(spec.path or default_policy_path())
+        if spec.confidence is not None:
+            policy.confidence = spec.confidence
         policy.name = spec.name
         return policy, None
     return None, None

@@ -362,7 +362,10 @@ class Engine:
 
         t = time.perf_counter()
         chooser = FixedDepth(k) if k is not None else policy or StrategyDepth(strategy)
-        decision = chooser.decide(question, probe, qtype)
+        if getattr(chooser, "uses_type_probs", False):  # learned policies read the router too
+            decision = chooser.decide(question, probe, qtype, type_probs=prepared.type_probs)
+        else:
+            decision = chooser.decide(question, probe, qtype)
         trace.decision = decision
         trace.add_ms("decide", _ms(t))
         emit("decision", decision=decision, query_type=qtype)

@@ -316,3 +316,12 @@ def test_ray_ingest_embedding_matches_local(cfg, qa_set):
     coll = Collection.open(cfg, name)
     assert coll.check() == [] and len(coll) >= len(texts)
     coll.close()
+
+
+@pytest.mark.slow
+def test_worker_processes_match_one_process(ecfg, qa_set, tmp_path):
+    kw = dict(strategies=["none", "fixed:2"], limit=12)
+    run_eval(ecfg, settings(qa_set, tmp_path / "one", **kw))
+    run_eval(ecfg, settings(qa_set, tmp_path / "two", workers=2, **kw))
+    a, b = untimed(rows_of(tmp_path / "one")), untimed(rows_of(tmp_path / "two"))
+    assert len(a) == 24 and a == b

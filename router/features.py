@@ -1,0 +1,185 @@
+"""Probe features for the learned depth policies: one fixed-length vector per question.
+
+Everything comes from what ``Engine.prepare`` already has — the probe's hits with their dense,
+BM25 and fused scores and ranks, the question text and the router's class probabilities — so
+computing the vector costs well under a millisecond (``bench/policy_latency.py``).
+
+Groups (``FEATURE_NAMES`` lists them in order):
+
+* per list (dense cosine, BM25, fused): top-1, top-2, top-5 scores, mean and std of the top
+  ``N`` = 20, the gaps top1−top2 and top1−top5, the entropy of the softmax of the top ``N``
+  (BM25 scores divided by their top-1 first so the temperature is comparable), and the slope of
+  the score decay over the top ``N`` (least squares against log rank);
+* agreement of the dense and BM25 rankings: overlap@1, @5, @10, and rank-biased overlap
+  (p = 0.9) of their top 20;
+* query: words, characters, a one-hot wh-word (what / who / when / where / which / why / how /
+  other), digits, capitalised tokens after the first word, the share of the query's content
+  terms in the top chunk and in the top 5 chunks, the share of the query's capitalised tokens
+  and numbers found verbatim in the top 5, and the number of distinct documents among the top 5;
+* the router's class probabilities (factual, summarization, reasoning, multi_hop).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from stages.base import Probe
+
+TOP_N = 20
+RBO_P = 0.9
+WH_WORDS = ("what", "who", "when", "where", "which", "why", "how")
+QUERY_TYPES = ("factual", "summarization", "reasoning", "multi_hop")
+_LISTS = ("dense", "bm25", "fused")
+_STATS = ("top1", "top2", "top5", "mean", "std", "gap12", "gap15", "entropy", "slope")
+
+FEATURE_NAMES: tuple[str, ...] = (
+    *(f"{lst}_{stat}" for lst in _LISTS for stat in _STATS),
+    "overlap@1",
+    "overlap@5",
+    "overlap@10",
+    "rbo",
+    "q_words",
+    "q_chars",
+    *(f"wh_{w}" for w in (*WH_WORDS, "other")),
+    "q_digits",
+    "q_caps",
+    "cover_top1",
+    "cover_top5",
+    "keys_top5",
+    "docs_top5",
+    *(f"p_{t}" for t in QUERY_TYPES),
+)
+# Bumped whenever a feature changes meaning: a policy trained on another schema is refused.
+SCHEMA_VERSION = 1
+
+_WORD = re.compile(r"[A-Za-z0-9]+")
+_CAP = re.compile(r"\b[A-Z][A-Za-z0-9'’-]*")
+_NUM = re.compile(r"\b\d[\d.,]*\b")
+
+
+def _list_stats(scores: list[float], normalise: bool) -> list[float]:
+    """The ``_STATS`` of a best-first score list (zeros when empty)."""
+    if not scores:
+        return [0.0] * len(_STATS)
+    s = scores[:TOP_N]
+    if normalise and s[0] > 0:
+        s = [x / s[0] for x in s]
+    n = len(s)
+    top1 = s[0]
+    top2 = s[1] if n > 1 else 0.0
+    top5 = s[4] if n > 4 else s[-1]
+    mean = sum(s) / n
+    std = math.sqrt(sum((x - mean) ** 2 for x in s) / n)
+    # Softmax entropy at temperature 0.05 (cosines and normalised BM25 both live in [0, 1]),
+    # divided by log n so lists of different lengths compare.
+    m = max(s)
+    w = [math.exp((x - m) / 0.05) for x in s]
+    z = sum(w)
+    ent = -sum((x / z) * math.log(x / z) for x in w if x > 0)
+    ent = ent / math.log(n) if n > 1 else 0.0
+    if n > 2:
+        xs = [math.log(i + 1) for i in range(n)]
+        mx = sum(xs) / n
+        var = sum((x - mx) ** 2 for x in xs)
+        slope = sum((x - mx) * (y - mean) for x, y in zip(xs, s, strict=True)) / var
+    else:
+        slope = 0.0
+    return [top1, top2, top5, mean, std, top1 - top2, top1 - top5, ent, slope]
+
+
+def _rbo(a: list[int], b: list[int], p: float = RBO_P) -> float:
+    """Rank-biased overlap (Webber et al. 2010), truncated at the shorter depth, normalised by
+    the weight mass to that depth so two identical lists score 1."""
+    depth = min(len(a), len(b))
+    if depth == 0:
+        return 0.0
+    seen_a: set[int] = set()
+    seen_b: set[int] = set()
+    total, mass = 0.0, 0.0
+    overlap = 0
+    for d in range(1, depth + 1):
+        x, y = a[d - 1], b[d - 1]
+        if x == y:
+            overlap += 1
+        else:
+            overlap += (x in seen_b) + (y in seen_a)
+        seen_a.add(x)
+        seen_b.add(y)
+        weight = p ** (d - 1)
+        total += weight * overlap / d
+        mass += weight
+    return total / mass
+
+
+def probe_features(
+    question: str, probe: Probe, type_probs: dict[str, float] | None = None
+) -> list[float]:
+    """The feature vector of ``question`` and its probe, in ``FEATURE_NAMES`` order."""
+    hits = probe.hits
+    out: list[float] = []
+    dense = sorted((h.scores["dense"] for h in hits if "dense" in h.scores), reverse=True)
+    bm25 = sorted((h.scores["bm25"] for h in hits if "bm25" in h.scores), reverse=True)
+    fused = [h.score for h in hits]
+    out += _list_stats(dense, normalise=False)
+    out += _list_stats(bm25, normalise=True)
+    out += _list_stats(fused, normalise=True)
+
+    # Each retriever's ranking, as positions into ``hits``.
+    by_dense = sorted(
+        (i for i, h in enumerate(hits) if "dense" in h.ranks), key=lambda i: hits[i].ranks["dense"]
+    )
+    by_bm25 = sorted(
+        (i for i, h in enumerate(hits) if "bm25" in h.ranks), key=lambda i: hits[i].ranks["bm25"]
+    )
+    for k in (1, 5, 10):
+        a, b = set(by_dense[:k]), set(by_bm25[:k])
+        out.append(len(a & b) / k if a and b else 0.0)
+    out.append(_rbo(by_dense[:TOP_N], by_bm25[:TOP_N]))
+
+    words = _WORD.findall(question)
+    out.append(float(len(words)))
+    out.append(float(len(question)))
+    first = words[0].lower() if words else ""
+    wh = next((w for w in WH_WORDS if w == first), None)
+    if wh is None:  # "In which year …", "For how long …"
+        lowered = [w.lower() for w in words[:4]]
+        wh = next((w for w in WH_WORDS if w in lowered), "other")
+    out += [1.0 if wh == w else 0.0 for w in (*WH_WORDS, "other")]
+    out.append(float(sum(ch.isdigit() for ch in question)))
+    caps = [m.group() for m in _CAP.finditer(question)][1:] if words else []
+    out.append(float(len(caps)))
+
+    from stages.rerank import content_terms
+
+    q_terms = content_terms(question)
+    top_texts = [h.chunk.text for h in hits[:5]]
+    if q_terms and top_texts:
+        out.append(len(q_terms & content_terms(top_texts[0])) / len(q_terms))
+        union: set[str] = set()
+        for t in top_texts:
+            union |= content_terms(t)
+        out.append(len(q_terms & union) / len(q_terms))
+    else:
+        out += [0.0, 0.0]
+    keys = set(caps) | set(_NUM.findall(question))
+    if keys and top_texts:
+        joined = "\n".join(top_texts)
+        out.append(sum(1 for k in keys if k in joined) / len(keys))
+    else:
+        out.append(0.0)
+    out.append(float(len({h.chunk.doc_id for h in hits[:5]})))
+    probs = type_probs or {}
+    out += [float(probs.get(t, 0.0)) for t in QUERY_TYPES]
+    return out
+
+
+def feature_matrix(rows: list[list[float]]) -> np.ndarray:
+    """``(n, len(FEATURE_NAMES)) float32`` from feature lists."""
+    import numpy as np
+
+    return np.asarray(rows, dtype=np.float32).reshape(-1, len(FEATURE_NAMES))

@@ -1,0 +1,300 @@
+"""The imitation-learned depth policy: a random forest over probe features, oracle labels.
+
+Training (``ForestPolicy.train``): each sweep question's label is the smallest budget whose
+quality is within ``epsilon`` of that question's best budget and whose measured latency meets
+the SLO (when one is set); scikit-learn fits a RandomForestClassifier (100 trees, depth 10 by
+default) on the probe features.
+
+Inference needs no scikit-learn: every tree is exported to flat arrays (children, feature,
+threshold, leaf class distribution) saved with ``numpy.savez`` (no pickle), and a vectorised
+numpy walk averages the trees' leaf distributions. The decision is the smallest budget whose
+cumulative predicted probability reaches ``confidence``: P(the smallest sufficient budget ≤ b)
+≥ confidence. Higher confidence → deeper, safer retrieval; lower → fewer tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from stages.base import Decision
+from stages.errors import ConfigError, FathomError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from stages.base import Probe, QueryType
+
+FORMAT = 1
+DEFAULT_BUDGETS = (0, 1, 2, 3, 5, 8, 12, 20)
+
+
+def default_policy_path() -> Path:
+    """The shipped depth policy (``router/policies/depth_forest.npz``)."""
+    return Path(__file__).resolve().parent / "policies" / "depth_forest.npz"
+
+
+def oracle_labels(
+    quality: np.ndarray,
+    latency: np.ndarray | None = None,
+    epsilon: float = 0.0,
+    slo_ms: float | None = None,
+) -> np.ndarray:
+    """Per question, the index of the smallest budget whose quality is within ``epsilon`` of
+    the best and whose latency is ≤ ``slo_ms``; the fastest-enough best when none meets it.
+
+    ``quality`` and ``latency``: ``(n_questions, n_budgets)``, budgets ascending.
+    """
+    import numpy as np
+
+    q = np.asarray(quality, dtype=np.float64)
+    ok = q >= q.max(axis=1, keepdims=True) - epsilon - 1e-12
+    if slo_ms is not None and latency is not None:
+        within = ok & (np.asarray(latency) <= slo_ms)
+        ok = np.where(within.any(axis=1, keepdims=True), within, ok)
+    return ok.argmax(axis=1)  # first True = smallest budget
+
+
+@dataclass
+class TreeArrays:
+    """One decision tree as arrays: node i splits on ``feature[i] <= threshold[i]`` → left."""
+
+    left: np.ndarray  # (nodes,) int32, -1 at leaves
+    right: np.ndarray  # (nodes,) int32
+    feature: np.ndarray  # (nodes,) int32
+    threshold: np.ndarray  # (nodes,) float64
+    value: np.ndarray  # (nodes, n_classes) float32, class distribution at the node
+
+
+@dataclass
+class ForestPolicy:
+    """A random forest over ``feature_names``; classes are indices into ``budgets``."""
+
+    budgets: tuple[int, ...]
+    feature_names: tuple[str, ...]
+    trees: list[TreeArrays]
+    confidence: float = 0.9
+    meta: dict[str, Any] = field(default_factory=dict)
+    name: str = "forest"
+    uses_type_probs = True  # Engine passes the router's class probabilities to decide()
+
+    # -- training -------------------------------------------------------------------------------
+
+    @classmethod
+    def train(
+        cls,
+        features: np.ndarray,
+        labels: np.ndarray,
+        budgets: tuple[int, ...],
+        feature_names: tuple[str, ...],
+        n_trees: int = 100,
+        max_depth: int = 10,
+        seed: int = 0,
+        confidence: float = 0.9,
+        meta: dict[str, Any] | None = None,
+    ) -> ForestPolicy:
+        """Fit the forest on ``features`` ``(n, d)`` and budget indices ``labels`` ``(n,)``."""
+        import numpy as np
+        from sklearn.ensemble import RandomForestClassifier
+
+        x = np.asarray(features, dtype=np.float32)
+        y = np.asarray(labels, dtype=np.int64)
+        if x.ndim != 2 or x.shape[1] != len(feature_names) or len(x) != len(y):
+            raise ConfigError(
+                f"training data: {x.shape} features for {len(feature_names)} names and "
+                f"{len(y)} labels"
+            )
+        model = RandomForestClassifier(
+            n_estimators=n_trees,
+            max_depth=max_depth,
+            min_samples_leaf=2,
+            class_weight=None,
+            random_state=seed,
+            n_jobs=1,  # deterministic and the same on every machine
+        )
+        model.fit(x, y)
+        info = dict(meta or {})
+        info.update(
+            {
+                "n_trees": n_trees,
+                "max_depth": max_depth,
+                "seed": seed,
+                "n_train": len(y),
+                "label_counts": {str(budgets[i]): int((y == i).sum()) for i in range(len(budgets))},
+            }
+        )
+        return cls.from_sklearn(model, budgets, feature_names, confidence, info)
+
+    @classmethod
+    def from_sklearn(
+        cls,
+        model: Any,
+        budgets: tuple[int, ...],
+        feature_names: tuple[str, ...],
+        confidence: float = 0.9,
+        meta: dict[str, Any] | None = None,
+    ) -> ForestPolicy:
+        """Export a fitted ``RandomForestClassifier`` (classes = budget indices) to arrays."""
+        import numpy as np
+
+        n_classes = len(budgets)
+        trees = []
+        for est in model.estimators_:
+            t = est.tree_
+            # sklearn ≥ 1.4 stores class fractions at each node; map the tree's classes (the
+            # labels seen in training) onto all budgets.
+            raw = t.value[:, 0, :].astype(np.float64)
+            raw /= np.clip(raw.sum(axis=1, keepdims=True), 1e-12, None)
+            value = np.zeros((raw.shape[0], n_classes), dtype=np.float32)
+            value[:, model.classes_] = raw
+            trees.append(
+                TreeArrays(
+                    left=t.children_left.astype(np.int32),
+                    right=t.children_right.astype(np.int32),
+                    feature=t.feature.astype(np.int32),
+                    threshold=t.threshold.astype(np.float64),
+                    value=value,
+                )
+            )
+        info = dict(meta or {})
+        info["feature_importances"] = dict(
+            zip(feature_names, model.feature_importances_.tolist(), strict=True)
+        )
+        return cls(tuple(budgets), tuple(feature_names), trees, confidence, info)
+
+    # -- inference -------------------------------------------------------------------------------
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        """Mean leaf class distribution over the trees: ``(n, n_budgets) float32``."""
+        import numpy as np
+
+        x = np.atleast_2d(np.asarray(x, dtype=np.float32))
+        out = np.zeros((x.shape[0], len(self.budgets)), dtype=np.float64)
+        rows = np.arange(x.shape[0])
+        for t in self.trees:
+            node = np.zeros(x.shape[0], dtype=np.int32)
+            while True:
+                left = t.left[node]
+                inner = left >= 0
+                if not inner.any():
+                    break
+                go_left = x[rows, t.feature[node]] <= t.threshold[node]
+                node = np.where(inner, np.where(go_left, left, t.right[node]), node)
+            out += t.value[node]
+        return (out / max(1, len(self.trees))).astype(np.float32)
+
+    def choose(self, proba: np.ndarray, confidence: float | None = None) -> np.ndarray:
+        """Budget index per row: the smallest whose cumulative probability ≥ ``confidence``."""
+        import numpy as np
+
+        c = self.confidence if confidence is None else confidence
+        cum = np.cumsum(np.atleast_2d(proba), axis=1)
+        return np.argmax(cum >= c - 1e-9, axis=1)
+
+    def decide(
+        self,
+        question: str,
+        probe: Probe,
+        qtype: QueryType,
+        type_probs: dict[str, float] | None = None,
+    ) -> Decision:
+        from router.features import probe_features
+
+        t = time.perf_counter()
+        f = probe_features(question, probe, type_probs)
+        proba = self.predict_proba([f])[0]
+        i = int(self.choose(proba)[0])
+        k = min(self.budgets[i], len(probe.hits))
+        order = sorted(range(len(proba)), key=lambda j: -proba[j])
+        runner = next((j for j in order if j != i), i)
+        cum = float(proba[: i + 1].sum())
+        reason = (
+            f"forest: k = {self.budgets[i]} is the smallest budget with P(enough) = {cum:.2f} ≥ "
+            f"{self.confidence:.2f}; runner-up k = {self.budgets[runner]} "
+            f"(P = {float(proba[runner]):.2f}); driven by {', '.join(self.top_features(3))}"
+        )
+        if k < self.budgets[i]:
+            reason += f"; only {len(probe.hits)} chunks found"
+        scores = {f"p_k{b}": round(float(p), 4) for b, p in zip(self.budgets, proba, strict=True)}
+        scores["decide_ms"] = round((time.perf_counter() - t) * 1000, 4)
+        return Decision(k, self.name, reason, scores=scores)
+
+    def top_features(self, n: int = 5) -> list[str]:
+        imp = self.meta.get("feature_importances") or {}
+        return sorted(imp, key=lambda k: -imp[k])[:n]
+
+    # -- persistence -----------------------------------------------------------------------------
+
+    def save(self, path: str | Path) -> Path:
+        """``path`` (``.npz``): the tree arrays, plus a ``.json`` beside it with the metadata."""
+        import numpy as np
+
+        path = Path(path).with_suffix(".npz")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        arrays: dict[str, np.ndarray] = {}
+        for i, t in enumerate(self.trees):
+            for name in ("left", "right", "feature", "threshold", "value"):
+                arrays[f"t{i}_{name}"] = getattr(t, name)
+        with open(path, "wb") as fh:
+            np.savez_compressed(fh, **arrays)
+        meta = {
+            "format": FORMAT,
+            "kind": "forest",
+            "budgets": list(self.budgets),
+            "feature_names": list(self.feature_names),
+            "confidence": self.confidence,
+            "n_trees": len(self.trees),
+            **self.meta,
+        }
+        path.with_suffix(".json").write_text(
+            json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, expect_embedder: str | None = None) -> ForestPolicy:
+        """Load ``path`` (``.npz`` or its ``.json``); refuses another feature schema or
+        embedder."""
+        import numpy as np
+
+        from router.features import FEATURE_NAMES, SCHEMA_VERSION
+
+        path = Path(path)
+        meta_path, arr_path = path.with_suffix(".json"), path.with_suffix(".npz")
+        if not meta_path.is_file() or not arr_path.is_file():
+            raise FathomError(f"{path}: no forest policy here (need {meta_path.name} and "
+                              f"{arr_path.name})")  # fmt: skip
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if meta.get("kind") != "forest" or meta.get("format") != FORMAT:
+            raise FathomError(f"{meta_path}: not a format-{FORMAT} forest policy")
+        if (
+            tuple(meta["feature_names"]) != FEATURE_NAMES
+            or meta.get("feature_schema", SCHEMA_VERSION) != SCHEMA_VERSION
+        ):
+            raise FathomError(
+                f"{meta_path}: trained on another feature schema than this Fathom computes — "
+                "retrain it with `fathom policy train`"
+            )
+        if expect_embedder and meta.get("embedder") and meta["embedder"] != expect_embedder:
+            raise FathomError(
+                f"{meta_path}: trained with embedder {meta['embedder']!r}, but the collection "
+                f"uses {expect_embedder!r} — its features would not mean the same; retrain it"
+            )
+        with np.load(arr_path, allow_pickle=False) as data:
+            trees = [
+                TreeArrays(
+                    *(data[f"t{i}_{n}"] for n in ("left", "right", "feature", "threshold", "value"))
+                )
+                for i in range(int(meta["n_trees"]))
+            ]
+        info = {
+            k: v
+            for k, v in meta.items()
+            if k not in ("format", "kind", "budgets", "feature_names", "confidence", "n_trees")
+        }
+        return cls(
+            tuple(meta["budgets"]), tuple(meta["feature_names"]), trees, meta["confidence"], info
+        )

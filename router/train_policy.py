@@ -1,0 +1,152 @@
+"""``fathom policy sweep`` and ``fathom policy train``: oracle labels from a budget sweep.
+
+The sweep is a ``fathom eval`` run whose strategies are the fixed budgets (``none`` for 0) over
+the *training* half of the documents, with every question's probe features logged: per
+question and budget it gives the judge's quality, the context tokens and the measured latency,
+cached, resumable and parallel like any evaluation.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stages.errors import FathomError
+
+WARN_RECALL = 0.6
+
+
+def budget_strategies(budgets: list[int]) -> list[str]:
+    """``[0, 1, 4]`` → ``["none", "fixed:1", "fixed:4"]``."""
+    if sorted(set(budgets)) != list(budgets) or not budgets or budgets[0] < 0:
+        raise FathomError(f"budgets {budgets}: need distinct non-negative values, ascending")
+    return ["none" if b == 0 else f"fixed:{b}" for b in budgets]
+
+
+def _budget_of(strategy: str) -> int:
+    return 0 if strategy == "none" else int(strategy.split(":", 1)[1])
+
+
+@dataclass
+class Sweep:
+    """A finished sweep as arrays: ``quality``, ``tokens``, ``latency`` are
+    ``(n_questions, n_budgets)``; ``features`` ``(n_questions, n_features)``."""
+
+    run: dict[str, Any]
+    budgets: tuple[int, ...]
+    qids: list[str]
+    query_types: list[str]
+    features: Any
+    quality: Any
+    tokens: Any
+    latency: Any
+
+    @property
+    def deepest_recall(self) -> float | None:
+        """Answer recall at the deepest budget (from the log's ``answer_recall``)."""
+        return self.run.get("_deepest_recall")
+
+
+def load_sweep(directory: str | Path) -> Sweep:
+    """Read a sweep's ``run.json`` and ``log.jsonl`` into arrays (complete questions only)."""
+    import numpy as np
+
+    from evaluation.summary import read_log
+
+    directory = Path(directory)
+    run_path = directory / "run.json"
+    if not run_path.is_file():
+        raise FathomError(f"{directory}: no run.json — run `fathom policy sweep` first")
+    run = json.loads(run_path.read_text(encoding="utf-8"))
+    if not run.get("features"):
+        raise FathomError(f"{directory}: this run did not log probe features (not a sweep)")
+    strategies = run["strategies"]
+    budgets = tuple(_budget_of(s) for s in strategies)
+    by_q: dict[str, dict[str, dict]] = {}
+    for row in read_log(directory / "log.jsonl"):
+        by_q.setdefault(row["qid"], {})[row["strategy"]] = row
+    qids = [q for q in run["qids"] if q in by_q and len(by_q[q]) == len(strategies)]
+    if not qids:
+        raise FathomError(f"{directory}: no question has rows for every budget yet")
+    feats, quality, tokens, latency, types = [], [], [], [], []
+    recall = []
+    for q in qids:
+        rows = [by_q[q][s] for s in strategies]
+        with_features = next((r for r in rows if r.get("features")), None)
+        if with_features is None:
+            continue
+        feats.append(with_features["features"])
+        quality.append([float(r["metrics"]["quality"] or 0.0) for r in rows])
+        tokens.append([float(r["tokens"]["context"]) for r in rows])
+        latency.append([float(r["total_ms"]) for r in rows])
+        types.append(rows[-1]["query_type"])
+        if rows[-1]["metrics"].get("answer_recall") is not None:
+            recall.append(float(rows[-1]["metrics"]["answer_recall"]))
+    run["_deepest_recall"] = float(np.mean(recall)) if recall else None
+    return Sweep(
+        run,
+        budgets,
+        [q for q in qids if by_q[q]],
+        types,
+        np.asarray(feats, dtype=np.float32),
+        np.asarray(quality, dtype=np.float32),
+        np.asarray(tokens, dtype=np.float32),
+        np.asarray(latency, dtype=np.float32),
+    )
+
+
+def train_forest(
+    sweep: Sweep,
+    epsilon: float = 0.0,
+    slo_ms: float | None = None,
+    n_trees: int = 100,
+    max_depth: int = 10,
+    seed: int = 0,
+    confidence: float = 0.9,
+    embedder: str = "",
+) -> Any:
+    """A ``ForestPolicy`` imitating the sweep's oracle labels."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from router.features import FEATURE_NAMES, SCHEMA_VERSION
+    from router.forest import ForestPolicy, oracle_labels
+
+    labels = oracle_labels(sweep.quality, sweep.latency, epsilon, slo_ms)
+    try:
+        fathom_version = version("fathom")
+    except PackageNotFoundError:
+        fathom_version = "unknown"
+    meta = {
+        "feature_schema": SCHEMA_VERSION,
+        "embedder": embedder,
+        "fathom_version": fathom_version,
+        "judge": sweep.run.get("judge"),
+        "epsilon": epsilon,
+        "slo_ms": slo_ms,
+        "training_data": {
+            "questions": sweep.run.get("questions"),
+            "docs": sweep.run.get("docs"),
+            "doc_split": sweep.run.get("doc_split"),
+            "split_seed": sweep.run.get("split_seed"),
+            "n_questions": len(labels),
+            "generator": sweep.run.get("generator"),
+        },
+        "oracle": {
+            "mean_quality": float(sweep.quality.max(axis=1).mean()),
+            "mean_tokens": float(sweep.tokens[range(len(labels)), labels].mean()),
+            "deepest_tokens": float(sweep.tokens[:, -1].mean()),
+        },
+    }
+    return ForestPolicy.train(
+        sweep.features,
+        labels,
+        sweep.budgets,
+        FEATURE_NAMES,
+        n_trees=n_trees,
+        max_depth=max_depth,
+        seed=seed,
+        confidence=confidence,
+        meta=meta,
+    )
