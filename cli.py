@@ -256,8 +256,9 @@ def search(
 # ---------------------------------------------------------------------------------------------
 
 
-def _ask_overrides(generator, model, embedder, budget_tokens) -> dict[str, Any]:
+def _ask_overrides(generator, model, embedder, budget_tokens, policy=None) -> dict[str, Any]:
     return {
+        "retrieval.policy": policy,
         "generator.backend": generator,
         "generator.model": model,
         "embedder.name": embedder,
@@ -318,6 +319,12 @@ _ASK_OPTIONS = [
         help="Context budget in the generator's tokens.",
     ),
     click.option("--no-rerank", is_flag=True, help="Skip the reranker."),
+    click.option(
+        "--policy",
+        default=None,
+        help="Depth policy: a policy file, 'strategy', or 'auto' (the shipped learned policy "
+        "when present). --k overrides it.",
+    ),
 ]
 
 
@@ -345,6 +352,7 @@ def ask(
     embedder: str | None,
     budget_tokens: int | None,
     no_rerank: bool,
+    policy: str | None,
     rebuild: bool,
     as_json: bool,
     no_stream: bool,
@@ -352,7 +360,7 @@ def ask(
     """Answer QUESTION from TARGET (a file, a folder or a collection name), with citations."""
     from stages.pipeline import ask as run_ask
 
-    cfg = _config(ctx, **_ask_overrides(generator, model, embedder, budget_tokens))
+    cfg = _config(ctx, **_ask_overrides(generator, model, embedder, budget_tokens, policy))
     err = _stderr_console()
     stream = _AnswerStream(enabled=not as_json and not no_stream)
     from stages.pipeline import resolve_target
@@ -450,11 +458,12 @@ def chat(
     embedder: str | None,
     budget_tokens: int | None,
     no_rerank: bool,
+    policy: str | None,
 ) -> None:
     """Ask questions about TARGET one after another, with the index and models kept loaded."""
     from stages.pipeline import Engine, record, resolve_target
 
-    cfg = _config(ctx, **_ask_overrides(generator, model, embedder, budget_tokens))
+    cfg = _config(ctx, **_ask_overrides(generator, model, embedder, budget_tokens, policy))
     err = _stderr_console()
     with _IngestProgress(enabled=True) as prog:
         name = resolve_target(cfg, target, progress=prog)

@@ -68,6 +68,9 @@ class RetrievalConfig:
     rrf_k: int = 60
     # Each retriever's depth before fusion (at least k).
     candidates: int = 100
+    # Depth policy when --k is not given: "auto" (the shipped learned policy when installed,
+    # else the router's per-type strategy), "strategy", or a policy file (.npz).
+    policy: str = "auto"
 
 
 @dataclass

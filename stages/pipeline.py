@@ -185,6 +185,7 @@ class Engine:
         self.embedder = make_query_embedder(cfg.embedder, cfg.models_path())
         self.retriever = retriever_for(cfg, self.collection, self.embedder)
         self._generator = generator
+        self._policy: Any = False  # not loaded yet (None: the strategy default)
         self._classifier = None
         self._reranker = None
         self._rerank_notice: str | None = None
@@ -202,6 +203,25 @@ class Engine:
 
             self._generator = make_generator(self.cfg.generator)
         return self._generator
+
+    def depth_policy(self) -> Any | None:
+        """The configured depth policy (``retrieval.policy``), or None for the strategy's."""
+        if self._policy is False:
+            from index.embed import embedder_id_for
+            from router.forest import ForestPolicy, default_policy_path
+
+            choice = self.cfg.retrieval.policy.strip()
+            path = None
+            if choice == "auto":
+                path = default_policy_path() if default_policy_path().is_file() else None
+            elif choice and choice != "strategy":
+                path = Path(choice)
+            self._policy = (
+                ForestPolicy.load(path, expect_embedder=embedder_id_for(self.cfg.embedder))
+                if path
+                else None
+            )
+        return self._policy
 
     @property
     def classifier(self):
@@ -314,6 +334,8 @@ class Engine:
     ) -> Answer:
         """Answer ``question``; ``k`` fixes the depth, else ``policy``, else the strategy."""
         prepared = self.prepare(question, retrieve=k != 0, depth=k or 0)
+        if k is None and policy is None:
+            policy = self.depth_policy()
         return self.answer(
             prepared,
             k=k,

@@ -128,3 +128,13 @@ def test_sweep_train_and_evaluate_the_forest(tmp_path, monkeypatch) -> None:
     rows = [json.loads(line) for line in Path("ev/log.jsonl").read_text().splitlines()]
     reasons = [r["decision_reason"] for r in rows if r["strategy"].startswith("forest")]
     assert all("runner-up" in x for x in reasons)
+    # `ask --policy` uses it; the report says what it chose, the runner-up and the drivers.
+    r = runner.invoke(
+        main,
+        ["ask", str(docs), "In which town did Aldo Daliason have a workshop?", "--generator",
+         "extractive", "--policy", "forest.npz", "--json"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    decision = json.loads(r.stdout)["trace"]["decision"]
+    assert decision["policy"] == "forest" and "runner-up" in decision["reason"]
+    assert set(decision["scores"]) >= {"p_k0", "p_k4", "decide_ms"}
