@@ -138,20 +138,39 @@ class SupportScorer:
         if not sentences:
             return Confidence(0.0, 0.0, abstained=False, mean_token_prob=mean_prob)
         chunk_words = [content_words(h.chunk.text) for h in hits]
+        flat_chunks = [" ".join(h.chunk.text.split()) for h in hits]
+        evidences = [
+            [n - 1 for n in cites if 1 <= n <= len(hits)] or list(range(len(hits)))
+            for _, cites in sentences
+        ]
+        # A sentence quoted word for word from its evidence is fully supported by it: no need
+        # to embed it (an extractive answer is all quotes).
+        quoted = [
+            next((j for j in ev if " ".join(s.split()) in flat_chunks[j]), None)
+            for (s, _), ev in zip(sentences, evidences, strict=True)
+        ]
+        todo = [i for i, q in enumerate(quoted) if q is None]
         sims = None
-        if self.embedder is not None:
+        if self.embedder is not None and todo:
+            import numpy as np
+
+            texts = [sentences[i][0] for i in todo]
             if chunk_vectors is not None and len(chunk_vectors) == len(hits):
-                sims = self._embed([s for s, _ in sentences]) @ chunk_vectors.T
+                part = self._embed(texts) @ chunk_vectors.T
             else:
-                texts = [s for s, _ in sentences] + [h.chunk.text for h in hits]
-                vecs = self.embedder.embed(texts)
-                sims = vecs[: len(sentences)] @ vecs[len(sentences) :].T
+                vecs = self.embedder.embed(texts + [h.chunk.text for h in hits])
+                part = vecs[: len(texts)] @ vecs[len(texts) :].T
+            sims = np.zeros((len(sentences), len(hits)), dtype=np.float32)
+            sims[todo] = part
         details = []
         supports = []
         for i, (sentence, cites) in enumerate(sentences):
-            evidence = [n - 1 for n in cites if 1 <= n <= len(hits)] or list(range(len(hits)))
+            evidence = evidences[i]
             words = content_words(sentence)
             best, best_j = 0.0, -1
+            if quoted[i] is not None:
+                best, best_j = 1.0, quoted[i]
+                evidence = []
             for j in evidence:
                 overlap = len(words & chunk_words[j]) / len(words) if words else 0.0
                 emb = float(sims[i, j]) if sims is not None else 0.0

@@ -2,8 +2,8 @@
 
 ``ContextCompressor.fit`` runs four steps over hits given best first:
 
-1. drop near-duplicates — word 3-shingle Jaccard ≥ ``dedupe_threshold``, or cosine ≥ 0.97 when
-   an embedder gives vectors — keeping the one ranked higher (earlier in the list);
+1. drop near-duplicates — cosine ≥ 0.97 of the chunk embeddings when there are vectors, else
+   word 3-shingle Jaccard ≥ ``dedupe_threshold`` — keeping the one ranked higher;
 2. order by maximal marginal relevance: ``λ·relevance − (1−λ)·max similarity to those already
    chosen``; relevance is the hit's score min-max scaled over the hits (rank-based when the
    scores are all equal or not finite), similarity is the cosine of chunk embeddings or, without
@@ -199,11 +199,12 @@ class ContextCompressor:
         shingle_sets: list[set] | None = None,
     ) -> list[int]:
         """Indices of the hits kept after dropping near-duplicates of higher-ranked ones."""
-        if shingle_sets is None:
-            shingle_sets = [shingles(h.chunk.text) for h in hits]
-        dup = _jaccard(shingle_sets) >= self.dedupe_threshold
-        if vecs is not None:
-            dup |= (vecs @ vecs.T) >= self.COSINE_DUPLICATE
+        if vecs is not None:  # the stored vectors already tell near-duplicates apart
+            dup = (vecs @ vecs.T) >= self.COSINE_DUPLICATE
+        else:
+            if shingle_sets is None:
+                shingle_sets = [shingles(h.chunk.text) for h in hits]
+            dup = _jaccard(shingle_sets) >= self.dedupe_threshold
         kept: list[int] = []
         seen_ids: set[str] = set()
         for i, h in enumerate(hits):
@@ -366,7 +367,7 @@ class ContextCompressor:
         vecs = self.vectors(hits) if self.vectors is not None else None
         if vecs is None and self.embedder is not None:
             vecs = self.embedder.embed([h.chunk.text for h in hits])
-        kept = self.dedupe(hits, vecs, [shingles(h.chunk.text) for h in hits])
+        kept = self.dedupe(hits, vecs)
         stats.duplicates_dropped = n_in - len(kept)
         ordered = [
             kept[i]

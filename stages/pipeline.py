@@ -186,6 +186,7 @@ class Engine:
         self.retriever = retriever_for(cfg, self.collection, self.embedder)
         self._generator = generator
         self._policy: Any = False  # not loaded yet (None: the strategy default)
+        self._sparse = None  # BM25-only retriever for second hops
         self._classifier = None
         self._reranker = None
         self._rerank_notice: str | None = None
@@ -534,15 +535,19 @@ class Engine:
     def _second_hop(self, question: str, probe: Probe, depth: int) -> tuple[Probe, str]:
         """Multi-hop: a follow-up query from what the first hop found, then fuse both lists.
 
+        The follow-up is the question plus bridge entities — exact names, which BM25 matches
+        best — so the second hop searches BM25 alone and skips a second query embedding.
         Returns the fused probe and the follow-up query ("" when there was none)."""
         import numpy as np
 
-        from stages.retrieve import rrf_fuse
+        from stages.retrieve import CollectionRetriever, rrf_fuse
 
         follow = followup_query(question, list(probe.hits[:3]))
         if not follow:
             return probe, ""
-        second = self.retriever.probe(follow, depth)
+        if self._sparse is None:
+            self._sparse = CollectionRetriever(self.collection, None, mode="bm25")
+        second = self._sparse.probe(follow, depth)
 
         by_id = {h.chunk.chunk_id: h for h in (*probe.hits, *second.hits)}
         ids = list(by_id)

@@ -1,0 +1,49 @@
+"""SupportScorer: verbatim quotes count as fully supported without an embedding call;
+paraphrases are embedded once and scored against their cited source."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from feedback.confidence import SupportScorer
+from stages.base import Draft
+from tests.generate_support import make_hit
+
+
+class CountingEmbedder:
+    def __init__(self, inner) -> None:
+        self.inner, self.calls, self.texts = inner, 0, 0
+
+    def embed(self, texts):
+        self.calls += 1
+        self.texts += len(texts)
+        return self.inner.embed(texts)
+
+    def embed_query(self, text):
+        return self.inner.embed_query(text)
+
+
+def draft(text: str, cites: tuple[int, ...]) -> Draft:
+    return Draft(text, cites, 10, 5, "test", "test")
+
+
+def test_quotes_skip_embedding_and_paraphrases_are_embedded_once(minilm) -> None:
+    hits = [
+        make_hit(1, "The bridge opened in 1932. It carries eight lanes of traffic."),
+        make_hit(2, "Tolls were removed in 1968 after the debt was repaid."),
+    ]
+    vecs = minilm.embed([h.chunk.text for h in hits])
+    emb = CountingEmbedder(minilm)
+    scorer = SupportScorer(emb)
+    quoted = scorer.score(draft("The bridge opened in 1932. [1]", (1,)), hits, vecs)
+    assert emb.calls == 0
+    assert quoted.sentences[0]["support"] == 1.0 and quoted.sentences[0]["best_source"] == 1
+    para = draft("Its tolls ended in 1968 once the debt had been paid off. [2]", (2,))
+    conf = scorer.score(para, hits, vecs)
+    assert emb.calls == 1 and emb.texts == 1
+    assert 0.3 < conf.sentences[0]["support"] < 1.0 and conf.sentences[0]["best_source"] == 2
+    scorer.score(para, hits, vecs)  # the same sentence again: cached
+    assert emb.calls == 1
+    wrong = scorer.score(draft("Bananas are rich in potassium. [1]", (1,)), hits, vecs)
+    assert wrong.sentences[0]["support"] < conf.sentences[0]["support"]
+    assert isinstance(vecs, np.ndarray)
