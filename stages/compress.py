@@ -189,6 +189,8 @@ class ContextCompressor:
         self.sentence_select_over = sentence_select_over
         self.last_stats = CompressionStats()
         self._query: tuple[str, np.ndarray] | None = None  # the last query and its vector
+        # (query, chunk text) → (condensed text, sentences removed, tokens kept)
+        self._condensed: dict[tuple[str, str], tuple[str, int, int]] = {}
 
     # -- steps 1 and 2 -------------------------------------------------------------------------
 
@@ -287,22 +289,36 @@ class ContextCompressor:
     def _condense_many(
         self, query: str, hits: list[Hit], which: list[int], stats: CompressionStats
     ) -> dict[int, tuple[Hit, int]]:
-        """``{i: (condensed hit, its text tokens)}`` for the ``hits[i]`` that changed."""
+        """``{i: (condensed hit, its text tokens)}`` for the ``hits[i]`` that changed.
+
+        Condensing a chunk depends only on the query and the chunk's text, so results are kept
+        for the next call: a feedback round re-fits the previous round's chunks and more.
+        """
         from chunking.sentences import split_sentences
 
-        spans = {i: split_sentences(hits[i].chunk.text) for i in which}
-        multi = [i for i in which if len(spans[i]) > 1]
-        if not multi:
-            return {}
-        sentences = [[hits[i].chunk.text[s:e] for s, e in spans[i]] for i in multi]
-        flat_counts = self.count_tokens([s for sents in sentences for s in sents])
-        scores = self.sentence_scores(query, sentences)
+        memo = self._condensed
+        if len(memo) > 4096:
+            memo.clear()
+        todo = [i for i in which if (query, hits[i].chunk.text) not in memo]
+        spans = {i: split_sentences(hits[i].chunk.text) for i in todo}
+        multi = [i for i in todo if len(spans[i]) > 1]
+        for i in todo:
+            if i not in multi:
+                memo[(query, hits[i].chunk.text)] = ("", 0, 0)
+        if multi:
+            sentences = [[hits[i].chunk.text[s:e] for s, e in spans[i]] for i in multi]
+            flat_counts = self.count_tokens([s for sents in sentences for s in sents])
+            scores = self.sentence_scores(query, sentences)
+            at = 0
+            for i, sents, sc in zip(multi, sentences, scores, strict=True):
+                counts = flat_counts[at : at + len(sents)]
+                at += len(sents)
+                memo[(query, hits[i].chunk.text)] = self.condense(
+                    hits[i].chunk.text, spans[i], sc, counts
+                )
         out: dict[int, tuple[Hit, int]] = {}
-        at = 0
-        for i, sents, sc in zip(multi, sentences, scores, strict=True):
-            counts = flat_counts[at : at + len(sents)]
-            at += len(sents)
-            text, removed, tokens = self.condense(hits[i].chunk.text, spans[i], sc, counts)
+        for i in which:
+            text, removed, tokens = memo[(query, hits[i].chunk.text)]
             if removed:
                 out[i] = (_with_text(hits[i], text), tokens)
                 stats.chunks_condensed += 1
