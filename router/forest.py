@@ -79,6 +79,7 @@ class ForestPolicy:
     confidence: float = 0.9
     meta: dict[str, Any] = field(default_factory=dict)
     name: str = "forest"
+    _flat: list | None = field(default=None, repr=False)  # trees as lists, for predict_one
     uses_type_probs = True  # Engine passes the router's class probabilities to decide()
 
     # -- training -------------------------------------------------------------------------------
@@ -186,6 +187,29 @@ class ForestPolicy:
             out += t.value[node]
         return (out / max(1, len(self.trees))).astype(np.float32)
 
+    def predict_one(self, x: list[float]) -> list[float]:
+        """``predict_proba`` for one feature vector in plain Python: a numpy call per tree
+        level costs more than the whole walk for a single question (``bench/policy_latency.py``)."""
+        if self._flat is None:
+            self._flat = [
+                (t.left.tolist(), t.right.tolist(), t.feature.tolist(), t.threshold.tolist(),
+                 t.value.tolist())
+                for t in self.trees
+            ]  # fmt: skip
+        import numpy as np
+
+        x = np.asarray(x, dtype=np.float32).tolist()  # compare as the trees were fitted
+        acc = [0.0] * len(self.budgets)
+        for left, right, feature, threshold, value in self._flat:
+            node = 0
+            while left[node] >= 0:
+                node = left[node] if x[feature[node]] <= threshold[node] else right[node]
+            leaf = value[node]
+            for j in range(len(acc)):
+                acc[j] += leaf[j]
+        n = max(1, len(self._flat))
+        return [a / n for a in acc]
+
     def choose(self, proba: np.ndarray, confidence: float | None = None) -> np.ndarray:
         """Budget index per row: the smallest whose cumulative probability ≥ ``confidence``."""
         import numpy as np
@@ -205,12 +229,17 @@ class ForestPolicy:
 
         t = time.perf_counter()
         f = probe_features(question, probe, type_probs)
-        proba = self.predict_proba([f])[0]
-        i = int(self.choose(proba)[0])
+        proba = self.predict_one(f)
+        cum_all, i = 0.0, len(proba) - 1
+        for j, p in enumerate(proba):  # the smallest budget whose cumulative P ≥ confidence
+            cum_all += p
+            if cum_all >= self.confidence - 1e-9:
+                i = j
+                break
         k = min(self.budgets[i], len(probe.hits))
         order = sorted(range(len(proba)), key=lambda j: -proba[j])
         runner = next((j for j in order if j != i), i)
-        cum = float(proba[: i + 1].sum())
+        cum = float(sum(proba[: i + 1]))
         reason = (
             f"forest: k = {self.budgets[i]} is the smallest budget with P(enough) = {cum:.2f} ≥ "
             f"{self.confidence:.2f}; runner-up k = {self.budgets[runner]} "

@@ -42,6 +42,8 @@ def test_numpy_inference_equals_sklearn_and_round_trips(tmp_path) -> None:
     model = RandomForestClassifier(n_estimators=20, max_depth=6, random_state=3).fit(x, y)
     policy = ForestPolicy.from_sklearn(model, BUDGETS, FEATURE_NAMES)
     np.testing.assert_allclose(policy.predict_proba(x), model.predict_proba(x), atol=1e-6)
+    one = np.array([policy.predict_one(row.tolist()) for row in x[:40]])
+    np.testing.assert_allclose(one, model.predict_proba(x[:40]), atol=1e-6)
     path = policy.save(tmp_path / "p.npz")
     again = ForestPolicy.load(path)
     np.testing.assert_allclose(again.predict_proba(x), model.predict_proba(x), atol=1e-6)
