@@ -636,6 +636,15 @@ def stats(ctx: click.Context, slo_ms: float | None, days: float | None, as_json:
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True)
 @click.option("--ray-address", default=None, help="A Ray cluster (default: local Ray).")
 @click.option("--no-cache", is_flag=True, help="Do not reuse cached generations.")
+@click.option(
+    "--split",
+    "doc_split",
+    type=click.Choice(["all", "train", "test"]),
+    default="all",
+    show_default=True,
+    help="Only questions on this half of the documents (split by document id).",
+)
+@click.option("--split-seed", type=int, default=0, show_default=True)
 @click.option("--out", "out", type=click.Path(path_type=Path), default=None, help="Output folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout.")
 @click.pass_context
@@ -659,6 +668,8 @@ def eval_cmd(
     executor: str,
     ray_address: str | None,
     no_cache: bool,
+    doc_split: str,
+    split_seed: int,
     out: Path | None,
     as_json: bool,
 ) -> None:
@@ -691,6 +702,8 @@ def eval_cmd(
         executor=executor,
         ray_address=ray_address,
         cache=not no_cache,
+        doc_split=None if doc_split == "all" else doc_split,
+        split_seed=split_seed,
     )
     console = _stderr_console()
     with _IngestProgress(console.is_terminal) as ingest_progress, _EvalProgress(console) as bar:

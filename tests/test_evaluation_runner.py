@@ -325,3 +325,21 @@ def test_worker_processes_match_one_process(ecfg, qa_set, tmp_path):
     run_eval(ecfg, settings(qa_set, tmp_path / "two", workers=2, **kw))
     a, b = untimed(rows_of(tmp_path / "one")), untimed(rows_of(tmp_path / "two"))
     assert len(a) == 24 and a == b
+
+
+def test_document_split_never_shares_a_document(qa_set):
+    from evaluation.runner import split_by_document
+
+    qs = load_questions(qa_set[1])
+    train = split_by_document(qs, "train", seed=3)
+    test = split_by_document(qs, "test", seed=3)
+    assert len(train) + len(test) == len(qs) and train and test
+    docs = lambda part: {d for q in part for d in q.doc_ids}  # noqa: E731
+    assert not docs(train) & docs(test)
+    # every question of a document lands on the same side
+    assert {q.qid for q in train if q.doc_ids} == {
+        q.qid for q in qs if q.doc_ids and q.doc_ids[0] in docs(train)
+    }
+    assert split_by_document(qs, "train", seed=4) != train
+    with pytest.raises(ConfigError):
+        split_by_document(qs, "validation", seed=3)
