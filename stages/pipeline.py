@@ -416,7 +416,9 @@ class Engine:
         trace.backend, trace.model = gen.name, gen.model
         budget = self._budget(question, budget_tokens or strategy.budget_tokens)
 
-        if strategy.map_reduce and decision.k > 0:
+        # Map-reduce covers the whole collection: only when the strategy chose the depth (a fixed
+        # k or a depth policy means exactly that many chunks).
+        if strategy.map_reduce and decision.k > 0 and isinstance(chooser, StrategyDepth):
             draft, used = self._map_reduce(question, budget, trace, on_token)
             conf = self.scorer.score(draft, used)
             trace.rounds.append(_round(decision.k, draft, conf, len(used)))
@@ -576,23 +578,24 @@ class Engine:
 
         t = time.perf_counter()
         chunks = self.collection.store.all()
-        sections: dict[tuple[str, str], list[Chunk]] = {}
-        for c in chunks:
-            sections.setdefault((c.doc_id, c.section), []).append(c)
+        sections: dict[tuple[str, str], list[tuple[int, Chunk]]] = {}
+        for row, c in enumerate(chunks):  # store order is the vector row
+            sections.setdefault((c.doc_id, c.section), []).append((row, c))
         groups = list(sections.values())
         max_sections = 12
         if len(groups) > max_sections:
             # Keep the largest sections (most text), in document order.
-            keep = sorted(range(len(groups)), key=lambda i: -sum(c.n_tokens for c in groups[i]))
+            keep = sorted(range(len(groups)), key=lambda i: -sum(c.n_tokens for _, c in groups[i]))
             groups = [groups[i] for i in sorted(keep[:max_sections])]
         gen = self.generator
         per_section = max(64, budget // max(1, len(groups)))
         section_hits: list[Hit] = []
         llm = gen.name != "extractive"
         for group in groups:
-            hits = [Hit(chunk=c, score=1.0) for c in group]
+            hits = [Hit(chunk=c, score=1.0, row=row) for row, c in group]
+            head = group[0][1]
             kept = self.compressor.fit(
-                f"main points of {group[0].section or group[0].title}",
+                f"main points of {head.section or head.title}",
                 hits,
                 per_section * (3 if llm else 1),
             )
