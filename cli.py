@@ -622,10 +622,11 @@ def stats(ctx: click.Context, slo_ms: float | None, days: float | None, as_json:
 @click.option("--model", default=None, help="Generator model (name, GGUF path, …).")
 @click.option(
     "--judge",
-    type=click.Choice(["contains", "f1", "qrels"]),
+    type=click.Choice(["contains", "f1", "qrels", "recall"]),
     default="contains",
     show_default=True,
-    help="What `quality` is: gold answer contained, token F1, or nDCG@10 by qrels.",
+    help="What `quality` is: gold answer in the answer, token F1, nDCG@10 by qrels, or "
+    "answer recall (a gold answer in the context: retrieval alone).",
 )
 @click.option("--slo-ms", type=click.FloatRange(min=0, min_open=True), default=None)
 @click.option("--limit", type=click.IntRange(1), default=None, help="Evaluate this many.")
@@ -811,7 +812,9 @@ def policy() -> None:
     default=None,
 )
 @click.option("--model", default=None)
-@click.option("--judge", type=click.Choice(["contains", "f1", "qrels"]), default="contains")
+@click.option(
+    "--judge", type=click.Choice(["contains", "f1", "qrels", "recall"]), default="contains"
+)
 @click.option("--split", "doc_split", type=click.Choice(["train", "test", "all"]), default="train")
 @click.option("--split-seed", type=int, default=0, show_default=True)
 @click.option("--limit", type=click.IntRange(1), default=None)
@@ -867,6 +870,12 @@ def policy_sweep(ctx: click.Context, **opts: Any) -> None:
 @policy.command("train")
 @click.option("--kind", type=click.Choice(["forest"]), default="forest", show_default=True)
 @click.option("--sweep", "sweep_dir", type=click.Path(exists=True, file_okay=False), required=True)
+@click.option(
+    "--quality",
+    default="quality",
+    show_default=True,
+    help="Row metric to imitate: quality (the sweep's judge), answer_recall, f1, contains, …",
+)
 @click.option("--epsilon", type=click.FloatRange(0, 1), default=0.0, show_default=True)
 @click.option("--slo-ms", type=click.FloatRange(min=0, min_open=True), default=None)
 @click.option("--trees", type=click.IntRange(1), default=100, show_default=True)
@@ -881,7 +890,7 @@ def policy_train(ctx: click.Context, **opts: Any) -> None:
     from router.train_policy import load_sweep, train_forest
 
     cfg = _config(ctx)
-    sweep = load_sweep(opts["sweep_dir"])
+    sweep = load_sweep(opts["sweep_dir"], quality=opts["quality"])
     model = train_forest(
         sweep,
         epsilon=opts["epsilon"],

@@ -25,7 +25,7 @@ from evaluation.strategies import StrategySpec, make_policy, parse_strategies
 from stages.errors import ConfigError, FathomError
 
 FORMAT = 1
-JUDGES = ("contains", "f1", "qrels")
+JUDGES = ("contains", "f1", "qrels", "recall")
 MIN_SUPPORT = 0.35  # a sentence counts as supported from this support score (as attribution)
 RANKED_DOCS = 100
 
@@ -181,7 +181,12 @@ def _row(
     }
     if q.unanswerable:
         m["contains"] = m["em"]  # abstaining is the right answer
-    m["quality"] = {"contains": m["contains"], "f1": m["f1"], "qrels": m["ndcg@10"]}[judge]
+    m["quality"] = {
+        "contains": m["contains"],
+        "f1": m["f1"],
+        "qrels": m["ndcg@10"],
+        "recall": m["answer_recall"],  # retrieval alone: a gold answer in the context
+    }[judge]
     return {
         "qid": q.qid,
         "strategy": spec.name,

@@ -49,8 +49,9 @@ class Sweep:
         return self.run.get("_deepest_recall")
 
 
-def load_sweep(directory: str | Path) -> Sweep:
-    """Read a sweep's ``run.json`` and ``log.jsonl`` into arrays (complete questions only)."""
+def load_sweep(directory: str | Path, quality: str = "quality") -> Sweep:
+    """Read a sweep's ``run.json`` and ``log.jsonl`` into arrays (complete questions only);
+    ``quality`` names the row metric to imitate (default: the run's judge)."""
     import numpy as np
 
     from evaluation.summary import read_log
@@ -64,6 +65,9 @@ def load_sweep(directory: str | Path) -> Sweep:
         raise FathomError(f"{directory}: this run did not log probe features (not a sweep)")
     strategies = run["strategies"]
     budgets = tuple(_budget_of(s) for s in strategies)
+    metric = quality
+    if metric != "quality":
+        run = {**run, "judge": {"answer_recall": "recall"}.get(metric, metric)}
     by_q: dict[str, dict[str, dict]] = {}
     for row in read_log(directory / "log.jsonl"):
         by_q.setdefault(row["qid"], {})[row["strategy"]] = row
@@ -78,7 +82,7 @@ def load_sweep(directory: str | Path) -> Sweep:
         if with_features is None:
             continue
         feats.append(with_features["features"])
-        quality.append([float(r["metrics"]["quality"] or 0.0) for r in rows])
+        quality.append([float(r["metrics"].get(metric) or 0.0) for r in rows])
         tokens.append([float(r["tokens"]["context"]) for r in rows])
         latency.append([float(r["total_ms"]) for r in rows])
         types.append(rows[-1]["query_type"])

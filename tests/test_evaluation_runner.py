@@ -343,3 +343,13 @@ def test_document_split_never_shares_a_document(qa_set):
     assert split_by_document(qs, "train", seed=4) != train
     with pytest.raises(ConfigError):
         split_by_document(qs, "validation", seed=3)
+
+
+def test_recall_judge_scores_the_context(ecfg, qa_set, tmp_path):
+    run_eval(
+        ecfg, settings(qa_set, tmp_path / "r", strategies=["fixed:1"], limit=10, judge="recall")
+    )
+    rows = rows_of(tmp_path / "r")
+    assert rows and all(
+        r["metrics"]["quality"] == r["metrics"]["answer_recall"] for r in rows if r["gold_answers"]
+    )
