@@ -869,7 +869,14 @@ def policy_sweep(ctx: click.Context, **opts: Any) -> None:
 
 @policy.command("train")
 @click.option("--kind", type=click.Choice(["forest"]), default="forest", show_default=True)
-@click.option("--sweep", "sweep_dir", type=click.Path(exists=True, file_okay=False), required=True)
+@click.option(
+    "--sweep",
+    "sweep_dirs",
+    type=click.Path(exists=True, file_okay=False),
+    multiple=True,
+    required=True,
+    help="A sweep folder; repeat to train on several document sets.",
+)
 @click.option(
     "--quality",
     default="quality",
@@ -887,10 +894,10 @@ def policy_sweep(ctx: click.Context, **opts: Any) -> None:
 def policy_train(ctx: click.Context, **opts: Any) -> None:
     """Train a depth policy on a sweep's oracle labels."""
     from index.embed import embedder_id_for
-    from router.train_policy import load_sweep, train_forest
+    from router.train_policy import combine_sweeps, load_sweep, train_forest
 
     cfg = _config(ctx)
-    sweep = load_sweep(opts["sweep_dir"], quality=opts["quality"])
+    sweep = combine_sweeps([load_sweep(d, quality=opts["quality"]) for d in opts["sweep_dirs"]])
     model = train_forest(
         sweep,
         epsilon=opts["epsilon"],

@@ -101,6 +101,36 @@ def load_sweep(directory: str | Path, quality: str = "quality") -> Sweep:
     )
 
 
+def combine_sweeps(sweeps: list[Sweep]) -> Sweep:
+    """One training set from several sweeps over the same budgets (e.g. SQuAD, COVID-QA and
+    HotpotQA training halves)."""
+    import numpy as np
+
+    if not sweeps:
+        raise FathomError("no sweeps to combine")
+    budgets = sweeps[0].budgets
+    for s in sweeps[1:]:
+        if s.budgets != budgets:
+            raise FathomError(f"sweeps use different budgets: {budgets} and {s.budgets}")
+    if len(sweeps) == 1:
+        return sweeps[0]
+    run = dict(sweeps[0].run)
+    run["questions"] = [s.run.get("questions") for s in sweeps]
+    run["docs"] = [s.run.get("docs") for s in sweeps]
+    judges = {str(s.run.get("judge")) for s in sweeps}
+    run["judge"] = judges.pop() if len(judges) == 1 else sorted(judges)
+    return Sweep(
+        run,
+        budgets,
+        [q for s in sweeps for q in s.qids],
+        [t for s in sweeps for t in s.query_types],
+        np.concatenate([s.features for s in sweeps]),
+        np.concatenate([s.quality for s in sweeps]),
+        np.concatenate([s.tokens for s in sweeps]),
+        np.concatenate([s.latency for s in sweeps]),
+    )
+
+
 def train_forest(
     sweep: Sweep,
     epsilon: float = 0.0,

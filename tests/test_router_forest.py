@@ -109,6 +109,16 @@ def test_sweep_train_and_evaluate_the_forest(tmp_path, monkeypatch) -> None:
     meta = json.loads(r.stdout)
     assert meta["budgets"] == [0, 1, 2, 4] and meta["training_data"]["n_questions"] >= 70
     assert set(meta["feature_importances"]) == set(FEATURE_NAMES)
+    # Several sweeps train one policy (the question sets are concatenated).
+    r = runner.invoke(
+        main,
+        ["policy", "train", "--sweep", "sweep", "--sweep", "sweep", "--trees", "3",
+         "--quality", "answer_recall", "--out", "two.npz"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    two = json.loads(Path("two.json").read_text())
+    assert two["training_data"]["n_questions"] == 2 * meta["training_data"]["n_questions"]
+    assert two["judge"] == "recall"
     r = runner.invoke(
         main,
         ["eval", *common, "--strategies", "none,fixed:4,forest:forest.npz", "--out", "ev",
