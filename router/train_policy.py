@@ -144,10 +144,17 @@ def train_forest(
     """A ``ForestPolicy`` imitating the sweep's oracle labels."""
     from importlib.metadata import PackageNotFoundError, version
 
+    import numpy as np
+
     from router.features import FEATURE_NAMES, SCHEMA_VERSION
     from router.forest import ForestPolicy, oracle_labels
 
-    labels = oracle_labels(sweep.quality, sweep.latency, epsilon, slo_ms)
+    # A question no budget answers says nothing about depth; as label 0 ("skip") it would teach
+    # the policy to skip retrieval for questions that merely look like it.
+    reachable = sweep.quality.max(axis=1) > 0
+    features, quality = sweep.features[reachable], sweep.quality[reachable]
+    latency, tokens = sweep.latency[reachable], sweep.tokens[reachable]
+    labels = oracle_labels(quality, latency, epsilon, slo_ms)
     try:
         fathom_version = version("fathom")
     except PackageNotFoundError:
@@ -165,16 +172,17 @@ def train_forest(
             "doc_split": sweep.run.get("doc_split"),
             "split_seed": sweep.run.get("split_seed"),
             "n_questions": len(labels),
+            "n_unreachable_dropped": int((~reachable).sum()),
             "generator": sweep.run.get("generator"),
         },
         "oracle": {
             "mean_quality": float(sweep.quality.max(axis=1).mean()),
-            "mean_tokens": float(sweep.tokens[range(len(labels)), labels].mean()),
+            "mean_tokens": float(tokens[np.arange(len(labels)), labels].mean()),
             "deepest_tokens": float(sweep.tokens[:, -1].mean()),
         },
     }
     return ForestPolicy.train(
-        sweep.features,
+        features,
         labels,
         sweep.budgets,
         FEATURE_NAMES,

@@ -150,3 +150,26 @@ def test_sweep_train_and_evaluate_the_forest(tmp_path, monkeypatch) -> None:
     decision = json.loads(r.stdout)["trace"]["decision"]
     assert decision["policy"] == "forest" and "runner-up" in decision["reason"]
     assert set(decision["scores"]) >= {"p_k0", "p_k4", "decide_ms"}
+
+
+def test_questions_no_budget_answers_are_left_out_of_training() -> None:
+    from router.train_policy import Sweep, train_forest
+
+    rng = np.random.default_rng(0)
+    n = 40
+    quality = np.zeros((n, len(BUDGETS)), dtype=np.float32)
+    quality[:30, 2:] = 1.0  # answerable from k = 2 on
+    sweep = Sweep(
+        run={"judge": "recall"},
+        budgets=BUDGETS,
+        qids=[str(i) for i in range(n)],
+        query_types=["factual"] * n,
+        features=rng.normal(size=(n, len(FEATURE_NAMES))).astype(np.float32),
+        quality=quality,
+        tokens=np.tile(np.array([0, 100, 200, 400], dtype=np.float32), (n, 1)),
+        latency=np.ones((n, len(BUDGETS)), dtype=np.float32),
+    )
+    policy = train_forest(sweep, n_trees=3)
+    assert policy.meta["training_data"]["n_questions"] == 30
+    assert policy.meta["training_data"]["n_unreachable_dropped"] == 10
+    assert policy.meta["label_counts"] == {"0": 0, "1": 0, "2": 30, "4": 0}
