@@ -609,8 +609,8 @@ def stats(ctx: click.Context, slo_ms: float | None, days: float | None, as_json:
     "--strategies",
     default="none,fixed:1,fixed:2,fixed:4,fixed:8,gap,threshold:p50",
     show_default=True,
-    help="Comma-separated: none, fixed:K, gap[:A-B], threshold:pNN[:K], strategy; +fb adds "
-    "the feedback loop.",
+    help="Comma-separated: none, fixed:K, gap[:A-B], threshold:pNN[:K], strategy, "
+    "forest[:FILE][@C]; +fb adds the feedback loop.",
 )
 @click.option("--baseline", default=None, help="Strategy the others are compared with.")
 @click.option(
@@ -827,7 +827,7 @@ def policy_sweep(ctx: click.Context, **opts: Any) -> None:
     """Quality, tokens and latency of every budget for every training question (an eval run
     with probe features logged; resumable)."""
     from evaluation.runner import EvalSettings, run_eval
-    from router.train_policy import budget_strategies, load_sweep
+    from router.train_policy import WARN_RECALL, budget_strategies, load_sweep
 
     if not opts["docs"] and not opts["collection"]:
         raise click.UsageError("give --docs PATH or --collection NAME")
@@ -859,10 +859,11 @@ def policy_sweep(ctx: click.Context, **opts: Any) -> None:
             f"answer recall at the deepest budget (k = {budgets[-1]}): {recall:.1%}",
             highlight=False,
         )
-        if recall < 0.6:
+        if recall < WARN_RECALL:
             console.print(
-                "[yellow]warning[/yellow] below 60%: the index rarely finds the answers, and no "
-                "depth policy can fix that — improve retrieval (chunking, embedder) first"
+                f"[yellow]warning[/yellow] below {WARN_RECALL:.0%}: the index rarely finds the "
+                "answers, and no depth policy can fix that — improve retrieval (chunking, "
+                "embedder) first"
             )
     click.echo(f"sweep of {len(sweep.qids)} questions × {len(budgets)} budgets in {opts['out']}/")
 

@@ -135,6 +135,18 @@ def _generator_settings(cfg: Any) -> dict[str, Any]:
     }
 
 
+def config_fingerprint(cfg: Any) -> dict[str, Any]:
+    """The configuration sections that change a row (no secrets, no paths to this machine's
+    home): a resumed run must match them, and the generation cache keys on the generator's."""
+    data = cfg.to_dict(mask_secrets=True)
+    gen = {k: v for k, v in data["generator"].items() if k not in ("api_key", "timeout_s")}
+    keep = ("embedder", "chunker", "index", "retrieval", "rerank", "compress", "feedback")
+    out = {k: data[k] for k in keep}
+    out["embedder"] = {k: v for k, v in out["embedder"].items() if k != "cache_dir"}
+    out["generator"] = gen
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # Rows
 # ---------------------------------------------------------------------------------------------
@@ -226,13 +238,21 @@ class QuestionWorker:
         self.cfg = cfg
         self.run = run
         self.specs = parse_strategies(run["strategies"])
-        self.policies = {s.name: make_policy(s, run.get("fitted")) for s in self.specs}
+        from index.embed import embedder_id_for
+
+        embedder = embedder_id_for(cfg.embedder)
+        self.policies = {s.name: make_policy(s, run.get("fitted"), embedder) for s in self.specs}
         gen = make_generator(cfg.generator)
-        if run.get("cache", True):
+        # The extractive answerer is deterministic and takes milliseconds: nothing to save,
+        # and a cached quote would outlive a change to its code.
+        if run.get("cache", True) and gen.name != "extractive":
             from evaluation.cache import CachingGenerator
+            from index.collection import fathom_version
 
             gen = CachingGenerator(
-                gen, cfg.home_path() / "cache" / "generations.db", _generator_settings(cfg)
+                gen,
+                cfg.home_path() / "cache" / "generations.db",
+                {**config_fingerprint(cfg)["generator"], "fathom": fathom_version()},
             )
         self.generator = gen
         self.engine = Engine(cfg, run["collection"], generator=gen)
@@ -247,7 +267,9 @@ class QuestionWorker:
         if not specs:
             return []
         retrieve = any(s.retrieves for s in specs)
-        prepared = self.engine.prepare(q.question, retrieve=retrieve)
+        depth = max((s.k or 0 for s in specs if s.kind in ("fixed", "threshold")), default=0)
+        depth = max([depth, *(s.k_max for s in specs if s.kind == "gap")])
+        prepared = self.engine.prepare(q.question, retrieve=retrieve, depth=depth)
         features = None
         if self.run.get("features") and retrieve:
             from router.features import probe_features
@@ -445,24 +467,31 @@ def fit_gates(
 ) -> dict[str, Any]:
     """Each threshold gate's cut: its percentile of the top similarity over ``fit``."""
     from router.depth import ScoreThresholdDepth, top_similarity
-    from stages.retrieve import open_retriever
+    from stages.pipeline import Engine
 
     gates = [s for s in specs if s.needs_fit]
     if not gates:
         return {}
     if not fit:
         raise ConfigError("the threshold gates need fitting questions (lower --limit)")
-    retriever = open_retriever(cfg, collection)
+    # The very probe the gates will decide on in the run (second hop included).
+    engine = Engine(cfg, collection, generator=_NoGenerator())
     try:
-        tops = [top_similarity(retriever.probe(q.question, 20)) for q in fit]
+        tops = [top_similarity(engine.prepare(q.question).probe) for q in fit]
     finally:
-        retriever.collection.close()
+        engine.close()
     out = {}
     for s in gates:
         assert s.percentile is not None and s.k is not None
         g = ScoreThresholdDepth.fit(tops, s.percentile, s.k)
         out[s.name] = {"threshold": g.threshold, "percentile": s.percentile, "k": s.k}
     return out
+
+
+class _NoGenerator:
+    """Stands in for the generator where only retrieval runs (fitting the gates)."""
+
+    name = model = "none"
 
 
 def _resolve_collection(cfg: Any, settings: EvalSettings, progress: Progress | None) -> str:
@@ -492,8 +521,6 @@ def plan_run(
 ) -> tuple[dict[str, Any], list[Question]]:
     """``run.json``'s content and the evaluated questions; fits the gates on a new run and
     checks that an existing ``run.json`` describes the same run."""
-    from stages import __name__ as _  # noqa: F401 - keep the import graph explicit
-
     if settings.judge not in JUDGES:
         raise ConfigError(f"--judge {settings.judge!r}: must be one of {', '.join(JUDGES)}")
     specs = parse_strategies(settings.strategies)
@@ -526,6 +553,14 @@ def plan_run(
         "doc_split": settings.doc_split,
         "split_seed": settings.split_seed,
         "features": settings.features,
+        "config": config_fingerprint(cfg),
+    }
+    # Settings that do not change the rows; they may change between resumes.
+    mutable = {
+        "baseline": _baseline(settings, specs),
+        "slo_ms": settings.slo_ms,
+        "bootstrap": settings.bootstrap,
+        "cache": settings.cache,
     }
     if run_path.exists():
         old = json.loads(run_path.read_text(encoding="utf-8"))
@@ -537,33 +572,20 @@ def plan_run(
                 f"{out}: holds a different run (it differs in {', '.join(diff)}) — give a new "
                 "--out, or delete the folder to start over"
             )
-        # Settings that do not change the rows may change between resumes.
-        old.update(
-            {
-                "baseline": _baseline(settings, specs),
-                "slo_ms": settings.slo_ms,
-                "bootstrap": settings.bootstrap,
-            }
-        )
+        old.update(mutable)
+        _write_json(run_path, old)  # `eval report` must see what this summary used
         return old, evaluated
-    from importlib.metadata import PackageNotFoundError, version
+    from index.collection import fathom_version
 
-    try:
-        fathom_version = version("fathom")
-    except PackageNotFoundError:
-        fathom_version = "unknown"
     run = {
         **identity,
-        "fathom_version": fathom_version,
+        **mutable,
+        "fathom_version": fathom_version(),
         "n_questions": len(evaluated),
         "n_fit_questions": len(fit),
         "fit_qids": [q.qid for q in fit],
-        "baseline": _baseline(settings, specs),
-        "slo_ms": settings.slo_ms,
-        "bootstrap": settings.bootstrap,
         "has_unanswerable": any(q.unanswerable for q in evaluated),
         "fitted": fit_gates(cfg, collection, specs, fit),
-        "cache": settings.cache,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     out.mkdir(parents=True, exist_ok=True)

@@ -101,9 +101,12 @@ def parse_strategies(specs: str | list[str]) -> list[StrategySpec]:
     return out
 
 
-def make_policy(spec: StrategySpec, fitted: dict[str, Any] | None = None) -> tuple[Any, int | None]:
+def make_policy(
+    spec: StrategySpec, fitted: dict[str, Any] | None = None, embedder: str | None = None
+) -> tuple[Any, int | None]:
     """``(policy, k)`` for ``Engine.answer``: a fixed ``k`` or a policy object (None, None =
-    the strategy default). ``fitted`` holds threshold fits by spec name."""
+    the strategy default). ``fitted`` holds threshold fits by spec name; ``embedder`` is the
+    collection's embedder id, which a learned policy must have been trained with."""
     from router.depth import ScoreGapDepth, ScoreThresholdDepth
 
     if spec.kind in ("none", "fixed"):
@@ -120,7 +123,7 @@ def make_policy(spec: StrategySpec, fitted: dict[str, Any] | None = None) -> tup
     if spec.kind == "forest":
         from router.forest import ForestPolicy, default_policy_path
 
-        policy = ForestPolicy.load(spec.path or default_policy_path())
+        policy = ForestPolicy.load(spec.path or default_policy_path(), expect_embedder=embedder)
         if spec.confidence is not None:
             policy.confidence = spec.confidence
         policy.name = spec.name

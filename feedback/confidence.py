@@ -96,6 +96,18 @@ class Confidence:
         }
 
 
+QUOTE_MIN_WORDS = 4  # a shorter "quote" ("No.", "1968") proves nothing
+
+
+def _quotes(sentence: str, flat_chunk: str) -> bool:
+    """Whether ``sentence`` (at least ``QUOTE_MIN_WORDS`` content words) occurs word for word
+    in ``flat_chunk`` (whitespace already collapsed), on word boundaries."""
+    flat = " ".join(sentence.split())
+    if len(content_words(flat)) < QUOTE_MIN_WORDS:
+        return False
+    return re.search(rf"(?<!\w){re.escape(flat)}(?!\w)", flat_chunk) is not None
+
+
 class SupportScorer:
     """Scores a draft against its context; the embedder is optional (lexical only without it)."""
 
@@ -146,7 +158,7 @@ class SupportScorer:
         # A sentence quoted word for word from its evidence is fully supported by it: no need
         # to embed it (an extractive answer is all quotes).
         quoted = [
-            next((j for j in ev if " ".join(s.split()) in flat_chunks[j]), None)
+            next((j for j in ev if _quotes(s, flat_chunks[j])), None)
             for (s, _), ev in zip(sentences, evidences, strict=True)
         ]
         todo = [i for i, q in enumerate(quoted) if q is None]

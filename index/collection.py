@@ -54,6 +54,18 @@ if TYPE_CHECKING:
     from stages.config import Config
 
 FATHOM_VERSION = "0.1.0"
+
+
+def fathom_version() -> str:
+    """The installed package's version, else this checkout's ``FATHOM_VERSION``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("fathom")
+    except PackageNotFoundError:
+        return FATHOM_VERSION
+
+
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 Progress = Callable[..., None]

@@ -230,12 +230,7 @@ class ForestPolicy:
         t = time.perf_counter()
         f = probe_features(question, probe, type_probs)
         proba = self.predict_one(f)
-        cum_all, i = 0.0, len(proba) - 1
-        for j, p in enumerate(proba):  # the smallest budget whose cumulative P ≥ confidence
-            cum_all += p
-            if cum_all >= self.confidence - 1e-9:
-                i = j
-                break
+        i = int(self.choose(proba)[0])
         k = min(self.budgets[i], len(probe.hits))
         order = sorted(range(len(proba)), key=lambda j: -proba[j])
         runner = next((j for j in order if j != i), i)

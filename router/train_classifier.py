@@ -189,14 +189,9 @@ def confusion_matrix(y: np.ndarray, pred: np.ndarray, n_classes: int) -> list[li
 
 
 def _fathom_version() -> str:
-    try:
-        from importlib.metadata import PackageNotFoundError, version
+    from index.collection import fathom_version
 
-        return version("fathom")
-    except PackageNotFoundError:
-        from index.collection import FATHOM_VERSION
-
-        return FATHOM_VERSION
+    return fathom_version()
 
 
 def _sha256(path: Path) -> str:

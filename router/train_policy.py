@@ -15,7 +15,7 @@ from typing import Any
 
 from stages.errors import FathomError
 
-WARN_RECALL = 0.6
+WARN_RECALL = 0.6  # below this answer recall at the deepest budget, the sweep warns
 
 
 def budget_strategies(budgets: list[int]) -> list[str]:
@@ -74,13 +74,20 @@ def load_sweep(directory: str | Path, quality: str = "quality") -> Sweep:
     qids = [q for q in run["qids"] if q in by_q and len(by_q[q]) == len(strategies)]
     if not qids:
         raise FathomError(f"{directory}: no question has rows for every budget yet")
+    known = set(by_q[qids[0]][strategies[-1]]["metrics"]) | {"quality"}
+    if metric not in known:
+        raise FathomError(
+            f"--quality {metric!r}: not a metric of this sweep ({', '.join(sorted(known))})"
+        )
     feats, quality, tokens, latency, types = [], [], [], [], []
     recall = []
+    kept: list[str] = []
     for q in qids:
         rows = [by_q[q][s] for s in strategies]
         with_features = next((r for r in rows if r.get("features")), None)
         if with_features is None:
             continue
+        kept.append(q)
         feats.append(with_features["features"])
         quality.append([float(r["metrics"].get(metric) or 0.0) for r in rows])
         tokens.append([float(r["tokens"]["context"]) for r in rows])
@@ -92,7 +99,7 @@ def load_sweep(directory: str | Path, quality: str = "quality") -> Sweep:
     return Sweep(
         run,
         budgets,
-        [q for q in qids if by_q[q]],
+        kept,
         types,
         np.asarray(feats, dtype=np.float32),
         np.asarray(quality, dtype=np.float32),
@@ -142,10 +149,9 @@ def train_forest(
     embedder: str = "",
 ) -> Any:
     """A ``ForestPolicy`` imitating the sweep's oracle labels."""
-    from importlib.metadata import PackageNotFoundError, version
-
     import numpy as np
 
+    from index.collection import fathom_version
     from router.features import FEATURE_NAMES, SCHEMA_VERSION
     from router.forest import ForestPolicy, oracle_labels
 
@@ -155,15 +161,16 @@ def train_forest(
     features, quality = sweep.features[reachable], sweep.quality[reachable]
     latency, tokens = sweep.latency[reachable], sweep.tokens[reachable]
     labels = oracle_labels(quality, latency, epsilon, slo_ms)
-    try:
-        fathom_version = version("fathom")
-    except PackageNotFoundError:
-        fathom_version = "unknown"
     meta = {
         "feature_schema": SCHEMA_VERSION,
         "embedder": embedder,
-        "fathom_version": fathom_version,
+        "fathom_version": fathom_version(),
         "judge": sweep.run.get("judge"),
+        # The fused and BM25 features mean what this retrieval made them mean.
+        "retrieval": {
+            k: (sweep.run.get("config") or {}).get("retrieval", {}).get(k)
+            for k in ("mode", "fusion", "dense_weight", "candidates")
+        },
         "epsilon": epsilon,
         "slo_ms": slo_ms,
         "training_data": {

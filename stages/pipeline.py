@@ -306,8 +306,7 @@ class Engine:
                 probe, follow = self._second_hop(question, probe, depth)
                 stages["hop"] = _ms(t)
                 if follow:
-                    hops.append(follow)
-                    embedding_tokens += self._count_embedding_tokens([follow])
+                    hops.append(follow)  # searched with BM25 only: no embedding tokens
         else:
             probe = Probe(query=question, hits=(), timings_ms={})
         return Prepared(
@@ -551,7 +550,25 @@ class Engine:
             self._sparse = CollectionRetriever(self.collection, None, mode="bm25")
         second = self._sparse.probe(follow, depth)
 
-        by_id = {h.chunk.chunk_id: h for h in (*probe.hits, *second.hits)}
+        # The second hop's scores and ranks are kept under "hop2_*" names, so "dense" and "bm25"
+        # always mean the first hop's lists; a chunk both hops found keeps its first-hop hit.
+        by_id: dict[str, Hit] = {
+            h.chunk.chunk_id: replace(
+                h,
+                scores={f"hop2_{k}": v for k, v in h.scores.items()},
+                ranks={f"hop2_{k}": v for k, v in h.ranks.items()},
+            )
+            for h in second.hits
+        }
+        for h in probe.hits:
+            other = by_id.get(h.chunk.chunk_id)
+            by_id[h.chunk.chunk_id] = (
+                h
+                if other is None
+                else replace(
+                    h, scores={**other.scores, **h.scores}, ranks={**other.ranks, **h.ranks}
+                )
+            )
         ids = list(by_id)
         index = {cid: i for i, cid in enumerate(ids)}
 

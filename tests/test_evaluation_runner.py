@@ -178,7 +178,11 @@ def test_a_different_run_in_the_same_folder_is_refused(ecfg, qa_set, tmp_path):
 
 
 def test_generation_cache_replays_identical_prompts(ecfg, qa_set, tmp_path):
-    s = settings(qa_set, tmp_path / "a", strategies=["fixed:2", "gap:2-2"], limit=10, cache=True)
+    """With a real model (SmolLM2 through llama.cpp, short answers): a strategy that sends
+    fixed:2's prompt pays nothing, and a second run replays everything."""
+    ecfg.generator.backend = "llamacpp"
+    ecfg.generator.max_tokens = 12
+    s = settings(qa_set, tmp_path / "a", strategies=["fixed:2", "gap:2-2"], limit=4, cache=True)
     run_eval(ecfg, s)
     rows = rows_of(tmp_path / "a")
     by_q: dict[str, dict[str, dict]] = {}
@@ -187,9 +191,19 @@ def test_generation_cache_replays_identical_prompts(ecfg, qa_set, tmp_path):
     for pair in by_q.values():  # gap:2-2 always picks 2: the same prompt as fixed:2
         assert pair["fixed:2"]["answer"] == pair["gap:2-2"]["answer"]
         assert [r["cached_generation"] for r in pair.values()].count(True) == 1
-    s2 = settings(qa_set, tmp_path / "b", strategies=["fixed:2"], limit=10, cache=True)
+    s2 = settings(qa_set, tmp_path / "b", strategies=["fixed:2"], limit=4, cache=True)
     run_eval(ecfg, s2)
     assert all(r["cached_generation"] for r in rows_of(tmp_path / "b"))
+    # Another generation setting is another key: nothing replays.
+    ecfg.generator.max_tokens = 13
+    run_eval(ecfg, settings(qa_set, tmp_path / "c", strategies=["fixed:2"], limit=4, cache=True))
+    assert not any(r["cached_generation"] for r in rows_of(tmp_path / "c"))
+
+
+def test_extractive_answers_are_not_cached(ecfg, qa_set, tmp_path):
+    run_eval(ecfg, settings(qa_set, tmp_path / "x", strategies=["fixed:1"], limit=3, cache=True))
+    run_eval(ecfg, settings(qa_set, tmp_path / "y", strategies=["fixed:1"], limit=3, cache=True))
+    assert not any(r["cached_generation"] for r in rows_of(tmp_path / "y"))
 
 
 def test_caching_generator_counts_and_replays(tmp_path):

@@ -3,8 +3,6 @@ paraphrases are embedded once and scored against their cited source."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from feedback.confidence import SupportScorer
 from stages.base import Draft
 from tests.generate_support import make_hit
@@ -35,7 +33,7 @@ def test_quotes_skip_embedding_and_paraphrases_are_embedded_once(minilm) -> None
     vecs = minilm.embed([h.chunk.text for h in hits])
     emb = CountingEmbedder(minilm)
     scorer = SupportScorer(emb)
-    quoted = scorer.score(draft("The bridge opened in 1932. [1]", (1,)), hits, vecs)
+    quoted = scorer.score(draft("It carries eight lanes of traffic. [1]", (1,)), hits, vecs)
     assert emb.calls == 0
     assert quoted.sentences[0]["support"] == 1.0 and quoted.sentences[0]["best_source"] == 1
     para = draft("Its tolls ended in 1968 once the debt had been paid off. [2]", (2,))
@@ -46,4 +44,16 @@ def test_quotes_skip_embedding_and_paraphrases_are_embedded_once(minilm) -> None
     assert emb.calls == 1
     wrong = scorer.score(draft("Bananas are rich in potassium. [1]", (1,)), hits, vecs)
     assert wrong.sentences[0]["support"] < conf.sentences[0]["support"]
-    assert isinstance(vecs, np.ndarray)
+    # Too short to count as a quote, or inside a longer word: scored, not taken on trust.
+    calls = emb.calls
+    short = scorer.score(draft("It opened in 1932. [1]", (1,)), hits, vecs)
+    assert emb.calls == calls + 1 and short.sentences[0]["support"] < 1.0
+
+
+def test_quote_needs_word_boundaries_and_enough_words() -> None:
+    from feedback.confidence import _quotes
+
+    chunk = "The restarted engine carried eight lanes of traffic across the bay."
+    assert _quotes("engine carried eight lanes of traffic", chunk)
+    assert not _quotes("started engine carried eight lanes of traffic", chunk)  # in "restarted"
+    assert not _quotes("eight lanes", chunk)
