@@ -55,14 +55,12 @@ TARGET_HYBRID_NDCG = 0.72
 
 
 def ndcg_at_k(ranked: list[str], qrels: dict[str, int], k: int = 10) -> float:
-    """nDCG@k: sum of ``rel_i / log2(i + 1)`` over the top ``k`` (i from 1), divided by the same
-    sum over the ideal ordering of the judged relevances. 0 when nothing is relevant."""
-    gains = np.array([qrels.get(d, 0) for d in ranked[:k]], dtype=np.float64)
-    discounts = 1.0 / np.log2(np.arange(2, k + 2, dtype=np.float64))
-    dcg = float(gains @ discounts[: gains.size])
-    ideal = np.sort(np.array([r for r in qrels.values() if r > 0], dtype=np.float64))[::-1][:k]
-    idcg = float(ideal @ discounts[: ideal.size])
-    return dcg / idcg if idcg > 0 else 0.0
+    """nDCG@k graded by ``qrels`` (linear gain, log2 discount): ``evaluation.metrics``'s, 0 when
+    nothing is relevant."""
+    from evaluation.metrics import ndcg_at_k as graded
+
+    value = graded(ranked, [d for d, r in qrels.items() if r > 0], qrels, k)
+    return 0.0 if value is None else value
 
 
 def recall_at_k(ranked: list[str], qrels: dict[str, int], k: int = 100) -> float:
@@ -89,14 +87,9 @@ def evaluate(runs: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> di
 
 
 def load_qrels(path: Path) -> dict[str, dict[str, int]]:
-    qrels: dict[str, dict[str, int]] = {}
-    with open(path, encoding="utf-8") as fh:
-        next(fh)  # header
-        for line in fh:
-            if line.strip():
-                qid, doc_id, score = line.rstrip("\n").split("\t")
-                qrels.setdefault(qid, {})[doc_id] = int(score)
-    return qrels
+    from evaluation.data import read_qrels
+
+    return read_qrels(path)
 
 
 def rrf(lists: list[list[str]], k: int = 60) -> list[str]:
