@@ -353,15 +353,14 @@ def _work(item: tuple[dict[str, Any], list[str]]) -> list[dict[str, Any]]:
     return _WORKER.rows(Question.from_dict(q), todo)
 
 
-def _shard_rows(
-    cfg_dict: dict[str, Any], run: dict[str, Any], items: list[tuple[dict[str, Any], list[str]]]
-) -> list[dict[str, Any]]:
-    """One Ray task: a worker over a shard of questions."""
-    worker = QuestionWorker(_config_from(cfg_dict), run)
-    try:
-        return [row for q, todo in items for row in worker.rows(Question.from_dict(q), todo)]
-    finally:
-        worker.close()
+class _ShardActor:
+    """A Ray actor holding one worker (engine and generator loaded once) for many shards."""
+
+    def __init__(self, cfg_dict: dict[str, Any], run: dict[str, Any]) -> None:
+        self.worker = QuestionWorker(_config_from(cfg_dict), run)
+
+    def rows(self, items: list[tuple[dict[str, Any], list[str]]]) -> list[dict[str, Any]]:
+        return [row for q, todo in items for row in self.worker.rows(Question.from_dict(q), todo)]
 
 
 def execute(
@@ -437,17 +436,27 @@ def _execute_ray(
     address: str | None,
 ) -> Iterator[list[dict[str, Any]]]:
     with ray_session(workers, address) as ray:
-        task = ray.remote(_shard_rows)
         cfg_dict = cfg.to_dict(mask_secrets=False)
-        n_shards = max(1, min(len(items), max(1, workers) * 4))
-        shards = [items[i::n_shards] for i in range(n_shards)]
-        pending = [
-            task.remote(cfg_dict, run, [(q.to_dict(), todo) for q, todo in shard])
-            for shard in shards
-            if shard
-        ]
+        actor_cls = ray.remote(num_cpus=1)(_ShardActor)
+        actors = [actor_cls.remote(cfg_dict, run) for _ in range(max(1, min(workers, len(items))))]
+        # Small shards, handed out as actors free up, keep every worker busy to the end.
+        n_shards = max(1, min(len(items), len(actors) * 4))
+        shards = [[(q.to_dict(), todo) for q, todo in items[i::n_shards]] for i in range(n_shards)]
+        shards = [sh for sh in shards if sh]
+        owner: dict[Any, Any] = {}
+        pending = []
+        for actor in actors:
+            if shards:
+                ref = actor.rows.remote(shards.pop())
+                owner[ref] = actor
+                pending.append(ref)
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
+            actor = owner.pop(done[0])
+            if shards:
+                ref = actor.rows.remote(shards.pop())
+                owner[ref] = actor
+                pending.append(ref)
             yield ray.get(done[0])
 
 
