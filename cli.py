@@ -869,7 +869,16 @@ def policy_sweep(ctx: click.Context, **opts: Any) -> None:
 
 
 @policy.command("train")
-@click.option("--kind", type=click.Choice(["forest"]), default="forest", show_default=True)
+@click.option(
+    "--kind", type=click.Choice(["forest", "utility"]), default="forest", show_default=True
+)
+@click.option(
+    "--preset",
+    type=click.Choice(["quality", "balanced", "latency", "cost"]),
+    default="balanced",
+    show_default=True,
+    help="utility: the default weight preset stored with the policy.",
+)
 @click.option(
     "--sweep",
     "sweep_dirs",
@@ -899,6 +908,22 @@ def policy_train(ctx: click.Context, **opts: Any) -> None:
 
     cfg = _config(ctx)
     sweep = combine_sweeps([load_sweep(d, quality=opts["quality"]) for d in opts["sweep_dirs"]])
+    if opts["kind"] == "utility":
+        from router.utility import UtilityPolicy
+
+        util = UtilityPolicy.fit(
+            sweep,
+            preset=opts["preset"],
+            meta={
+                "judge": sweep.run.get("judge"),
+                "embedder": embedder_id_for(cfg.embedder),
+                "training_data": {"questions": sweep.run.get("questions"),
+                                  "n_questions": len(sweep.qids)},
+            },
+        )  # fmt: skip
+        path = util.save(opts["out"])
+        click.echo(f"utility policy on {len(sweep.qids)} questions → {path}")
+        return
     model = train_forest(
         sweep,
         epsilon=opts["epsilon"],
@@ -920,7 +945,21 @@ def policy_show(path: str | None, as_json: bool) -> None:
     """A policy's metadata and feature importances (default: the shipped policy)."""
     from router.forest import ForestPolicy, default_policy_path
 
-    model = ForestPolicy.load(path or default_policy_path())
+    target = Path(path) if path else default_policy_path()
+    meta_file = target.with_suffix(".json")
+    if meta_file.is_file() and '"kind": "utility"' in meta_file.read_text(encoding="utf-8"):
+        from router.utility import UtilityPolicy
+
+        util = UtilityPolicy.load(meta_file)
+        info = {"kind": "utility", "preset": util.preset, "bundles": util.bundles, **util.meta}
+        info["utilities"] = {t: util.utilities(t) for t in util.priors}
+        if as_json:
+            _print_json({**info, "priors": util.priors})
+        else:
+            for key, value in info.items():
+                click.echo(f"{key}: {json.dumps(value, ensure_ascii=False)}")
+        return
+    model = ForestPolicy.load(target)
     meta = {
         "budgets": list(model.budgets),
         "confidence": model.confidence,

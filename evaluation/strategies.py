@@ -10,6 +10,8 @@
 | ``strategy`` | the router's per-type default, with the feedback loop (Fathom's own default) |
 | ``forest[:PATH][@C]`` | the learned forest policy at PATH (default: the shipped one), deciding |
 | | at confidence C (default: the policy's own) |
+| ``utility:PATH[@PRESET]`` | the utility router at PATH with a weight preset (quality, balanced, |
+| | latency, cost; default: the file's) |
 
 Appending ``+fb`` turns the feedback loop on for any other spec (it is off by default, so each
 row measures its policy alone).
@@ -26,7 +28,8 @@ from stages.errors import ConfigError
 _SPEC = re.compile(
     r"^(?:(?P<none>none)|fixed:(?P<k>\d+)|(?P<gap>gap)(?::(?P<a>\d+)-(?P<b>\d+))?|"
     r"threshold:p(?P<p>\d+(?:\.\d+)?)(?::(?P<tk>\d+))?|(?P<strategy>strategy)|"
-    r"(?P<forest>forest)(?::(?P<fpath>[^@+]+))?(?:@(?P<conf>0?\.\d+|1(?:\.0*)?))?)"
+    r"(?P<forest>forest)(?::(?P<fpath>[^@+]+))?(?:@(?P<conf>0?\.\d+|1(?:\.0*)?))?|"
+    r"(?P<utility>utility):(?P<upath>[^@+]+)(?:@(?P<preset>[a-z]+))?)"
     r"(?P<fb>\+fb)?$"
 )
 
@@ -36,7 +39,7 @@ class StrategySpec:
     """One parsed ``--strategies`` item."""
 
     name: str
-    kind: str  # none | fixed | gap | threshold | strategy | forest
+    kind: str  # none | fixed | gap | threshold | strategy | forest | utility
     k: int | None = None
     k_min: int = 1
     k_max: int = 20
@@ -44,6 +47,7 @@ class StrategySpec:
     feedback: bool = False
     path: str | None = None  # a learned policy's file
     confidence: float | None = None
+    preset: str | None = None  # utility weights
 
     @property
     def needs_fit(self) -> bool:
@@ -60,7 +64,7 @@ def parse_strategy(spec: str) -> StrategySpec:
     if not m:
         raise ConfigError(
             f"strategy {spec!r}: expected none, fixed:K, gap[:A-B], threshold:pNN[:K], "
-            "strategy or forest[:PATH][@C] (optionally with +fb)"
+            "strategy, forest[:PATH][@C] or utility:PATH[@PRESET] (optionally with +fb)"
         )
     fb = bool(m["fb"])
     if m["none"]:
@@ -80,6 +84,8 @@ def parse_strategy(spec: str) -> StrategySpec:
         if k < 1:
             raise ConfigError(f"strategy {spec!r}: the gate's k must be ≥ 1")
         return StrategySpec(s, "threshold", k=k, percentile=p, feedback=fb)
+    if m["utility"]:
+        return StrategySpec(s, "utility", path=m["upath"], preset=m["preset"], feedback=fb)
     if m["forest"]:
         conf = float(m["conf"]) if m["conf"] else None
         return StrategySpec(s, "forest", path=m["fpath"], confidence=conf, feedback=fb)
@@ -126,6 +132,13 @@ def make_policy(
         policy = ForestPolicy.load(spec.path or default_policy_path(), expect_embedder=embedder)
         if spec.confidence is not None:
             policy.confidence = spec.confidence
+        policy.name = spec.name
+        return policy, None
+    if spec.kind == "utility":
+        from router.utility import UtilityPolicy
+
+        assert spec.path is not None
+        policy = UtilityPolicy.load(spec.path, preset=spec.preset)
         policy.name = spec.name
         return policy, None
     return None, None

@@ -42,6 +42,11 @@ class Sweep:
     quality: Any
     tokens: Any
     latency: Any
+    total: Any = None  # prompt + completion tokens, same shape; None: use ``tokens``
+
+    @property
+    def total_tokens(self) -> Any:
+        return self.tokens if self.total is None else self.total
 
     @property
     def deepest_recall(self) -> float | None:
@@ -79,7 +84,7 @@ def load_sweep(directory: str | Path, quality: str = "quality") -> Sweep:
         raise FathomError(
             f"--quality {metric!r}: not a metric of this sweep ({', '.join(sorted(known))})"
         )
-    feats, quality, tokens, latency, types = [], [], [], [], []
+    feats, quality, tokens, latency, types, total = [], [], [], [], [], []
     recall = []
     kept: list[str] = []
     for q in qids:
@@ -91,6 +96,7 @@ def load_sweep(directory: str | Path, quality: str = "quality") -> Sweep:
         feats.append(with_features["features"])
         quality.append([float(r["metrics"].get(metric) or 0.0) for r in rows])
         tokens.append([float(r["tokens"]["context"]) for r in rows])
+        total.append([float(r["tokens"]["prompt"] + r["tokens"]["completion"]) for r in rows])
         latency.append([float(r["total_ms"]) for r in rows])
         types.append(rows[-1]["query_type"])
         if rows[-1]["metrics"].get("answer_recall") is not None:
@@ -105,6 +111,7 @@ def load_sweep(directory: str | Path, quality: str = "quality") -> Sweep:
         np.asarray(quality, dtype=np.float32),
         np.asarray(tokens, dtype=np.float32),
         np.asarray(latency, dtype=np.float32),
+        np.asarray(total, dtype=np.float32),
     )
 
 
@@ -135,6 +142,7 @@ def combine_sweeps(sweeps: list[Sweep]) -> Sweep:
         np.concatenate([s.quality for s in sweeps]),
         np.concatenate([s.tokens for s in sweeps]),
         np.concatenate([s.latency for s in sweeps]),
+        np.concatenate([s.total_tokens for s in sweeps]),
     )
 
 

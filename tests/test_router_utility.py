@@ -1,0 +1,69 @@
+"""The utility router: priors per query type from a sweep, presets trading quality for latency
+and tokens, JSON persistence, and its place among eval strategies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from evaluation.strategies import make_policy, parse_strategy
+from router.train_policy import Sweep
+from router.utility import UtilityPolicy
+from stages.base import Probe
+from stages.errors import ConfigError, FathomError
+from tests.generate_support import make_hit
+
+BUDGETS = (0, 1, 2, 5, 12)
+
+
+def sweep() -> Sweep:
+    """Factual questions are answered at k = 2; multi-hop ones need k = 12."""
+    n = 60
+    types = ["factual"] * 40 + ["multi_hop"] * 20
+    quality = np.zeros((n, len(BUDGETS)), dtype=np.float32)
+    quality[:40, 2:] = 1.0
+    quality[40:, 4] = 1.0
+    quality[40:, 3] = 0.5
+    tokens = np.tile(np.array([0, 120, 240, 600, 1400], dtype=np.float32), (n, 1))
+    latency = np.tile(np.array([50, 60, 70, 100, 200], dtype=np.float32), (n, 1))
+    return Sweep({"judge": "recall"}, BUDGETS, [str(i) for i in range(n)], types,
+                 np.zeros((n, 3), np.float32), quality, tokens, latency, tokens + 90)  # fmt: skip
+
+
+def probe() -> Probe:
+    return Probe("q", tuple(make_hit(i, f"text {i}") for i in range(1, 21)), {})
+
+
+def test_priors_by_type_and_presets_shift_the_choice(tmp_path) -> None:
+    bundles = {"skip": 0, "light": 2, "medium": 5, "heavy": 12}
+    pol = UtilityPolicy.fit(sweep(), bundles, preset="balanced")
+    assert pol.priors["factual"]["light"]["quality"] == pytest.approx(1.0)
+    assert pol.priors["multi_hop"]["heavy"]["quality"] == pytest.approx(1.0)
+    assert pol.decide("q", probe(), "factual").k == 2  # cheapest bundle with full quality
+    assert pol.decide("q", probe(), "multi_hop").k == 12  # the depth it needs
+    # Pure quality: ties go to the smaller budget; a heavy cost weight gives up multi-hop depth.
+    assert UtilityPolicy.fit(sweep(), bundles, "quality").decide("q", probe(), "multi_hop").k == 12
+    cost = UtilityPolicy.fit(sweep(), bundles, "cost")
+    u = cost.utilities("multi_hop")
+    assert (
+        u["heavy"] < UtilityPolicy.fit(sweep(), bundles, "quality").utilities("multi_hop")["heavy"]
+    )
+    # Unknown types fall back to the pooled priors.
+    d = pol.decide("q", probe(), "summarization")
+    assert "all types" in d.reason and set(d.scores) == {"u_skip", "u_light", "u_medium", "u_heavy"}
+    # JSON round trip, preset overridable at load.
+    path = pol.save(tmp_path / "u.json")
+    again = UtilityPolicy.load(path, preset="latency")
+    assert again.priors == pol.priors and again.preset == "latency"
+    with pytest.raises(ConfigError):
+        UtilityPolicy.load(path, preset="fastest")
+    with pytest.raises(FathomError):
+        UtilityPolicy.fit(sweep(), {"odd": 3})
+
+
+def test_eval_strategy_spec_loads_the_file(tmp_path) -> None:
+    path = UtilityPolicy.fit(sweep()).save(tmp_path / "u.json")
+    spec = parse_strategy(f"utility:{path}@cost")
+    assert spec.kind == "utility" and spec.preset == "cost"
+    policy, k = make_policy(spec)
+    assert k is None and policy.preset == "cost" and policy.name == spec.name
