@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from evaluation.summary import action_key, get_path
+
 DPI = 120
 
 # Everything that could make two renderings of the same data differ, pinned.
@@ -58,14 +60,14 @@ def cost_per_1000(summary: dict) -> tuple[Literal["cost", "tokens"], dict[str, f
     costs = {
         name: float(v)
         for name, s in strategies.items()
-        if (v := _get(s, "cost", "per_1000")) is not None
+        if (v := get_path(s, "cost", "per_1000")) is not None
     }
     if any(v != 0 for v in costs.values()):
         return "cost", costs
     tokens = {
         name: float(v) * 1000
         for name, s in strategies.items()
-        if (v := _get(s, "tokens", "total", "mean")) is not None
+        if (v := get_path(s, "tokens", "total", "mean")) is not None
     }
     return "tokens", tokens
 
@@ -109,9 +111,9 @@ def _draw_pareto(summary: dict, rows: list[dict], colors: dict[str, Any]):
     baseline = run.get("baseline")
     pts: list[tuple[str, dict, dict]] = []
     for name, s in (summary.get("strategies") or {}).items():
-        quality = _get(s, "metrics", "quality")
-        tokens = _get(s, "tokens", "total")
-        if _get(quality, "mean") is not None and _get(tokens, "mean") is not None:
+        quality = get_path(s, "metrics", "quality")
+        tokens = get_path(s, "tokens", "total")
+        if get_path(quality, "mean") is not None and get_path(tokens, "mean") is not None:
             pts.append((name, quality, tokens))
     if not pts:
         return None
@@ -203,7 +205,7 @@ def _draw_actions(summary: dict, rows: list[dict], colors: dict[str, Any]):
     counts = {name: c for name, c in counts.items() if sum(c.values()) > 0}
     if not counts:
         return None
-    actions = sorted({a for c in counts.values() for a in c}, key=_action_key)
+    actions = sorted({a for c in counts.values() for a in c}, key=action_key)
     # Depth is ordered: a sequential colour map, distinct from the per-strategy colours.
     action_colors = _sequential_colors(actions)
     names = list(counts)
@@ -289,21 +291,5 @@ def _err(ci: dict) -> list[list[float]] | None:
     return [[max(0.0, float(mean) - float(lo))], [max(0.0, float(hi) - float(mean))]]
 
 
-def _action_key(action: str) -> tuple[int, float, str]:
-    try:
-        return 0, float(action), action
-    except ValueError:
-        return 1, 0.0, action
-
-
 def _action_label(action: str) -> str:
     return "skip" if action == "0" else f"k={action}"
-
-
-def _get(d: Any, *keys: str) -> Any:
-    """``d[k1][k2]…``, or None when a level is missing or null."""
-    for key in keys:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(key)
-    return d

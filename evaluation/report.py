@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evaluation.summary import get_path
+
 if TYPE_CHECKING:
     from rich.table import Table
 
@@ -64,26 +66,26 @@ _CAPTIONS = {
 
 def summary_rows(summary: dict) -> list[list[str]]:
     """One row of formatted cells per strategy, in ``COLUMNS`` order (missing values ``–``)."""
-    baseline = _get(summary, "run", "baseline")
+    baseline = get_path(summary, "run", "baseline")
     rows = []
     for name, s in (summary.get("strategies") or {}).items():
-        prompt = _get(s, "tokens", "prompt", "mean")
-        completion = _get(s, "tokens", "completion", "mean")
-        slo = _get(s, "slo_compliance", "mean")
+        prompt = get_path(s, "tokens", "prompt", "mean")
+        completion = get_path(s, "tokens", "completion", "mean")
+        slo = get_path(s, "slo_compliance", "mean")
         rows.append(
             [
                 name,
                 _fmt(s.get("n"), "d"),
-                _fmt_ci(_get(s, "metrics", "quality")),
-                _fmt(_get(s, "metrics", "em", "mean"), ".3f"),
-                _fmt(_get(s, "metrics", "f1", "mean"), ".3f"),
-                _fmt(_get(s, "metrics", "answer_recall", "mean"), ".3f"),
-                _fmt(_get(s, "k", "mean"), ".2f"),
-                _fmt(_get(s, "tokens", "context", "mean"), ".0f"),
+                _fmt_ci(get_path(s, "metrics", "quality")),
+                _fmt(get_path(s, "metrics", "em", "mean"), ".3f"),
+                _fmt(get_path(s, "metrics", "f1", "mean"), ".3f"),
+                _fmt(get_path(s, "metrics", "answer_recall", "mean"), ".3f"),
+                _fmt(get_path(s, "k", "mean"), ".2f"),
+                _fmt(get_path(s, "tokens", "context", "mean"), ".0f"),
                 _fmt(None if prompt is None or completion is None else prompt + completion, ".0f"),
-                _fmt(_get(s, "cost", "per_1000"), ".4f"),
-                _fmt(_get(s, "latency_ms", "p50"), ".1f"),
-                _fmt(_get(s, "latency_ms", "p95"), ".1f"),
+                _fmt(get_path(s, "cost", "per_1000"), ".4f"),
+                _fmt(get_path(s, "latency_ms", "p50"), ".1f"),
+                _fmt(get_path(s, "latency_ms", "p95"), ".1f"),
                 _fmt(None if slo is None else 100 * slo, ".1f"),
                 _fmt_wtl(s.get("vs_baseline"), is_baseline=name == baseline),
             ]
@@ -160,10 +162,10 @@ def write_report(out_dir: Path, summary: dict, plots: list[Path]) -> Path:
 
 
 def _title(summary: dict) -> str:
-    judge = _get(summary, "run", "judge") or "?"
+    judge = get_path(summary, "run", "judge") or "?"
     n = summary.get("n_questions")
     if n is None:
-        n = _get(summary, "run", "n_questions")
+        n = get_path(summary, "run", "n_questions")
     return f"Fathom eval — judge: {judge}, {n if n is not None else '?'} questions"
 
 
@@ -225,7 +227,7 @@ def _stage_table(summary: dict) -> list[str]:
     stages = [s for s in _STAGE_ORDER if s in seen] + [s for s in seen if s not in _STAGE_ORDER]
     rows = []
     for name, s in strategies.items():
-        cells = [_fmt_p50_p95(_get(s, "stages_ms", stage)) for stage in stages]
+        cells = [_fmt_p50_p95(get_path(s, "stages_ms", stage)) for stage in stages]
         rows.append([name, *cells, _fmt_p50_p95(s.get("latency_ms"))])
     return _md_table(["strategy", *stages, "total"], rows)
 
@@ -274,10 +276,10 @@ def _fmt_any(value: Any) -> str:
 
 
 def _fmt_ci(ci: dict | None) -> str:
-    mean = _get(ci, "mean")
+    mean = get_path(ci, "mean")
     if mean is None:
         return MISSING
-    lo, hi = _get(ci, "lo"), _get(ci, "hi")
+    lo, hi = get_path(ci, "lo"), get_path(ci, "hi")
     if lo is None or hi is None:
         return f"{mean:.3f}"
     return f"{mean:.3f} [{lo:.3f}, {hi:.3f}]"
@@ -292,16 +294,7 @@ def _fmt_wtl(vs: dict | None, *, is_baseline: bool) -> str:
 
 
 def _fmt_p50_p95(stats: dict | None) -> str:
-    p50, p95 = _get(stats, "p50"), _get(stats, "p95")
+    p50, p95 = get_path(stats, "p50"), get_path(stats, "p95")
     if p50 is None and p95 is None:
         return MISSING
     return f"{_fmt(p50, '.1f')} / {_fmt(p95, '.1f')}"
-
-
-def _get(d: Any, *keys: str) -> Any:
-    """``d[k1][k2]…``, or None when a level is missing or null."""
-    for key in keys:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(key)
-    return d

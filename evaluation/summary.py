@@ -81,11 +81,21 @@ def _quality(row: dict) -> float | None:
     return _number((row.get("metrics") or {}).get("quality"))
 
 
-def _action_key(action: str) -> tuple[int, float, str]:
+def action_key(action: str) -> tuple[int, float, str]:
+    """Sort key for actions: numeric depths in order, then anything else by name."""
     try:
         return (0, float(action), action)
     except ValueError:
         return (1, 0.0, action)
+
+
+def get_path(d: Any, *keys: str) -> Any:
+    """``d[k1][k2]…``, or None when a level is missing or null."""
+    for key in keys:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(key)
+    return d
 
 
 def _strategy_order(run: dict, present: set[str]) -> list[str]:
@@ -169,7 +179,7 @@ def _summarize_strategy(
         out["k"] = k
     counts = Counter(str(r["action"]) for r in rows if r.get("action") is not None)
     counts.setdefault("0", 0)  # retrieval skipped: always reported, even when it never happened
-    out["actions"] = {a: counts[a] for a in sorted(counts, key=_action_key)}
+    out["actions"] = {a: counts[a] for a in sorted(counts, key=action_key)}
     out["cache_hits"] = sum(1 for r in rows if r.get("cached_generation") is True)
 
     if baseline_rows:
