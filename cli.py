@@ -870,8 +870,20 @@ def policy_sweep(ctx: click.Context, **opts: Any) -> None:
 
 @policy.command("train")
 @click.option(
-    "--kind", type=click.Choice(["forest", "utility"]), default="forest", show_default=True
+    "--kind",
+    type=click.Choice(["forest", "reinforce", "utility"]),
+    default="forest",
+    show_default=True,
 )
+@click.option(
+    "--lambda",
+    "lam",
+    type=click.FloatRange(min=0),
+    default=0.1,
+    show_default=True,
+    help="reinforce: reward = quality − λ · tokens / 1000.",
+)
+@click.option("--epochs", type=click.IntRange(1), default=60, show_default=True)
 @click.option(
     "--preset",
     type=click.Choice(["quality", "balanced", "latency", "cost"]),
@@ -908,6 +920,21 @@ def policy_train(ctx: click.Context, **opts: Any) -> None:
 
     cfg = _config(ctx)
     sweep = combine_sweeps([load_sweep(d, quality=opts["quality"]) for d in opts["sweep_dirs"]])
+    if opts["kind"] == "reinforce":
+        from router.reinforce import ReinforcePolicy
+        from router.train_policy import sweep_query_vectors
+
+        rl = ReinforcePolicy.train(
+            sweep,
+            sweep_query_vectors(cfg, sweep),
+            lam=opts["lam"],
+            epochs=opts["epochs"],
+            seed=opts["seed"],
+            meta={"judge": sweep.run.get("judge"), "embedder": embedder_id_for(cfg.embedder)},
+        )
+        path = rl.save(opts["out"])
+        click.echo(f"reinforce policy on {len(sweep.qids)} questions → {path}")
+        return
     if opts["kind"] == "utility":
         from router.utility import UtilityPolicy
 

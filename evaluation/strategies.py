@@ -10,6 +10,7 @@
 | ``strategy`` | the router's per-type default, with the feedback loop (Fathom's own default) |
 | ``forest[:PATH][@C]`` | the learned forest policy at PATH (default: the shipped one), deciding |
 | | at confidence C (default: the policy's own) |
+| ``reinforce:PATH`` | the REINFORCE controller at PATH (greedy) |
 | ``utility:PATH[@PRESET]`` | the utility router at PATH with a weight preset (quality, balanced, |
 | | latency, cost; default: the file's) |
 
@@ -29,7 +30,8 @@ _SPEC = re.compile(
     r"^(?:(?P<none>none)|fixed:(?P<k>\d+)|(?P<gap>gap)(?::(?P<a>\d+)-(?P<b>\d+))?|"
     r"threshold:p(?P<p>\d+(?:\.\d+)?)(?::(?P<tk>\d+))?|(?P<strategy>strategy)|"
     r"(?P<forest>forest)(?::(?P<fpath>[^@+]+))?(?:@(?P<conf>0?\.\d+|1(?:\.0*)?))?|"
-    r"(?P<utility>utility):(?P<upath>[^@+]+)(?:@(?P<preset>[a-z]+))?)"
+    r"(?P<utility>utility):(?P<upath>[^@+]+)(?:@(?P<preset>[a-z]+))?|"
+    r"(?P<reinforce>reinforce):(?P<rpath>[^@+]+))"
     r"(?P<fb>\+fb)?$"
 )
 
@@ -84,6 +86,8 @@ def parse_strategy(spec: str) -> StrategySpec:
         if k < 1:
             raise ConfigError(f"strategy {spec!r}: the gate's k must be ≥ 1")
         return StrategySpec(s, "threshold", k=k, percentile=p, feedback=fb)
+    if m["reinforce"]:
+        return StrategySpec(s, "reinforce", path=m["rpath"], feedback=fb)
     if m["utility"]:
         return StrategySpec(s, "utility", path=m["upath"], preset=m["preset"], feedback=fb)
     if m["forest"]:
@@ -132,6 +136,13 @@ def make_policy(
         policy = ForestPolicy.load(spec.path or default_policy_path(), expect_embedder=embedder)
         if spec.confidence is not None:
             policy.confidence = spec.confidence
+        policy.name = spec.name
+        return policy, None
+    if spec.kind == "reinforce":
+        from router.reinforce import ReinforcePolicy
+
+        assert spec.path is not None
+        policy = ReinforcePolicy.load(spec.path, expect_embedder=embedder)
         policy.name = spec.name
         return policy, None
     if spec.kind == "utility":

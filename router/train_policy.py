@@ -43,6 +43,7 @@ class Sweep:
     tokens: Any
     latency: Any
     total: Any = None  # prompt + completion tokens, same shape; None: use ``tokens``
+    questions: list[str] | None = None  # the question texts, in ``qids`` order
 
     @property
     def total_tokens(self) -> Any:
@@ -87,12 +88,14 @@ def load_sweep(directory: str | Path, quality: str = "quality") -> Sweep:
     feats, quality, tokens, latency, types, total = [], [], [], [], [], []
     recall = []
     kept: list[str] = []
+    texts: list[str] = []
     for q in qids:
         rows = [by_q[q][s] for s in strategies]
         with_features = next((r for r in rows if r.get("features")), None)
         if with_features is None:
             continue
         kept.append(q)
+        texts.append(rows[-1]["question"])
         feats.append(with_features["features"])
         quality.append([float(r["metrics"].get(metric) or 0.0) for r in rows])
         tokens.append([float(r["tokens"]["context"]) for r in rows])
@@ -112,6 +115,7 @@ def load_sweep(directory: str | Path, quality: str = "quality") -> Sweep:
         np.asarray(tokens, dtype=np.float32),
         np.asarray(latency, dtype=np.float32),
         np.asarray(total, dtype=np.float32),
+        texts,
     )
 
 
@@ -143,6 +147,7 @@ def combine_sweeps(sweeps: list[Sweep]) -> Sweep:
         np.concatenate([s.tokens for s in sweeps]),
         np.concatenate([s.latency for s in sweeps]),
         np.concatenate([s.total_tokens for s in sweeps]),
+        [t for s in sweeps for t in (s.questions or [""] * len(s.qids))],
     )
 
 
@@ -207,3 +212,15 @@ def train_forest(
         confidence=confidence,
         meta=meta,
     )
+
+
+def sweep_query_vectors(cfg: Any, sweep: Sweep) -> Any:
+    """The query embeddings of a sweep's questions ``(n, dim)``, with the query-path embedder
+    the collections use (the reinforce policy reads them)."""
+    from index.embed import make_query_embedder
+
+    questions = sweep.questions
+    if questions is None:
+        raise FathomError("this sweep has no question texts; re-load it with load_sweep")
+    embedder = make_query_embedder(cfg.embedder, cfg.models_path())
+    return embedder.embed(questions)

@@ -384,10 +384,12 @@ class Engine:
 
         t = time.perf_counter()
         chooser = FixedDepth(k) if k is not None else policy or StrategyDepth(strategy)
-        if getattr(chooser, "uses_type_probs", False):  # learned policies read the router too
-            decision = chooser.decide(question, probe, qtype, type_probs=prepared.type_probs)
-        else:
-            decision = chooser.decide(question, probe, qtype)
+        extra: dict[str, Any] = {}  # learned policies read the router and the query vector too
+        if getattr(chooser, "uses_type_probs", False):
+            extra["type_probs"] = prepared.type_probs
+        if getattr(chooser, "uses_qvec", False):
+            extra["qvec"] = prepared.qvec
+        decision = chooser.decide(question, probe, qtype, **extra)
         trace.decision = decision
         trace.add_ms("decide", _ms(t))
         emit("decision", decision=decision, query_type=qtype)

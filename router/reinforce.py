@@ -1,0 +1,245 @@
+"""The cost-aware REINFORCE depth controller.
+
+A policy network maps the question to a distribution over budgets: the query embedding through
+a learned 384 → 128 projection, joined with the standardised probe features, then two hidden
+layers of 128 (ReLU) and a softmax over the budgets. It is trained on a budget sweep with
+REINFORCE: an action is sampled per question, its reward is
+
+    r = quality(question, budget) − λ · tokens(question, budget) / 1000
+
+(read from the sweep, so training needs no generation), the advantage is r minus a running
+mean of rewards (scaled by the batch's standard deviation), and the loss is
+−advantage · log π(action) − β · entropy, with the gradient norm clipped. Training uses torch; the weights are saved with safetensors and inference is a
+few numpy matrix products, greedy (the most probable budget).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from stages.base import Decision
+from stages.errors import FathomError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from router.train_policy import Sweep
+    from stages.base import Probe, QueryType
+
+FORMAT = 1
+_LAYERS = ("proj", "h1", "h2", "out")
+
+
+@dataclass
+class ReinforcePolicy:
+    budgets: tuple[int, ...]
+    feature_names: tuple[str, ...]
+    weights: dict[
+        str, np.ndarray
+    ]  # proj.w (emb, 128), proj.b, h1.w, h1.b, h2.w, h2.b, out.w, out.b
+    mean: np.ndarray  # feature standardisation
+    std: np.ndarray
+    meta: dict[str, Any] = field(default_factory=dict)
+    name: str = "reinforce"
+    uses_type_probs = True
+    uses_qvec = True
+
+    # -- inference -------------------------------------------------------------------------------
+
+    def proba(self, qvecs: np.ndarray, features: np.ndarray) -> np.ndarray:
+        """``(n, n_budgets)`` action probabilities."""
+        import numpy as np
+
+        w = self.weights
+        q = np.atleast_2d(np.asarray(qvecs, dtype=np.float32))
+        f = (np.atleast_2d(np.asarray(features, dtype=np.float32)) - self.mean) / self.std
+        h = np.concatenate([q @ w["proj.w"] + w["proj.b"], f], axis=1)
+        h = np.maximum(h @ w["h1.w"] + w["h1.b"], 0)
+        h = np.maximum(h @ w["h2.w"] + w["h2.b"], 0)
+        z = h @ w["out.w"] + w["out.b"]
+        z = z - z.max(axis=1, keepdims=True)
+        e = np.exp(z)
+        return e / e.sum(axis=1, keepdims=True)
+
+    def decide(
+        self,
+        question: str,
+        probe: Probe,
+        qtype: QueryType,
+        type_probs: dict[str, float] | None = None,
+        qvec: Any = None,
+    ) -> Decision:
+        from router.features import probe_features
+
+        if qvec is None:
+            raise FathomError("the reinforce policy needs the query embedding")
+        t = time.perf_counter()
+        p = self.proba(qvec, probe_features(question, probe, type_probs))[0]
+        order = p.argsort()[::-1]
+        i, runner = int(order[0]), int(order[1]) if len(order) > 1 else int(order[0])
+        k = min(self.budgets[i], len(probe.hits))
+        reason = (
+            f"reinforce (λ = {self.meta.get('lambda')}): k = {self.budgets[i]} is the most "
+            f"probable budget (P = {p[i]:.2f}); runner-up k = {self.budgets[runner]} "
+            f"(P = {p[runner]:.2f})"
+        )
+        scores = {f"p_k{b}": round(float(x), 4) for b, x in zip(self.budgets, p, strict=True)}
+        scores["decide_ms"] = round((time.perf_counter() - t) * 1000, 4)
+        return Decision(k, self.name, reason, scores=scores)
+
+    # -- training --------------------------------------------------------------------------------
+
+    @classmethod
+    def train(
+        cls,
+        sweep: Sweep,
+        qvecs: np.ndarray,
+        lam: float = 0.1,
+        epochs: int = 60,
+        batch_size: int = 64,
+        lr: float = 3e-3,
+        entropy: float = 0.05,
+        clip: float = 1.0,
+        seed: int = 0,
+        meta: dict[str, Any] | None = None,
+    ) -> ReinforcePolicy:
+        """Fit on ``sweep`` (quality and context tokens per budget) and the questions' query
+        embeddings ``qvecs`` ``(n, dim)``; deterministic for a seed (one torch thread)."""
+        import numpy as np
+        import torch
+
+        from router.features import FEATURE_NAMES
+
+        torch.manual_seed(seed)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            rng = np.random.default_rng(seed)
+            x = np.asarray(sweep.features, dtype=np.float32)
+            mean = x.mean(axis=0)
+            std = x.std(axis=0) + 1e-6
+            feats = torch.tensor((x - mean) / std)
+            q = torch.tensor(np.asarray(qvecs, dtype=np.float32))
+            reward = torch.tensor(
+                np.asarray(sweep.quality, np.float32) - lam * np.asarray(sweep.tokens) / 1000.0,
+                dtype=torch.float32,
+            )
+            n, n_actions = reward.shape
+            proj = torch.nn.Linear(q.shape[1], 128)
+            body = torch.nn.Sequential(
+                torch.nn.Linear(128 + feats.shape[1], 128),
+                torch.nn.ReLU(),
+                torch.nn.Linear(128, 128),
+                torch.nn.ReLU(),
+                torch.nn.Linear(128, n_actions),
+            )
+            params = list(proj.parameters()) + list(body.parameters())
+            opt = torch.optim.Adam(params, lr=lr)
+            # The running-mean baseline starts at the expected reward of a uniform policy: from 0
+            # every early advantage is positive and the policy collapses onto the first budget
+            # that pays on average.
+            baseline = float(reward.mean())
+            curves: list[dict[str, Any]] = []
+            gen = torch.Generator().manual_seed(seed)
+            for epoch in range(epochs):
+                order = rng.permutation(n)
+                rewards, counts = [], np.zeros(n_actions, dtype=np.int64)
+                for start in range(0, n, batch_size):
+                    idx = torch.tensor(order[start : start + batch_size])
+                    logits = body(torch.cat([proj(q[idx]), feats[idx]], dim=1))
+                    dist = torch.distributions.Categorical(logits=logits)
+                    action = torch.multinomial(dist.probs, 1, generator=gen).squeeze(1)
+                    r = reward[idx, action]
+                    # Advantage: reward minus the running-mean baseline, scaled by the batch's
+                    # spread so one lucky batch cannot collapse the policy onto one budget.
+                    adv = r - baseline
+                    adv = adv / (adv.std() + 1e-6) if len(adv) > 1 else adv
+                    loss = -(adv * dist.log_prob(action)).mean() - entropy * dist.entropy().mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(params, clip)
+                    opt.step()
+                    baseline = 0.9 * baseline + 0.1 * float(r.mean())
+                    rewards.append(float(r.mean()))
+                    counts += np.bincount(action.numpy(), minlength=n_actions)
+                curves.append(
+                    {
+                        "epoch": epoch,
+                        "reward": float(np.mean(rewards)),
+                        "action_shares": (counts / counts.sum()).round(4).tolist(),
+                    }
+                )
+            layers = [proj, body[0], body[2], body[4]]
+            weights = {}
+            for name, layer in zip(_LAYERS, layers, strict=True):
+                weights[f"{name}.w"] = layer.weight.detach().numpy().T.copy()
+                weights[f"{name}.b"] = layer.bias.detach().numpy().copy()
+        finally:
+            torch.set_num_threads(threads)
+        info = dict(meta or {})
+        info.update(
+            {"lambda": lam, "epochs": epochs, "lr": lr, "entropy": entropy, "clip": clip,
+             "seed": seed, "n_train": int(n), "curves": curves}
+        )  # fmt: skip
+        return cls(tuple(sweep.budgets), tuple(FEATURE_NAMES), weights, mean, std, info)
+
+    # -- persistence -----------------------------------------------------------------------------
+
+    def save(self, path: str | Path) -> Path:
+        """``path`` (``.safetensors``) with the weights and standardisation, plus ``.json``."""
+        from safetensors.numpy import save_file
+
+        path = Path(path).with_suffix(".safetensors")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tensors = {k: v.astype("float32") for k, v in self.weights.items()}
+        tensors["feature.mean"] = self.mean.astype("float32")
+        tensors["feature.std"] = self.std.astype("float32")
+        save_file(tensors, str(path))
+        meta = {
+            "format": FORMAT,
+            "kind": "reinforce",
+            "budgets": list(self.budgets),
+            "feature_names": list(self.feature_names),
+            **self.meta,
+        }
+        path.with_suffix(".json").write_text(
+            json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, expect_embedder: str | None = None) -> ReinforcePolicy:
+        from safetensors.numpy import load_file
+
+        from router.features import FEATURE_NAMES
+
+        path = Path(path)
+        meta_path, w_path = path.with_suffix(".json"), path.with_suffix(".safetensors")
+        if not meta_path.is_file() or not w_path.is_file():
+            raise FathomError(f"{path}: no reinforce policy here")
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if meta.get("kind") != "reinforce" or meta.get("format") != FORMAT:
+            raise FathomError(f"{meta_path}: not a format-{FORMAT} reinforce policy")
+        if tuple(meta["feature_names"]) != FEATURE_NAMES:
+            raise FathomError(f"{meta_path}: trained on another feature schema — retrain it")
+        if expect_embedder and meta.get("embedder") and meta["embedder"] != expect_embedder:
+            raise FathomError(
+                f"{meta_path}: trained with embedder {meta['embedder']!r}, the collection uses "
+                f"{expect_embedder!r} — retrain it"
+            )
+        t = load_file(str(w_path))
+        weights = {k: v for k, v in t.items() if not k.startswith("feature.")}
+        info = {k: v for k, v in meta.items() if k not in ("format", "kind", "budgets",
+                                                          "feature_names")}  # fmt: skip
+        return cls(
+            tuple(meta["budgets"]),
+            tuple(meta["feature_names"]),
+            weights,
+            t["feature.mean"],
+            t["feature.std"],
+            info,
+        )
