@@ -8,9 +8,10 @@ REINFORCE: an action is sampled per question, its reward is
     r = quality(question, budget) − λ · tokens(question, budget) / 1000
 
 (read from the sweep, so training needs no generation), the advantage is r minus a running
-mean of rewards (scaled by the batch's standard deviation), and the loss is
-−advantage · log π(action) − β · entropy, with the gradient norm clipped. Training uses torch; the weights are saved with safetensors and inference is a
-few numpy matrix products, greedy (the most probable budget).
+mean of rewards (started at a uniform policy's expected reward), and the loss is
+−advantage · log π(action) − β · entropy, with the gradient norm clipped. Training uses torch;
+the weights are saved with safetensors and inference is a few numpy matrix products, greedy
+(the most probable budget).
 """
 
 from __future__ import annotations
@@ -154,10 +155,10 @@ class ReinforcePolicy:
                     dist = torch.distributions.Categorical(logits=logits)
                     action = torch.multinomial(dist.probs, 1, generator=gen).squeeze(1)
                     r = reward[idx, action]
-                    # Advantage: reward minus the running-mean baseline, scaled by the batch's
-                    # spread so one lucky batch cannot collapse the policy onto one budget.
+                    # Advantage: reward minus the running-mean baseline. (Dividing it by the batch's
+                    # spread, uncentred, magnified the baseline's lag and collapsed the policy
+                    # onto one budget.)
                     adv = r - baseline
-                    adv = adv / (adv.std() + 1e-6) if len(adv) > 1 else adv
                     loss = -(adv * dist.log_prob(action)).mean() - entropy * dist.entropy().mean()
                     opt.zero_grad()
                     loss.backward()

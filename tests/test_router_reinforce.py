@@ -33,7 +33,9 @@ def synthetic(n: int = 256, seed: int = 0):
 
 def test_learns_to_go_deep_only_for_hard_questions(tmp_path) -> None:
     sweep, qvecs, hard = synthetic()
-    policy = ReinforcePolicy.train(sweep, qvecs, lam=0.3, epochs=40, seed=1)
+    policy = ReinforcePolicy.train(
+        sweep, qvecs, lam=0.3, epochs=40, seed=1, meta={"embedder": "minilm-test"}
+    )
     choice = policy.proba(qvecs, sweep.features).argmax(axis=1)
     assert (choice[hard] == 2).mean() > 0.9  # hard: k = 4 (reward 1 − 0.18)
     assert (choice[~hard] == 1).mean() > 0.9  # easy: k = 1 (reward 1 − 0.045)
@@ -44,10 +46,9 @@ def test_learns_to_go_deep_only_for_hard_questions(tmp_path) -> None:
     np.testing.assert_allclose(
         again.proba(qvecs, sweep.features), policy.proba(qvecs, sweep.features), atol=1e-6
     )
-    with pytest.raises(FathomError):
-        ReinforcePolicy.load(path, expect_embedder="another-model") if again.meta.get(
-            "embedder"
-        ) else (_ for _ in ()).throw(FathomError("no embedder recorded"))
+    with pytest.raises(FathomError, match="embedder"):
+        ReinforcePolicy.load(path, expect_embedder="another-model")
+    assert ReinforcePolicy.load(path, expect_embedder="minilm-test").budgets == BUDGETS
 
 
 def test_training_is_deterministic_for_a_seed() -> None:
