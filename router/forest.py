@@ -322,3 +322,19 @@ class ForestPolicy:
         return cls(
             tuple(meta["budgets"]), tuple(meta["feature_names"]), trees, meta["confidence"], info
         )
+
+
+def load_policy(path: str | Path, expect_embedder: str | None = None) -> Any:
+    """Any learned depth policy by file: ``.safetensors`` → REINFORCE, a utility ``.json``
+    (``"kind": "utility"``) → utility router, otherwise a forest (``.npz`` + ``.json``)."""
+    path = Path(path)
+    if path.suffix == ".safetensors" or path.with_suffix(".safetensors").is_file():
+        from router.reinforce import ReinforcePolicy
+
+        return ReinforcePolicy.load(path, expect_embedder=expect_embedder)
+    meta = path.with_suffix(".json")
+    if meta.is_file() and '"kind": "utility"' in meta.read_text(encoding="utf-8"):
+        from router.utility import UtilityPolicy
+
+        return UtilityPolicy.load(meta)
+    return ForestPolicy.load(path, expect_embedder=expect_embedder)

@@ -209,7 +209,7 @@ class Engine:
         """The configured depth policy (``retrieval.policy``), or None for the strategy's."""
         if self._policy is False:
             from index.embed import embedder_id_for
-            from router.forest import ForestPolicy, default_policy_path
+            from router.forest import default_policy_path, load_policy
 
             choice = self.cfg.retrieval.policy.strip()
             path = None
@@ -218,7 +218,7 @@ class Engine:
             elif choice and choice != "strategy":
                 path = Path(choice)
             self._policy = (
-                ForestPolicy.load(path, expect_embedder=embedder_id_for(self.cfg.embedder))
+                load_policy(path, expect_embedder=embedder_id_for(self.cfg.embedder))
                 if path
                 else None
             )

@@ -67,3 +67,23 @@ def test_eval_strategy_spec_loads_the_file(tmp_path) -> None:
     assert spec.kind == "utility" and spec.preset == "cost"
     policy, k = make_policy(spec)
     assert k is None and policy.preset == "cost" and policy.name == spec.name
+
+
+def test_load_policy_dispatches_on_the_file(tmp_path) -> None:
+    from router.forest import ForestPolicy, load_policy
+    from router.reinforce import ReinforcePolicy
+
+    util = UtilityPolicy.fit(sweep()).save(tmp_path / "u.json")
+    assert isinstance(load_policy(util), UtilityPolicy)
+    with pytest.raises(FathomError):
+        load_policy(tmp_path / "missing.npz")
+    s = sweep()
+    from router.features import FEATURE_NAMES
+
+    s.features = np.zeros((len(s.qids), len(FEATURE_NAMES)), np.float32)
+    rl = ReinforcePolicy.train(s, np.zeros((len(s.qids), 8), np.float32), epochs=1)
+    assert isinstance(load_policy(rl.save(tmp_path / "r.safetensors")), ReinforcePolicy)
+    labels = np.zeros(len(s.qids), dtype=int)
+    labels[:10] = 2
+    forest = ForestPolicy.train(s.features, labels, BUDGETS, FEATURE_NAMES, n_trees=2)
+    assert isinstance(load_policy(forest.save(tmp_path / "f.npz")), ForestPolicy)
