@@ -21,9 +21,13 @@ Groups (``FEATURE_NAMES`` lists them in order):
 
 from __future__ import annotations
 
+import json
 import math
 import re
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from stages.errors import FathomError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -183,3 +187,50 @@ def feature_matrix(rows: list[list[float]]) -> np.ndarray:
     import numpy as np
 
     return np.asarray(rows, dtype=np.float32).reshape(-1, len(FEATURE_NAMES))
+
+
+def write_policy_meta(
+    path: Path, kind: str, fmt: int, budgets: tuple[int, ...], extra: dict[str, Any]
+) -> None:
+    """A learned policy's JSON metadata beside its weights (``path`` with ``.json``), stamped
+    with this feature schema."""
+    meta = {
+        "format": fmt,
+        "kind": kind,
+        "budgets": list(budgets),
+        "feature_names": list(FEATURE_NAMES),
+        "feature_schema": SCHEMA_VERSION,
+        **extra,
+    }
+    path.with_suffix(".json").write_text(
+        json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+
+
+def read_policy_meta(
+    path: Path, kind: str, fmt: int, weights_suffix: str, expect_embedder: str | None = None
+) -> dict[str, Any]:
+    """The metadata of a learned ``kind`` policy at ``path``, checked: the files exist, the
+    format and kind match, the features are this Fathom's, the embedder is the collection's."""
+    meta_path, weights = path.with_suffix(".json"), path.with_suffix(weights_suffix)
+    if not meta_path.is_file() or not weights.is_file():
+        raise FathomError(
+            f"{path}: no {kind} policy here (need {meta_path.name} and {weights.name})"
+        )
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    if meta.get("kind") != kind or meta.get("format") != fmt:
+        raise FathomError(f"{meta_path}: not a format-{fmt} {kind} policy")
+    if (
+        tuple(meta.get("feature_names") or ()) != FEATURE_NAMES
+        or meta.get("feature_schema", SCHEMA_VERSION) != SCHEMA_VERSION
+    ):
+        raise FathomError(
+            f"{meta_path}: trained on another feature schema than this Fathom computes — "
+            "retrain it with `fathom policy train`"
+        )
+    if expect_embedder and meta.get("embedder") and meta["embedder"] != expect_embedder:
+        raise FathomError(
+            f"{meta_path}: trained with embedder {meta['embedder']!r}, but the collection "
+            f"uses {expect_embedder!r} — its features would not mean the same; retrain it"
+        )
+    return meta

@@ -14,14 +14,13 @@ cumulative predicted probability reaches ``confidence``: P(the smallest sufficie
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stages.base import Decision
-from stages.errors import ConfigError, FathomError
+from stages.errors import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -264,17 +263,14 @@ class ForestPolicy:
                 arrays[f"t{i}_{name}"] = getattr(t, name)
         with open(path, "wb") as fh:
             np.savez_compressed(fh, **arrays)
-        meta = {
-            "format": FORMAT,
-            "kind": "forest",
-            "budgets": list(self.budgets),
-            "feature_names": list(self.feature_names),
-            "confidence": self.confidence,
-            "n_trees": len(self.trees),
-            **self.meta,
-        }
-        path.with_suffix(".json").write_text(
-            json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        from router.features import write_policy_meta
+
+        write_policy_meta(
+            path,
+            "forest",
+            FORMAT,
+            self.budgets,
+            {"confidence": self.confidence, "n_trees": len(self.trees), **self.meta},
         )
         return path
 
@@ -284,29 +280,10 @@ class ForestPolicy:
         embedder."""
         import numpy as np
 
-        from router.features import FEATURE_NAMES, SCHEMA_VERSION
+        from router.features import read_policy_meta
 
-        path = Path(path)
-        meta_path, arr_path = path.with_suffix(".json"), path.with_suffix(".npz")
-        if not meta_path.is_file() or not arr_path.is_file():
-            raise FathomError(f"{path}: no forest policy here (need {meta_path.name} and "
-                              f"{arr_path.name})")  # fmt: skip
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        if meta.get("kind") != "forest" or meta.get("format") != FORMAT:
-            raise FathomError(f"{meta_path}: not a format-{FORMAT} forest policy")
-        if (
-            tuple(meta["feature_names"]) != FEATURE_NAMES
-            or meta.get("feature_schema", SCHEMA_VERSION) != SCHEMA_VERSION
-        ):
-            raise FathomError(
-                f"{meta_path}: trained on another feature schema than this Fathom computes — "
-                "retrain it with `fathom policy train`"
-            )
-        if expect_embedder and meta.get("embedder") and meta["embedder"] != expect_embedder:
-            raise FathomError(
-                f"{meta_path}: trained with embedder {meta['embedder']!r}, but the collection "
-                f"uses {expect_embedder!r} — its features would not mean the same; retrain it"
-            )
+        arr_path = Path(path).with_suffix(".npz")
+        meta = read_policy_meta(Path(path), "forest", FORMAT, ".npz", expect_embedder)
         with np.load(arr_path, allow_pickle=False) as data:
             trees = [
                 TreeArrays(
@@ -317,7 +294,16 @@ class ForestPolicy:
         info = {
             k: v
             for k, v in meta.items()
-            if k not in ("format", "kind", "budgets", "feature_names", "confidence", "n_trees")
+            if k
+            not in (
+                "format",
+                "kind",
+                "budgets",
+                "feature_names",
+                "feature_schema",
+                "confidence",
+                "n_trees",
+            )
         }
         return cls(
             tuple(meta["budgets"]), tuple(meta["feature_names"]), trees, meta["confidence"], info

@@ -16,7 +16,6 @@ the weights are saved with safetensors and inference is a few numpy matrix produ
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,42 +199,23 @@ class ReinforcePolicy:
         tensors["feature.mean"] = self.mean.astype("float32")
         tensors["feature.std"] = self.std.astype("float32")
         save_file(tensors, str(path))
-        meta = {
-            "format": FORMAT,
-            "kind": "reinforce",
-            "budgets": list(self.budgets),
-            "feature_names": list(self.feature_names),
-            **self.meta,
-        }
-        path.with_suffix(".json").write_text(
-            json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-        )
+        from router.features import write_policy_meta
+
+        write_policy_meta(path, "reinforce", FORMAT, self.budgets, self.meta)
         return path
 
     @classmethod
     def load(cls, path: str | Path, expect_embedder: str | None = None) -> ReinforcePolicy:
         from safetensors.numpy import load_file
 
-        from router.features import FEATURE_NAMES
+        from router.features import read_policy_meta
 
-        path = Path(path)
-        meta_path, w_path = path.with_suffix(".json"), path.with_suffix(".safetensors")
-        if not meta_path.is_file() or not w_path.is_file():
-            raise FathomError(f"{path}: no reinforce policy here")
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        if meta.get("kind") != "reinforce" or meta.get("format") != FORMAT:
-            raise FathomError(f"{meta_path}: not a format-{FORMAT} reinforce policy")
-        if tuple(meta["feature_names"]) != FEATURE_NAMES:
-            raise FathomError(f"{meta_path}: trained on another feature schema — retrain it")
-        if expect_embedder and meta.get("embedder") and meta["embedder"] != expect_embedder:
-            raise FathomError(
-                f"{meta_path}: trained with embedder {meta['embedder']!r}, the collection uses "
-                f"{expect_embedder!r} — retrain it"
-            )
+        w_path = Path(path).with_suffix(".safetensors")
+        meta = read_policy_meta(Path(path), "reinforce", FORMAT, ".safetensors", expect_embedder)
         t = load_file(str(w_path))
         weights = {k: v for k, v in t.items() if not k.startswith("feature.")}
-        info = {k: v for k, v in meta.items() if k not in ("format", "kind", "budgets",
-                                                          "feature_names")}  # fmt: skip
+        skip = ("format", "kind", "budgets", "feature_names", "feature_schema")
+        info = {k: v for k, v in meta.items() if k not in skip}
         return cls(
             tuple(meta["budgets"]),
             tuple(meta["feature_names"]),

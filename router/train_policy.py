@@ -165,7 +165,7 @@ def train_forest(
     import numpy as np
 
     from index.collection import fathom_version
-    from router.features import FEATURE_NAMES, SCHEMA_VERSION
+    from router.features import FEATURE_NAMES
     from router.forest import ForestPolicy, oracle_labels
 
     # A question no budget answers says nothing about depth; as label 0 ("skip") it would teach
@@ -175,7 +175,6 @@ def train_forest(
     latency, tokens = sweep.latency[reachable], sweep.tokens[reachable]
     labels = oracle_labels(quality, latency, epsilon, slo_ms)
     meta = {
-        "feature_schema": SCHEMA_VERSION,
         "embedder": embedder,
         "fathom_version": fathom_version(),
         "judge": sweep.run.get("judge"),
