@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 from stages.errors import FathomError
 
 if TYPE_CHECKING:
-    import numpy as np
 
     from stages.base import Probe
 
@@ -180,13 +179,6 @@ def probe_features(
     probs = type_probs or {}
     out += [float(probs.get(t, 0.0)) for t in QUERY_TYPES]
     return out
-
-
-def feature_matrix(rows: list[list[float]]) -> np.ndarray:
-    """``(n, len(FEATURE_NAMES)) float32`` from feature lists."""
-    import numpy as np
-
-    return np.asarray(rows, dtype=np.float32).reshape(-1, len(FEATURE_NAMES))
 
 
 def write_policy_meta(
