@@ -102,10 +102,12 @@ class RerankConfig:
 
 @dataclass
 class CompressConfig:
-    budget_tokens: int = 1500  # context budget in the generator's tokens
+    # Context budget in the generator's tokens; 0: the query type's (router/strategy.py).
+    budget_tokens: int = 0
     dedupe_threshold: float = 0.9  # shingle Jaccard above which a chunk is a near-duplicate
     mmr_lambda: float = 0.7  # relevance vs diversity
-    sentence_select_over: int = 120  # chunks longer than this (tokens) keep relevant sentences
+    sentence_select_over: int = 300  # chunks longer than this (tokens) keep relevant sentences
+    condense_to: int = 120  # over budget, chunks are condensed to this, lowest-ranked first
 
 
 def _default_prices() -> dict[str, list[float]]:

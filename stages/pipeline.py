@@ -253,6 +253,7 @@ class Engine:
                 dedupe_threshold=c.dedupe_threshold,
                 mmr_lambda=c.mmr_lambda,
                 sentence_select_over=c.sentence_select_over,
+                condense_to=c.condense_to,
                 vectors=self.vectors,
                 embed_sentences=False,  # term overlap: no model call per sentence per ask
             )
@@ -415,7 +416,10 @@ class Engine:
 
         gen = self.generator
         trace.backend, trace.model = gen.name, gen.model
-        budget = self._budget(question, budget_tokens or strategy.budget_tokens)
+        # An explicit budget (argument, then `compress.budget_tokens` / --budget-tokens) wins
+        # over the query type's.
+        wanted = budget_tokens or self.cfg.compress.budget_tokens or strategy.budget_tokens
+        budget = self._budget(question, wanted)
 
         # Map-reduce covers the whole collection: only when the strategy chose the depth (a fixed
         # k or a depth policy means exactly that many chunks).

@@ -363,3 +363,22 @@ def test_stats_report_tokens_before_and_after() -> None:
     assert s.tokens_after == joined_tokens(count, kept) <= 300
     assert s.chunks_condensed >= 1 and s.sentences_removed > 0
     assert set(s.to_dict()) >= {"duplicates_dropped", "sentences_removed", "tokens_before"}
+
+
+def test_chunks_stay_whole_while_they_fit_and_the_lowest_ranked_are_condensed_first() -> None:
+    count = minilm_counter()
+    texts = [LONG.replace("four", w) for w in ("two", "three", "five", "six", "seven")]
+    hits = [make_hit(i, t, 1.0 - i / 10) for i, t in enumerate(texts)]
+    comp = ContextCompressor(count, dedupe_threshold=0.99, sentence_select_over=300, condense_to=40)
+    whole = joined_tokens(count, hits)
+    # Room for everything: nothing is condensed (condensing can drop the answer's sentence).
+    kept = comp.fit("How many blades?", hits, whole)
+    assert [h.chunk.text for h in kept] == texts
+    assert comp.last_stats.chunks_condensed == 0
+    # A little short: only the lowest-ranked chunks are condensed, the top ones stay whole.
+    kept = comp.fit("How many blades?", hits, whole - 60)
+    assert len(kept) == len(hits) and joined_tokens(count, kept) <= whole - 60
+    assert kept[0].chunk.text == texts[0] and kept[1].chunk.text == texts[1]
+    assert kept[-1].chunk.text != texts[-1] and "nine blades" in kept[-1].chunk.text
+    assert 1 <= comp.last_stats.chunks_condensed < len(hits)
+    assert_maps_back(kept, hits)

@@ -183,3 +183,17 @@ def test_citations_after_the_full_stop_belong_to_the_sentence_before() -> None:
         ("Coffee is brewed.", (2,)),
         ("Both are drinks.", (1, 2)),
     ]
+
+
+def test_configured_budget_caps_the_context(tmp_path: Path, minilm) -> None:
+    doc = tmp_path / "pump.md"
+    doc.write_text(PUMP + "\n\n".join(f"# Part {i}\n\n" + PUMP.split("# Parts")[1] for i in range(8)))
+    question = "What is the Zorblax coolant pump impeller cast from?"
+    sizes = {}
+    for budget in (0, 60):
+        cfg = load_config(
+            overrides={"generator.backend": "extractive", "compress.budget_tokens": budget}
+        )
+        answer = ask(cfg, str(doc), question, k=8, rerank=False)
+        sizes[budget] = answer.trace.tokens["context"]
+    assert 0 < sizes[60] <= 60 < sizes[0]
