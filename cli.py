@@ -316,7 +316,7 @@ _ASK_OPTIONS = [
         "--budget-tokens",
         type=click.IntRange(0),
         default=None,
-        help="Context budget in the generator's tokens.",
+        help="Context budget in the generator's tokens (default: the query type's).",
     ),
     click.option("--no-rerank", is_flag=True, help="Skip the reranker."),
     click.option(
@@ -610,7 +610,7 @@ def stats(ctx: click.Context, slo_ms: float | None, days: float | None, as_json:
     default="none,fixed:1,fixed:2,fixed:4,fixed:8,gap,threshold:p50",
     show_default=True,
     help="Comma-separated: none, fixed:K, gap[:A-B], threshold:pNN[:K], strategy, "
-    "forest[:FILE][@C]; +fb adds the feedback loop.",
+    "forest[:FILE][@C|@lambda=L]; +fb adds the feedback loop.",
 )
 @click.option("--baseline", default=None, help="Strategy the others are compared with.")
 @click.option(
@@ -879,9 +879,9 @@ def policy_sweep(ctx: click.Context, **opts: Any) -> None:
     "--lambda",
     "lam",
     type=click.FloatRange(min=0),
-    default=0.1,
-    show_default=True,
-    help="reinforce: reward = quality − λ · tokens / 1000.",
+    default=None,
+    help="reinforce: reward = quality − λ · tokens / 1000 (default 0.1); forest: decide by "
+    "P(enough) − λ · tokens / 1000 instead of --confidence.",
 )
 @click.option("--epochs", type=click.IntRange(1), default=60, show_default=True)
 @click.option(
@@ -927,7 +927,7 @@ def policy_train(ctx: click.Context, **opts: Any) -> None:
         rl = ReinforcePolicy.train(
             sweep,
             sweep_query_vectors(cfg, sweep),
-            lam=opts["lam"],
+            lam=0.1 if opts["lam"] is None else opts["lam"],
             epochs=opts["epochs"],
             seed=opts["seed"],
             meta={"judge": sweep.run.get("judge"), "embedder": embedder_id_for(cfg.embedder)},
@@ -960,6 +960,7 @@ def policy_train(ctx: click.Context, **opts: Any) -> None:
         seed=opts["seed"],
         confidence=opts["confidence"],
         embedder=embedder_id_for(cfg.embedder),
+        cost=opts["lam"],
     )
     path = model.save(opts["out"])
     click.echo(f"{opts['kind']} policy on {len(sweep.qids)} questions → {path}")
@@ -989,7 +990,10 @@ def policy_show(path: str | None, as_json: bool) -> None:
     model = ForestPolicy.load(target)
     meta = {
         "budgets": list(model.budgets),
+        "rule": model.rule,
         "confidence": model.confidence,
+        "cost": model.cost,
+        "budget_tokens": list(model.budget_tokens),
         "n_trees": len(model.trees),
         **model.meta,
     }

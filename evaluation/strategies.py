@@ -9,7 +9,7 @@
 | | NNth percentile of the fitting split's top similarities, else none |
 | ``strategy`` | the router's per-type default, with the feedback loop (Fathom's own default) |
 | ``forest[:PATH][@C]`` | the learned forest policy at PATH (default: the shipped one), deciding |
-| | at confidence C (default: the policy's own) |
+| ``forest[:PATH]@lambda=L`` | at confidence C, or by cost λ = L per 1000 tokens (default: its own) |
 | ``reinforce:PATH`` | the REINFORCE controller at PATH (greedy) |
 | ``utility:PATH[@PRESET]`` | the utility router at PATH with a weight preset (quality, balanced, |
 | | latency, cost; default: the file's) |
@@ -29,7 +29,8 @@ from stages.errors import ConfigError
 _SPEC = re.compile(
     r"^(?:(?P<none>none)|fixed:(?P<k>\d+)|(?P<gap>gap)(?::(?P<a>\d+)-(?P<b>\d+))?|"
     r"threshold:p(?P<p>\d+(?:\.\d+)?)(?::(?P<tk>\d+))?|(?P<strategy>strategy)|"
-    r"(?P<forest>forest)(?::(?P<fpath>[^@+]+))?(?:@(?P<conf>0?\.\d+|1(?:\.0*)?))?|"
+    r"(?P<forest>forest)(?::(?P<fpath>[^@+]+))?"
+    r"(?:@(?P<conf>0?\.\d+|1(?:\.0*)?)|@lambda=(?P<fcost>\d*\.?\d+))?|"
     r"(?P<utility>utility):(?P<upath>[^@+]+)(?:@(?P<preset>[a-z]+))?|"
     r"(?P<reinforce>reinforce):(?P<rpath>[^@+]+))"
     r"(?P<fb>\+fb)?$"
@@ -49,6 +50,7 @@ class StrategySpec:
     feedback: bool = False
     path: str | None = None  # a learned policy's file
     confidence: float | None = None
+    cost: float | None = None  # a forest's λ per 1000 tokens
     preset: str | None = None  # utility weights
 
     @property
@@ -66,7 +68,7 @@ def parse_strategy(spec: str) -> StrategySpec:
     if not m:
         raise ConfigError(
             f"strategy {spec!r}: expected none, fixed:K, gap[:A-B], threshold:pNN[:K], "
-            "strategy, forest[:PATH][@C] or utility:PATH[@PRESET] (optionally with +fb)"
+            "strategy, forest[:PATH][@C|@lambda=L] or utility:PATH[@PRESET] (optionally with +fb)"
         )
     fb = bool(m["fb"])
     if m["none"]:
@@ -92,7 +94,10 @@ def parse_strategy(spec: str) -> StrategySpec:
         return StrategySpec(s, "utility", path=m["upath"], preset=m["preset"], feedback=fb)
     if m["forest"]:
         conf = float(m["conf"]) if m["conf"] else None
-        return StrategySpec(s, "forest", path=m["fpath"], confidence=conf, feedback=fb)
+        cost = float(m["fcost"]) if m["fcost"] else None
+        return StrategySpec(
+            s, "forest", path=m["fpath"], confidence=conf, cost=cost, feedback=fb
+        )
     return StrategySpec(s, "strategy", feedback=True)
 
 
@@ -135,7 +140,10 @@ def make_policy(
 
         policy = ForestPolicy.load(spec.path or default_policy_path(), expect_embedder=embedder)
         if spec.confidence is not None:
-            policy.confidence = spec.confidence
+            policy.confidence, policy.cost = spec.confidence, None
+        if spec.cost is not None:
+            policy.cost = spec.cost
+            policy._tokens()  # fails now, clearly, when the forest has no token costs
         policy.name = spec.name
         return policy, None
     if spec.kind == "reinforce":

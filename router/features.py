@@ -16,7 +16,16 @@ Groups (``FEATURE_NAMES`` lists them in order):
   other), digits, capitalised tokens after the first word, the share of the query's content
   terms in the top chunk and in the top 5 chunks, the share of the query's capitalised tokens
   and numbers found verbatim in the top 5, and the number of distinct documents among the top 5;
-* the router's class probabilities (factual, summarization, reasoning, multi_hop).
+* the router's class probabilities (factual, summarization, reasoning, multi_hop);
+* coverage of the question by each of the top ``N`` chunks: the IDF-weighted share of the
+  question's content terms in the chunk (IDF over those ``N`` chunks, so a term every chunk has
+  counts little), for ranks 1, 2 and 3, its running maximum at each default budget (1 … 20:
+  "has the best-covering chunk been seen by depth b?"), and the log rank of the best-covering
+  chunk — an answer that sits deep usually shows as a deeper chunk covering the question better
+  than the top ones;
+* the shape of the fused score decay (score at ranks 3, 8, 12 and 20 over the top score), the
+  dense and BM25 log ranks of the top fused chunk, and the expected answer type (a number or
+  date: "how many", "when", "what year"; a person: "who").
 """
 
 from __future__ import annotations
@@ -39,6 +48,8 @@ WH_WORDS = ("what", "who", "when", "where", "which", "why", "how")
 QUERY_TYPES = ("factual", "summarization", "reasoning", "multi_hop")
 _LISTS = ("dense", "bm25", "fused")
 _STATS = ("top1", "top2", "top5", "mean", "std", "gap12", "gap15", "entropy", "slope")
+COVER_DEPTHS = (1, 2, 3, 5, 8, 12, 20)
+DECAY_RANKS = (3, 8, 12, 20)
 
 FEATURE_NAMES: tuple[str, ...] = (
     *(f"{lst}_{stat}" for lst in _LISTS for stat in _STATS),
@@ -56,13 +67,30 @@ FEATURE_NAMES: tuple[str, ...] = (
     "keys_top5",
     "docs_top5",
     *(f"p_{t}" for t in QUERY_TYPES),
+    "wcover_r1",
+    "wcover_r2",
+    "wcover_r3",
+    *(f"wcover_max@{b}" for b in COVER_DEPTHS),
+    "wcover_argmax",
+    *(f"fused_ratio@{r}" for r in DECAY_RANKS),
+    "top_dense_rank",
+    "top_bm25_rank",
+    "expects_number",
+    "expects_person",
 )
 # Bumped whenever a feature changes meaning: a policy trained on another schema is refused.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _WORD = re.compile(r"[A-Za-z0-9]+")
 _CAP = re.compile(r"\b[A-Z][A-Za-z0-9'’-]*")
 _NUM = re.compile(r"\b\d[\d.,]*\b")
+_EXPECTS_NUMBER = re.compile(
+    r"^(how (many|much|long|old|far|large|big|tall|high|often)|when)\b|"
+    r"\b(what|which|in what) (year|years|percentage|percent|date|time|age|number|decade|"
+    r"century|month|day)\b",
+    re.IGNORECASE,
+)
+_EXPECTS_PERSON = re.compile(r"^(who|whom|whose)\b|\bwhich (person|man|woman)\b", re.IGNORECASE)
 
 
 def _list_stats(scores: list[float], normalise: bool) -> list[float]:
@@ -178,6 +206,42 @@ def probe_features(
     out.append(float(len({h.chunk.doc_id for h in hits[:5]})))
     probs = type_probs or {}
     out += [float(probs.get(t, 0.0)) for t in QUERY_TYPES]
+    out += _coverage(q_terms, hits)
+    top = fused[0] if fused and fused[0] > 0 else 1.0
+    out += [fused[r - 1] / top if len(fused) >= r else 0.0 for r in DECAY_RANKS]
+    first_ranks = hits[0].ranks if hits else {}
+    out.append(math.log(first_ranks.get("dense", 2 * TOP_N)))
+    out.append(math.log(first_ranks.get("bm25", 2 * TOP_N)))
+    out.append(1.0 if _EXPECTS_NUMBER.search(question) else 0.0)
+    out.append(1.0 if _EXPECTS_PERSON.search(question) else 0.0)
+    return out
+
+
+def _coverage(q_terms: frozenset[str], hits: tuple) -> list[float]:
+    """The ``wcover_*`` features: IDF-weighted question coverage of the top ``TOP_N`` chunks."""
+    from stages.rerank import content_terms
+
+    n_out = 3 + len(COVER_DEPTHS) + 1
+    top = hits[:TOP_N]
+    if not q_terms or not top:
+        return [0.0] * n_out
+    terms = [content_terms(h.chunk.text) for h in top]
+    n = len(terms)
+    weights = {}
+    for t in q_terms:
+        df = sum(1 for d in terms if t in d)
+        weights[t] = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+    total = sum(weights.values()) or 1.0
+    cover = [sum(w for t, w in weights.items() if t in d) / total for d in terms]
+    cover += [0.0] * (TOP_N - n)
+    out = cover[:3]
+    best = 0.0
+    running = []
+    for c in cover:
+        best = max(best, c)
+        running.append(best)
+    out += [running[min(b, TOP_N) - 1] for b in COVER_DEPTHS]
+    out.append(math.log1p(cover.index(max(cover))))
     return out
 
 

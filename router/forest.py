@@ -5,11 +5,21 @@ quality is within ``epsilon`` of that question's best budget and whose measured 
 the SLO (when one is set); scikit-learn fits a RandomForestClassifier (100 trees, depth 10 by
 default) on the probe features.
 
+A question no budget answers is labelled with an extra class, "none suffices", rather than
+dropped or called "skip": the forest then learns that some questions look hopeless, and its
+cumulative probabilities P(the smallest sufficient budget ≤ b) stop short of 1 for them.
+
 Inference needs no scikit-learn: every tree is exported to flat arrays (children, feature,
-threshold, leaf class distribution) saved with ``numpy.savez`` (no pickle), and a vectorised
-numpy walk averages the trees' leaf distributions. The decision is the smallest budget whose
-cumulative predicted probability reaches ``confidence``: P(the smallest sufficient budget ≤ b)
-≥ confidence. Higher confidence → deeper, safer retrieval; lower → fewer tokens.
+threshold, leaf class distribution) saved with ``numpy.savez`` (no pickle), and a plain walk
+averages the trees' leaf distributions. Two decision rules over P(enough by b), the cumulative
+probability:
+
+* ``confidence`` c: the smallest budget with P(enough by b) ≥ c (the deepest when none does).
+  Higher c → deeper, safer retrieval; lower → fewer tokens.
+* ``cost`` λ: the budget maximising P(enough by b) − λ · tokens(b) / 1000, with tokens(b) the
+  training sweep's mean context tokens at b — the expected quality bought per 1000 tokens,
+  the same trade-off the REINFORCE reward prices. It goes deep only where the forest expects
+  depth to pay, and stops early on questions that look unanswerable at any depth.
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ if TYPE_CHECKING:
 
     from stages.base import Probe, QueryType
 
-FORMAT = 1
+FORMAT = 2  # 2: an extra "none suffices" class; the cost rule
 DEFAULT_BUDGETS = (0, 1, 2, 3, 5, 8, 12, 20)
 
 
@@ -70,13 +80,16 @@ class TreeArrays:
 
 @dataclass
 class ForestPolicy:
-    """A random forest over ``feature_names``; classes are indices into ``budgets``."""
+    """A random forest over ``feature_names``; classes are indices into ``budgets`` plus
+    ``len(budgets)`` for "no budget suffices"."""
 
     budgets: tuple[int, ...]
     feature_names: tuple[str, ...]
     trees: list[TreeArrays]
     confidence: float = 0.9
     meta: dict[str, Any] = field(default_factory=dict)
+    cost: float | None = None  # λ per 1000 context tokens: the cost rule; None: confidence
+    budget_tokens: tuple[float, ...] = ()  # mean context tokens per budget (the cost rule)
     name: str = "forest"
     _flat: list | None = field(default=None, repr=False)  # trees as lists, for predict_one
     uses_type_probs = True  # Engine passes the router's class probabilities to decide()
@@ -95,8 +108,11 @@ class ForestPolicy:
         seed: int = 0,
         confidence: float = 0.9,
         meta: dict[str, Any] | None = None,
+        cost: float | None = None,
+        budget_tokens: tuple[float, ...] = (),
     ) -> ForestPolicy:
-        """Fit the forest on ``features`` ``(n, d)`` and budget indices ``labels`` ``(n,)``."""
+        """Fit the forest on ``features`` ``(n, d)`` and labels ``(n,)``: budget indices, or
+        ``len(budgets)`` where no budget suffices."""
         import numpy as np
         from sklearn.ensemble import RandomForestClassifier
 
@@ -123,10 +139,16 @@ class ForestPolicy:
                 "max_depth": max_depth,
                 "seed": seed,
                 "n_train": len(y),
-                "label_counts": {str(budgets[i]): int((y == i).sum()) for i in range(len(budgets))},
+                "label_counts": {
+                    **{str(b): int((y == i).sum()) for i, b in enumerate(budgets)},
+                    "none suffices": int((y == len(budgets)).sum()),
+                },
             }
         )
-        return cls.from_sklearn(model, budgets, feature_names, confidence, info)
+        policy = cls.from_sklearn(model, budgets, feature_names, confidence, info)
+        policy.cost = cost
+        policy.budget_tokens = tuple(float(t) for t in budget_tokens)
+        return policy
 
     @classmethod
     def from_sklearn(
@@ -137,10 +159,11 @@ class ForestPolicy:
         confidence: float = 0.9,
         meta: dict[str, Any] | None = None,
     ) -> ForestPolicy:
-        """Export a fitted ``RandomForestClassifier`` (classes = budget indices) to arrays."""
+        """Export a fitted ``RandomForestClassifier`` (classes = budget indices, and
+        ``len(budgets)`` for "none suffices") to arrays."""
         import numpy as np
 
-        n_classes = len(budgets)
+        n_classes = len(budgets) + 1
         trees = []
         for est in model.estimators_:
             t = est.tree_
@@ -168,11 +191,12 @@ class ForestPolicy:
     # -- inference -------------------------------------------------------------------------------
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
-        """Mean leaf class distribution over the trees: ``(n, n_budgets) float32``."""
+        """Mean leaf class distribution over the trees: ``(n, n_budgets + 1) float32``, the
+        last column "no budget suffices"."""
         import numpy as np
 
         x = np.atleast_2d(np.asarray(x, dtype=np.float32))
-        out = np.zeros((x.shape[0], len(self.budgets)), dtype=np.float64)
+        out = np.zeros((x.shape[0], len(self.budgets) + 1), dtype=np.float64)
         rows = np.arange(x.shape[0])
         for t in self.trees:
             node = np.zeros(x.shape[0], dtype=np.int32)
@@ -198,7 +222,7 @@ class ForestPolicy:
         import numpy as np
 
         x = np.asarray(x, dtype=np.float32).tolist()  # compare as the trees were fitted
-        acc = [0.0] * len(self.budgets)
+        acc = [0.0] * (len(self.budgets) + 1)
         for left, right, feature, threshold, value in self._flat:
             node = 0
             while left[node] >= 0:
@@ -209,13 +233,38 @@ class ForestPolicy:
         n = max(1, len(self._flat))
         return [a / n for a in acc]
 
-    def choose(self, proba: np.ndarray, confidence: float | None = None) -> np.ndarray:
-        """Budget index per row: the smallest whose cumulative probability ≥ ``confidence``."""
+    def choose(
+        self, proba: np.ndarray, confidence: float | None = None, cost: float | None = None
+    ) -> np.ndarray:
+        """Budget index per row of ``predict_proba`` under the policy's rule (or the one
+        given): with a ``cost`` λ, the argmax of P(enough by b) − λ · tokens(b) / 1000; else
+        the smallest budget whose P(enough by b) ≥ ``confidence``, the deepest when none is."""
         import numpy as np
 
+        p = np.atleast_2d(np.asarray(proba, dtype=np.float64))
+        cum = np.cumsum(p[:, : len(self.budgets)], axis=1)
+        lam = self.cost if cost is None and confidence is None else cost
+        if lam is not None:
+            return np.argmax(cum - lam * self._tokens()[None, :] / 1000.0, axis=1)
         c = self.confidence if confidence is None else confidence
-        cum = np.cumsum(np.atleast_2d(proba), axis=1)
-        return np.argmax(cum >= c - 1e-9, axis=1)
+        reached = cum >= c - 1e-9
+        return np.where(reached.any(axis=1), reached.argmax(axis=1), len(self.budgets) - 1)
+
+    def _tokens(self) -> np.ndarray:
+        import numpy as np
+
+        if len(self.budget_tokens) != len(self.budgets):
+            raise ConfigError(
+                "this forest has no per-budget token costs (train it from a sweep) — use its "
+                "confidence rule instead"
+            )
+        return np.asarray(self.budget_tokens, dtype=np.float64)
+
+    @property
+    def rule(self) -> str:
+        return (
+            f"cost λ = {self.cost:g}" if self.cost is not None else f"confidence {self.confidence:g}"
+        )
 
     def decide(
         self,
@@ -230,18 +279,32 @@ class ForestPolicy:
         f = probe_features(question, probe, type_probs)
         proba = self.predict_one(f)
         i = int(self.choose(proba)[0])
+        nb = len(self.budgets)
+        cum = [float(sum(proba[: j + 1])) for j in range(nb)]
         k = min(self.budgets[i], len(probe.hits))
-        order = sorted(range(len(proba)), key=lambda j: -proba[j])
-        runner = next((j for j in order if j != i), i)
-        cum = float(sum(proba[: i + 1]))
-        reason = (
-            f"forest: k = {self.budgets[i]} is the smallest budget with P(enough) = {cum:.2f} ≥ "
-            f"{self.confidence:.2f}; runner-up k = {self.budgets[runner]} "
-            f"(P = {float(proba[runner]):.2f}); driven by {', '.join(self.top_features(3))}"
-        )
+        if self.cost is not None:
+            tokens = self._tokens()
+            utility = [cum[j] - self.cost * float(tokens[j]) / 1000.0 for j in range(nb)]
+            runner = max((j for j in range(nb) if j != i), key=lambda j: utility[j])
+            reason = (
+                f"forest: k = {self.budgets[i]} maximises P(enough) − λ·tokens/1000 "
+                f"(P = {cum[i]:.2f} at ~{tokens[i]:.0f} tokens, λ = {self.cost:g}); runner-up "
+                f"k = {self.budgets[runner]} (P = {cum[runner]:.2f} at ~{tokens[runner]:.0f})"
+            )
+        else:
+            runner = i + 1 if i + 1 < nb else max(0, i - 1)
+            reason = (
+                f"forest: k = {self.budgets[i]} is the smallest budget with P(enough) = "
+                f"{cum[i]:.2f} ≥ {self.confidence:.2f}; runner-up k = {self.budgets[runner]} "
+                f"(P = {cum[runner]:.2f})"
+            )
+        reason += f"; driven by {', '.join(self.top_features(3))}"
+        if proba[nb] >= 0.2:
+            reason += f"; P(no depth suffices) = {float(proba[nb]):.2f}"
         if k < self.budgets[i]:
             reason += f"; only {len(probe.hits)} chunks found"
-        scores = {f"p_k{b}": round(float(p), 4) for b, p in zip(self.budgets, proba, strict=True)}
+        scores = {f"p_k{b}": round(float(p), 4) for b, p in zip(self.budgets, proba, strict=False)}
+        scores["p_none_suffices"] = round(float(proba[nb]), 4)
         scores["decide_ms"] = round((time.perf_counter() - t) * 1000, 4)
         return Decision(k, self.name, reason, scores=scores)
 
@@ -270,7 +333,13 @@ class ForestPolicy:
             "forest",
             FORMAT,
             self.budgets,
-            {"confidence": self.confidence, "n_trees": len(self.trees), **self.meta},
+            {
+                "confidence": self.confidence,
+                "cost": self.cost,
+                "budget_tokens": list(self.budget_tokens),
+                "n_trees": len(self.trees),
+                **self.meta,
+            },
         )
         return path
 
@@ -302,11 +371,19 @@ class ForestPolicy:
                 "feature_names",
                 "feature_schema",
                 "confidence",
+                "cost",
+                "budget_tokens",
                 "n_trees",
             )
         }
         return cls(
-            tuple(meta["budgets"]), tuple(meta["feature_names"]), trees, meta["confidence"], info
+            tuple(meta["budgets"]),
+            tuple(meta["feature_names"]),
+            trees,
+            meta["confidence"],
+            info,
+            cost=meta.get("cost"),
+            budget_tokens=tuple(meta.get("budget_tokens") or ()),
         )
 
 

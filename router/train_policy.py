@@ -160,20 +160,26 @@ def train_forest(
     seed: int = 0,
     confidence: float = 0.9,
     embedder: str = "",
+    cost: float | None = None,
 ) -> Any:
-    """A ``ForestPolicy`` imitating the sweep's oracle labels."""
+    """A ``ForestPolicy`` imitating the sweep's oracle labels, deciding by ``cost`` λ when
+    given (else by ``confidence``), with the sweep's mean context tokens per budget."""
     import numpy as np
 
     from index.collection import fathom_version
     from router.features import FEATURE_NAMES
     from router.forest import ForestPolicy, oracle_labels
 
-    # A question no budget answers says nothing about depth; as label 0 ("skip") it would teach
-    # the policy to skip retrieval for questions that merely look like it.
+    # A question no budget answers gets the extra class "none suffices" (index len(budgets)):
+    # as label 0 ("skip") it would teach the policy to skip retrieval for questions that merely
+    # look like it, and dropped it would hide that such questions exist.
     reachable = sweep.quality.max(axis=1) > 0
-    features, quality = sweep.features[reachable], sweep.quality[reachable]
-    latency, tokens = sweep.latency[reachable], sweep.tokens[reachable]
-    labels = oracle_labels(quality, latency, epsilon, slo_ms)
+    features = sweep.features
+    latency, tokens = sweep.latency, sweep.tokens
+    labels = np.full(len(sweep.qids), len(sweep.budgets), dtype=np.int64)
+    labels[reachable] = oracle_labels(
+        sweep.quality[reachable], latency[reachable], epsilon, slo_ms
+    )
     meta = {
         "embedder": embedder,
         "fathom_version": fathom_version(),
@@ -191,12 +197,14 @@ def train_forest(
             "doc_split": sweep.run.get("doc_split"),
             "split_seed": sweep.run.get("split_seed"),
             "n_questions": len(labels),
-            "n_unreachable_dropped": int((~reachable).sum()),
+            "n_none_suffices": int((~reachable).sum()),
             "generator": sweep.run.get("generator"),
         },
         "oracle": {
             "mean_quality": float(sweep.quality.max(axis=1).mean()),
-            "mean_tokens": float(tokens[np.arange(len(labels)), labels].mean()),
+            "mean_tokens": float(
+                tokens[np.arange(len(labels)), np.where(reachable, labels, 0)].mean()
+            ),
             "deepest_tokens": float(sweep.tokens[:, -1].mean()),
         },
     }
@@ -210,6 +218,8 @@ def train_forest(
         seed=seed,
         confidence=confidence,
         meta=meta,
+        cost=cost,
+        budget_tokens=tuple(float(t) for t in sweep.tokens.mean(axis=0)),
     )
 
 

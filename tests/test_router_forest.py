@@ -41,12 +41,14 @@ def test_numpy_inference_equals_sklearn_and_round_trips(tmp_path) -> None:
     x, y = _data()
     model = RandomForestClassifier(n_estimators=20, max_depth=6, random_state=3).fit(x, y)
     policy = ForestPolicy.from_sklearn(model, BUDGETS, FEATURE_NAMES)
-    np.testing.assert_allclose(policy.predict_proba(x), model.predict_proba(x), atol=1e-6)
+    # One column per budget plus "none suffices" (no such label here: always 0).
+    expected = np.hstack([model.predict_proba(x), np.zeros((len(x), 1))])
+    np.testing.assert_allclose(policy.predict_proba(x), expected, atol=1e-6)
     one = np.array([policy.predict_one(row.tolist()) for row in x[:40]])
-    np.testing.assert_allclose(one, model.predict_proba(x[:40]), atol=1e-6)
+    np.testing.assert_allclose(one, expected[:40], atol=1e-6)
     path = policy.save(tmp_path / "p.npz")
     again = ForestPolicy.load(path)
-    np.testing.assert_allclose(again.predict_proba(x), model.predict_proba(x), atol=1e-6)
+    np.testing.assert_allclose(again.predict_proba(x), expected, atol=1e-6)
     # Only arrays and JSON on disk: np.load without pickle reads every array.
     with np.load(path, allow_pickle=False) as data:
         assert len(data.files) == 5 * 20
@@ -56,10 +58,31 @@ def test_numpy_inference_equals_sklearn_and_round_trips(tmp_path) -> None:
 def test_confidence_picks_the_smallest_budget_reaching_it() -> None:
     x, y = _data()
     policy = ForestPolicy.train(x, y, BUDGETS, FEATURE_NAMES, n_trees=5, max_depth=3)
-    proba = np.array([[0.2, 0.3, 0.4, 0.1]])
+    proba = np.array([[0.2, 0.3, 0.4, 0.1, 0.0]])
     assert policy.choose(proba, 0.5).tolist() == [1]
     assert policy.choose(proba, 0.9).tolist() == [2]
     assert policy.choose(proba, 0.95).tolist() == [3]
+    # No budget reaches the confidence (the rest is "none suffices"): the deepest, not skip.
+    assert policy.choose(np.array([[0.0, 0.5, 0.1, 0.1, 0.3]]), 0.9).tolist() == [3]
+
+
+def test_cost_rule_buys_depth_only_where_it_pays() -> None:
+    x, y = _data()
+    policy = ForestPolicy.train(
+        x, y, BUDGETS, FEATURE_NAMES, n_trees=3, cost=0.1, budget_tokens=(0, 100, 200, 400)
+    )
+    # P(enough by b) = 0.6, 0.9, 0.95 at 100, 200, 400 tokens: utilities 0.59, 0.88, 0.91.
+    proba = np.array([[0.0, 0.6, 0.3, 0.05, 0.05]])
+    assert policy.choose(proba).tolist() == [3]
+    assert policy.choose(proba, cost=0.5).tolist() == [2]  # 0.55, 0.80, 0.75
+    assert policy.choose(proba, cost=4.0).tolist() == [1]  # 0.20, 0.10, −0.65
+    # A question that looks hopeless at every depth gets no context rather than 400 tokens.
+    assert policy.choose(np.array([[0.0, 0.0, 0.01, 0.01, 0.98]]), cost=0.5).tolist() == [0]
+    # An explicit confidence overrides the stored rule.
+    assert policy.choose(proba, confidence=0.5).tolist() == [1]
+    no_costs = ForestPolicy.train(x, y, BUDGETS, FEATURE_NAMES, n_trees=3)
+    with pytest.raises(FathomError, match="token costs"):
+        no_costs.choose(proba, cost=0.1)
 
 
 def test_training_is_deterministic_for_a_seed(tmp_path) -> None:
@@ -117,8 +140,7 @@ def test_sweep_train_and_evaluate_the_forest(tmp_path, monkeypatch) -> None:
     )  # fmt: skip
     assert r.exit_code == 0, r.output
     two = json.loads(Path("two.json").read_text())
-    seen = lambda td: td["n_questions"] + td["n_unreachable_dropped"]  # noqa: E731
-    assert seen(two["training_data"]) == 2 * seen(meta["training_data"])
+    assert two["training_data"]["n_questions"] == 2 * meta["training_data"]["n_questions"]
     assert two["judge"] == "recall"
     r = runner.invoke(
         main,
@@ -153,7 +175,7 @@ def test_sweep_train_and_evaluate_the_forest(tmp_path, monkeypatch) -> None:
     assert set(decision["scores"]) >= {"p_k0", "p_k4", "decide_ms"}
 
 
-def test_questions_no_budget_answers_are_left_out_of_training() -> None:
+def test_questions_no_budget_answers_get_their_own_class() -> None:
     from router.train_policy import Sweep, train_forest
 
     rng = np.random.default_rng(0)
@@ -170,7 +192,10 @@ def test_questions_no_budget_answers_are_left_out_of_training() -> None:
         tokens=np.tile(np.array([0, 100, 200, 400], dtype=np.float32), (n, 1)),
         latency=np.ones((n, len(BUDGETS)), dtype=np.float32),
     )
-    policy = train_forest(sweep, n_trees=3)
-    assert policy.meta["training_data"]["n_questions"] == 30
-    assert policy.meta["training_data"]["n_unreachable_dropped"] == 10
-    assert policy.meta["label_counts"] == {"0": 0, "1": 0, "2": 30, "4": 0}
+    policy = train_forest(sweep, n_trees=3, cost=0.05)
+    assert policy.meta["training_data"]["n_questions"] == 40
+    assert policy.meta["training_data"]["n_none_suffices"] == 10
+    assert policy.meta["label_counts"] == {"0": 0, "1": 0, "2": 30, "4": 0, "none suffices": 10}
+    assert policy.budget_tokens == (0.0, 100.0, 200.0, 400.0) and policy.cost == 0.05
+    # The oracle spends nothing on the unanswerable ones.
+    assert policy.meta["oracle"]["mean_tokens"] == pytest.approx(30 * 200 / 40)
