@@ -233,6 +233,31 @@ class ForestPolicy:
         n = max(1, len(self._flat))
         return [a / n for a in acc]
 
+    def explain(self, x: list[float], i: int, n: int = 3) -> list[tuple[str, float, float]]:
+        """The ``n`` features that moved P(enough by budget ``i``) most for the vector ``x``:
+        ``(name, value, contribution)``. Each split on a tree's path from root to leaf is
+        charged the change it makes to that probability (Saabas' path attribution), averaged
+        over the trees; the contributions plus the forest's prior sum to the prediction."""
+        if self._flat is None:
+            self.predict_one(x)
+        assert self._flat is not None
+        import numpy as np
+
+        xs = np.asarray(x, dtype=np.float32).tolist()
+        contrib: dict[int, float] = {}
+        for left, right, feature, threshold, value in self._flat:
+            node = 0
+            before = sum(value[0][: i + 1])
+            while left[node] >= 0:
+                f = feature[node]
+                node = left[node] if xs[f] <= threshold[node] else right[node]
+                after = sum(value[node][: i + 1])
+                contrib[f] = contrib.get(f, 0.0) + after - before
+                before = after
+        m = max(1, len(self._flat))
+        top = sorted(contrib, key=lambda f: -abs(contrib[f]))[:n]
+        return [(self.feature_names[f], float(xs[f]), contrib[f] / m) for f in top]
+
     def choose(
         self, proba: np.ndarray, confidence: float | None = None, cost: float | None = None
     ) -> np.ndarray:
@@ -298,7 +323,8 @@ class ForestPolicy:
                 f"{cum[i]:.2f} ≥ {self.confidence:.2f}; runner-up k = {self.budgets[runner]} "
                 f"(P = {cum[runner]:.2f})"
             )
-        reason += f"; driven by {', '.join(self.top_features(3))}"
+        drivers = ", ".join(f"{name} = {v:.3g} ({c:+.2f})" for name, v, c in self.explain(f, i))
+        reason += f"; driven by {drivers}"
         if proba[nb] >= 0.2:
             reason += f"; P(no depth suffices) = {float(proba[nb]):.2f}"
         if k < self.budgets[i]:

@@ -335,7 +335,9 @@ class Engine:
     ) -> Answer:
         """Answer ``question``; ``k`` fixes the depth, else ``policy``, else the strategy."""
         prepared = self.prepare(question, retrieve=k != 0, depth=k or 0)
-        if k is None and policy is None:
+        # The configured depth policy, unless the question asks about the whole document: no
+        # depth covers that, and the strategy's map-reduce reads every section instead.
+        if k is None and policy is None and not prepared.strategy.map_reduce:
             policy = self.depth_policy()
         return self.answer(
             prepared,

@@ -199,3 +199,17 @@ def test_questions_no_budget_answers_get_their_own_class() -> None:
     assert policy.budget_tokens == (0.0, 100.0, 200.0, 400.0) and policy.cost == 0.05
     # The oracle spends nothing on the unanswerable ones.
     assert policy.meta["oracle"]["mean_tokens"] == pytest.approx(30 * 200 / 40)
+
+
+def test_explanations_add_up_to_the_prediction() -> None:
+    x, y = _data()
+    policy = ForestPolicy.train(x, y, BUDGETS, FEATURE_NAMES, n_trees=8, max_depth=5)
+    row = x[7].tolist()
+    proba = policy.predict_one(row)
+    for i in range(len(BUDGETS)):
+        parts = policy.explain(row, i, n=len(FEATURE_NAMES))
+        prior = float(np.mean([t.value[0][: i + 1].sum() for t in policy.trees]))
+        assert prior + sum(c for _, _, c in parts) == pytest.approx(sum(proba[: i + 1]), abs=1e-5)
+    # P(enough by budget 1) = P(label ≤ 1) depends on feature 1 alone: it drives that choice.
+    for row in x[:20].tolist():
+        assert policy.explain(row, 1, n=1)[0][0] == FEATURE_NAMES[1]

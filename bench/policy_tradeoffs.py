@@ -1,0 +1,270 @@
+"""Depth policies on held-out sweeps: token saving against the fixed frontier, a λ sweep, and
+REINFORCE training dynamics.
+
+A sweep (``fathom policy sweep``) logs, for every question, the judge's quality and the context
+tokens at every budget, plus the probe features. A policy's outcome on a *test* sweep is then a
+lookup — the budget it chooses for a question, and that budget's row — so every policy and every
+λ is scored on exactly the same questions, without re-running retrieval or generation. (The
+``fathom eval`` rows of the same policies agree with these lookups: same engine, same judge.)
+
+The saving follows issue #5: the fixed budgets trace a frontier q(k) against mean tokens t(k);
+F(q) is the tokens that frontier needs to reach quality q (linear between adjacent budgets), and
+a policy at (q_P, t_P) saves 1 − t_P / F(q_P). k* is the fixed budget with the best quality on
+the test split (ties → smaller). 95% intervals come from a paired bootstrap over questions that
+recomputes the frontier on every resample.
+
+    python bench/policy_tradeoffs.py --train DIR [--train DIR …] --test DIR [--test DIR …]
+        [--quality answer_recall] [--lambdas 0.0025,0.005,0.01,0.02,0.05] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from common import default_out, log, machine_info, print_table, write_json
+
+CONFIDENCES = (0.9, 0.95, 0.98)
+PRESETS = ("quality", "balanced", "latency", "cost")
+N_BOOT = 1000
+
+
+def frontier_tokens(fq: np.ndarray, ft: np.ndarray, q: float) -> float:
+    """Tokens the fixed frontier (qualities ``fq`` at mean tokens ``ft``) needs to reach ``q``;
+    NaN above its best quality."""
+    order = np.argsort(ft, kind="stable")
+    pts: list[tuple[float, float]] = []
+    for i in order:
+        if not pts or fq[i] > pts[-1][1]:
+            pts.append((float(ft[i]), float(fq[i])))
+    t0, q0 = pts[0]
+    if q <= q0:
+        return t0 * q / q0 if q0 > 0 else t0
+    for (ta, qa), (tb, qb) in zip(pts, pts[1:], strict=False):
+        if qa <= q <= qb:
+            return ta + (tb - ta) * (q - qa) / (qb - qa)
+    return float("nan")
+
+
+def saving(quality: np.ndarray, tokens: np.ndarray, choice: np.ndarray, rows: np.ndarray) -> float:
+    """1 − t_P / F(q_P) over the questions ``rows``."""
+    qs, ts = quality[rows], tokens[rows]
+    fq, ft = qs.mean(axis=0), ts.mean(axis=0)
+    pick = np.arange(len(rows))
+    q_p = float(qs[pick, choice[rows]].mean())
+    t_p = float(ts[pick, choice[rows]].mean())
+    f = frontier_tokens(fq, ft, q_p)
+    return 1.0 - t_p / f if f > 0 else float("nan")
+
+
+def score(sweep: Any, choice: np.ndarray, boot: np.ndarray) -> dict[str, Any]:
+    """Quality, tokens and saving of the budget indices ``choice`` with bootstrap intervals."""
+    n = len(choice)
+    q = sweep.quality[np.arange(n), choice]
+    t = sweep.tokens[np.arange(n), choice]
+    out: dict[str, Any] = {"quality": float(q.mean()), "tokens": float(t.mean())}
+    out["saving"] = saving(sweep.quality, sweep.tokens, choice, np.arange(n))
+    qb = np.array([q[r].mean() for r in boot])
+    tb = np.array([t[r].mean() for r in boot])
+    sb = np.array([saving(sweep.quality, sweep.tokens, choice, r) for r in boot])
+    sb = sb[np.isfinite(sb)]
+    out["quality_ci"] = np.quantile(qb, [0.025, 0.975]).tolist()
+    out["tokens_ci"] = np.quantile(tb, [0.025, 0.975]).tolist()
+    out["saving_ci"] = np.quantile(sb, [0.025, 0.975]).tolist() if len(sb) else [None, None]
+    out["mean_k"] = float(np.asarray(sweep.budgets)[choice].mean())
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--train", action="append", required=True, help="training sweep folder")
+    ap.add_argument("--test", action="append", required=True, help="held-out sweep folder")
+    ap.add_argument("--quality", default="answer_recall", help="row metric (as in policy train)")
+    ap.add_argument("--lambdas", default="0.0025,0.005,0.01,0.02,0.05")
+    ap.add_argument("--default-lambda", type=float, default=0.01, help="the forest's λ in the table")
+    ap.add_argument("--epochs", type=int, default=60, help="REINFORCE epochs")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=default_out("policy_tradeoffs"))
+    args = ap.parse_args(argv)
+
+    from router.reinforce import ReinforcePolicy
+    from router.train_policy import combine_sweeps, load_sweep, sweep_query_vectors, train_forest
+    from router.utility import UtilityPolicy
+    from stages.config import load_config
+
+    lambdas = [float(x) for x in args.lambdas.split(",")]
+    cfg = load_config(env={})
+    train = combine_sweeps([load_sweep(d, quality=args.quality) for d in args.train])
+    log(f"training on {len(train.qids)} questions from {len(args.train)} sweeps")
+    t0 = time.perf_counter()
+    forest = train_forest(train, seed=args.seed, cost=args.default_lambda)
+    forest_s = time.perf_counter() - t0
+    utility = UtilityPolicy.fit(train)
+    train_q = sweep_query_vectors(cfg, train)
+    reinforce: dict[float, Any] = {}
+    for lam in lambdas:
+        log(f"REINFORCE λ = {lam}")
+        reinforce[lam] = ReinforcePolicy.train(
+            train, train_q, lam=lam, epochs=args.epochs, seed=args.seed
+        )
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {
+        "machine": machine_info(),
+        "train": args.train,
+        "quality": args.quality,
+        "n_train": len(train.qids),
+        "forest_train_s": round(forest_s, 2),
+        "default_lambda": args.default_lambda,
+        "sets": {},
+    }
+    for test_dir in args.test:
+        test = load_sweep(test_dir, quality=args.quality)
+        name = Path(test_dir).name
+        n = len(test.qids)
+        rng = np.random.default_rng(args.seed)
+        boot = rng.integers(0, n, size=(N_BOOT, n))
+        fq = test.quality.mean(axis=0)
+        kstar = int(np.argmax(fq))
+        rows: dict[str, dict[str, Any]] = {}
+        for j, b in enumerate(test.budgets):
+            rows["none" if b == 0 else f"fixed:{b}"] = score(test, np.full(n, j), boot)
+        proba = forest.predict_proba(test.features)
+        for lam in lambdas:
+            rows[f"forest λ={lam:g}"] = score(test, forest.choose(proba, cost=lam), boot)
+        for c in CONFIDENCES:
+            rows[f"forest c={c:g}"] = score(test, forest.choose(proba, confidence=c), boot)
+        test_q = sweep_query_vectors(cfg, test)
+        for lam, rl in reinforce.items():
+            choice = rl.proba(test_q, test.features).argmax(axis=1)
+            rows[f"reinforce λ={lam:g}"] = score(test, choice, boot)
+        for preset in PRESETS:
+            utility.preset = preset
+            k_of = {t: utility.bundles[max(u, key=u.get)] for t in set(test.query_types)
+                    for u in [utility.utilities(t)]}  # fmt: skip
+            choice = np.array([test.budgets.index(k_of[t]) for t in test.query_types])
+            rows[f"utility:{preset}"] = score(test, choice, boot)
+        reach = test.quality.max(axis=1) > 0
+        oracle = np.where(reach, np.argmax(test.quality >= test.quality.max(axis=1)[:, None], 1), 0)
+        rows["oracle"] = score(test, oracle, boot)
+        # Depth by query type at the default λ (multi-hop should get more).
+        choice = forest.choose(proba, cost=args.default_lambda)
+        types = np.asarray(test.query_types)
+        depth = {
+            t: {"n": int((types == t).sum()), "mean_k": float(np.asarray(test.budgets)[choice][types == t].mean())}
+            for t in sorted(set(types.tolist()))
+        }  # fmt: skip
+        results["sets"][name] = {
+            "n": n,
+            "kstar": f"fixed:{test.budgets[kstar]}",
+            "kstar_quality": float(fq[kstar]),
+            "rows": rows,
+            "depth_by_type": depth,
+        }
+        table = []
+        for label, r in rows.items():
+            table.append(
+                [
+                    label,
+                    f"{r['quality']:.3f} [{r['quality_ci'][0]:.3f}, {r['quality_ci'][1]:.3f}]",
+                    f"{r['quality'] - fq[kstar]:+.3f}",
+                    f"{r['tokens']:.0f}",
+                    f"{r['mean_k']:.2f}",
+                    _pct(r["saving"], r["saving_ci"]),
+                ]
+            )
+        print_table(
+            f"{name}: {n} held-out questions, k* = fixed:{test.budgets[kstar]}",
+            ["policy", "quality [95% CI]", "Δ vs k*", "context tok", "mean k", "saving [95% CI]"],
+            table,
+        )
+        print(f"mean k by query type (forest λ={args.default_lambda:g}): {json.dumps(depth)}")
+    _plots(args.out, results, reinforce, lambdas)
+    write_json(args.out / "policy_tradeoffs.json", results)
+    log(f"results and plots in {args.out}/")
+    return 0
+
+
+def _pct(x: float, ci: list) -> str:
+    if not np.isfinite(x):
+        return "above frontier"
+    lo, hi = ci
+    if lo is None:
+        return f"{x:.0%}"
+    return f"{x:.0%} [{lo:.0%}, {hi:.0%}]"
+
+
+def _plots(out: Path, results: dict[str, Any], reinforce: dict[float, Any], lambdas: list) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sets = results["sets"]
+    # λ sweep: quality and tokens against λ, per test set.
+    fig, axes = plt.subplots(2, len(sets), figsize=(4.5 * len(sets), 6.5), squeeze=False)
+    for col, (name, s) in enumerate(sets.items()):
+        rows = s["rows"]
+        for kind, style in (("forest", "o-"), ("reinforce", "s--")):
+            q = [rows[f"{kind} λ={lam:g}"]["quality"] for lam in lambdas]
+            t = [rows[f"{kind} λ={lam:g}"]["tokens"] for lam in lambdas]
+            axes[0][col].plot(lambdas, q, style, label=kind)
+            axes[1][col].plot(lambdas, t, style, label=kind)
+        axes[0][col].axhline(s["kstar_quality"], color="grey", ls=":", label=f"k* ({s['kstar']})")
+        axes[1][col].axhline(rows[s["kstar"]]["tokens"], color="grey", ls=":", label="k*")
+        for ax in (axes[0][col], axes[1][col]):
+            ax.set_xscale("log")
+            ax.grid(alpha=0.3)
+        axes[0][col].set_title(name, fontsize=9)
+        axes[1][col].set_xlabel("λ (quality per 1000 context tokens)")
+    axes[0][0].set_ylabel(f"quality ({results['quality']})")
+    axes[1][0].set_ylabel("mean context tokens")
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "lambda_sweep.png", dpi=120)
+    plt.close(fig)
+
+    # Training dynamics: REINFORCE action shares per epoch, one panel per λ.
+    fig, axes = plt.subplots(1, len(lambdas), figsize=(3.6 * len(lambdas), 3.4), squeeze=False)
+    for col, lam in enumerate(lambdas):
+        rl = reinforce[lam]
+        curves = rl.meta["curves"]
+        shares = np.array([c["action_shares"] for c in curves]).T
+        epochs = [c["epoch"] for c in curves]
+        axes[0][col].stackplot(epochs, shares, labels=[f"k={b}" for b in rl.budgets])
+        axes[0][col].set_title(f"λ = {lam:g}", fontsize=9)
+        axes[0][col].set_xlabel("epoch")
+        axes[0][col].set_ylim(0, 1)
+    axes[0][0].set_ylabel("share of sampled actions")
+    axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1, 0.5))
+    fig.tight_layout()
+    fig.savefig(out / "training_dynamics.png", dpi=120)
+    plt.close(fig)
+
+    # Pareto: the fixed frontier and every policy, per test set.
+    fig, axes = plt.subplots(1, len(sets), figsize=(4.8 * len(sets), 4), squeeze=False)
+    for col, (name, s) in enumerate(sets.items()):
+        ax = axes[0][col]
+        fixed = [(r["tokens"], r["quality"]) for k, r in s["rows"].items() if k.startswith("fixed")]
+        ax.plot(*zip(*fixed, strict=True), "k.-", label="fixed k")
+        for prefix, marker in (("forest λ", "o"), ("forest c", "^"), ("reinforce", "s"),
+                               ("utility", "D"), ("oracle", "*")):  # fmt: skip
+            pts = [(r["tokens"], r["quality"]) for k, r in s["rows"].items() if k.startswith(prefix)]
+            if pts:
+                ax.plot(*zip(*pts, strict=True), marker, ls="", label=prefix, alpha=0.8)
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("mean context tokens")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel(f"quality ({results['quality']})")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "pareto.png", dpi=120)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
