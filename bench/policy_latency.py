@@ -2,10 +2,10 @@
 
 Probes a collection once per question (not timed), then times ``probe_features`` and the
 forest's decision on each, beside the cost of the probe itself measured in the same run.
-Target: P99 < 1 ms for the forest.
+Target: P99 < 1 ms for the forest and the utility router.
 
-    python bench/policy_latency.py --collection NAME --policy FILE [--home DIR]
-        [--questions FILE] [--limit 300]
+    python bench/policy_latency.py --collection NAME [--policy FILE] [--utility FILE]
+        [--home DIR] [--questions FILE] [--limit 300]
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--home", default=None, help="FATHOM_HOME holding the collection")
     ap.add_argument("--collection", required=True)
     ap.add_argument("--policy", default=None, help="forest policy (default: the shipped one)")
+    ap.add_argument("--utility", default=None, help="a utility policy JSON to time as well")
     ap.add_argument("--data", default=None)
     ap.add_argument("--questions", default=None, help="JSONL (default: SQuAD 1.1 dev questions)")
     ap.add_argument("--limit", type=int, default=300)
@@ -64,9 +65,19 @@ def main(argv: list[str] | None = None) -> int:
         t = time.perf_counter()
         policy.decide(p.question, p.probe, p.query_type, type_probs=p.type_probs)
         decide_ms.append((time.perf_counter() - t) * 1000)
+    util_ms: list[float] = []
+    if args.utility:
+        from router.utility import UtilityPolicy
+
+        util = UtilityPolicy.load(args.utility)
+        for p in prepared:
+            t = time.perf_counter()
+            util.decide(p.question, p.probe, p.query_type)
+            util_ms.append((time.perf_counter() - t) * 1000)
     rows = [
         ["features", *percentiles(feat_ms).values()],
         ["features + forest decision", *percentiles(decide_ms).values()],
+        *([["utility decision", *percentiles(util_ms).values()]] if util_ms else []),
         ["probe (for scale)", *percentiles(probe_ms).values()],
     ]
     keys = list(percentiles(feat_ms).keys())
@@ -76,9 +87,9 @@ def main(argv: list[str] | None = None) -> int:
         rows,
         digits=3,
     )
-    p99 = percentiles(decide_ms)["p99"]
+    p99 = max(percentiles(decide_ms)["p99"], percentiles(util_ms)["p99"] if util_ms else 0.0)
     verdict = "met" if p99 < TARGET_P99_MS else "MISSED"
-    print(f"target: P99 < {TARGET_P99_MS} ms → {p99:.3f} ({verdict})")
+    print(f"target: P99 < {TARGET_P99_MS} ms → worst {p99:.3f} ({verdict})")
     write_json(
         args.out,
         {
@@ -87,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             "trees": len(policy.trees),
             "features_ms": percentiles(feat_ms),
             "decide_ms": percentiles(decide_ms),
+            "utility_ms": percentiles(util_ms) if util_ms else None,
             "probe_ms": percentiles(probe_ms),
             "target_p99_ms": TARGET_P99_MS,
             "met": p99 < TARGET_P99_MS,

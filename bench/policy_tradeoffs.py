@@ -20,6 +20,7 @@ recomputes the frontier on every resample.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import time
 from pathlib import Path
@@ -44,7 +45,7 @@ def frontier_tokens(fq: np.ndarray, ft: np.ndarray, q: float) -> float:
     t0, q0 = pts[0]
     if q <= q0:
         return t0 * q / q0 if q0 > 0 else t0
-    for (ta, qa), (tb, qb) in zip(pts, pts[1:], strict=False):
+    for (ta, qa), (tb, qb) in itertools.pairwise(pts):
         if qa <= q <= qb:
             return ta + (tb - ta) * (q - qa) / (qb - qa)
     return float("nan")
@@ -85,7 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--test", action="append", required=True, help="held-out sweep folder")
     ap.add_argument("--quality", default="answer_recall", help="row metric (as in policy train)")
     ap.add_argument("--lambdas", default="0.0025,0.005,0.01,0.02,0.05")
-    ap.add_argument("--default-lambda", type=float, default=0.01, help="the forest's λ in the table")
+    ap.add_argument(
+        "--default-lambda", type=float, default=0.01, help="the forest's λ in the table"
+    )
     ap.add_argument("--epochs", type=int, default=60, help="REINFORCE epochs")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=default_out("policy_tradeoffs"))
@@ -154,10 +157,11 @@ def main(argv: list[str] | None = None) -> int:
         # Depth by query type at the default λ (multi-hop should get more).
         choice = forest.choose(proba, cost=args.default_lambda)
         types = np.asarray(test.query_types)
+        ks = np.asarray(test.budgets)[choice]
         depth = {
-            t: {"n": int((types == t).sum()), "mean_k": float(np.asarray(test.budgets)[choice][types == t].mean())}
+            t: {"n": int((types == t).sum()), "mean_k": float(ks[types == t].mean())}
             for t in sorted(set(types.tolist()))
-        }  # fmt: skip
+        }
         results["sets"][name] = {
             "n": n,
             "kstar": f"fixed:{test.budgets[kstar]}",
@@ -218,6 +222,8 @@ def _plots(out: Path, results: dict[str, Any], reinforce: dict[float, Any], lamb
         axes[1][col].axhline(rows[s["kstar"]]["tokens"], color="grey", ls=":", label="k*")
         for ax in (axes[0][col], axes[1][col]):
             ax.set_xscale("log")
+            ax.set_xticks(lambdas, [f"{lam:g}" for lam in lambdas])
+            ax.minorticks_off()
             ax.grid(alpha=0.3)
         axes[0][col].set_title(name, fontsize=9)
         axes[1][col].set_xlabel("λ (quality per 1000 context tokens)")
@@ -253,7 +259,9 @@ def _plots(out: Path, results: dict[str, Any], reinforce: dict[float, Any], lamb
         ax.plot(*zip(*fixed, strict=True), "k.-", label="fixed k")
         for prefix, marker in (("forest λ", "o"), ("forest c", "^"), ("reinforce", "s"),
                                ("utility", "D"), ("oracle", "*")):  # fmt: skip
-            pts = [(r["tokens"], r["quality"]) for k, r in s["rows"].items() if k.startswith(prefix)]
+            pts = [
+                (r["tokens"], r["quality"]) for k, r in s["rows"].items() if k.startswith(prefix)
+            ]
             if pts:
                 ax.plot(*zip(*pts, strict=True), marker, ls="", label=prefix, alpha=0.8)
         ax.set_title(name, fontsize=9)

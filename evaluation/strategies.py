@@ -8,8 +8,8 @@
 | ``threshold:pNN[:K]`` | retrieve K (4) chunks when the top similarity reaches the |
 | | NNth percentile of the fitting split's top similarities, else none |
 | ``strategy`` | the router's per-type default, with the feedback loop (Fathom's own default) |
-| ``forest[:PATH][@C]`` | the learned forest policy at PATH (default: the shipped one), deciding |
-| ``forest[:PATH]@lambda=L`` | at confidence C, or by cost λ = L per 1000 tokens (default: its own) |
+| ``forest[:PATH][@C]`` | the learned forest policy at PATH (default: the shipped one), at |
+| ``forest[:PATH]@lambda=L`` | confidence C or by cost λ = L per 1000 tokens (default: its own) |
 | ``reinforce:PATH`` | the REINFORCE controller at PATH (greedy) |
 | ``utility:PATH[@PRESET]`` | the utility router at PATH with a weight preset (quality, balanced, |
 | | latency, cost; default: the file's) |
@@ -95,9 +95,7 @@ def parse_strategy(spec: str) -> StrategySpec:
     if m["forest"]:
         conf = float(m["conf"]) if m["conf"] else None
         cost = float(m["fcost"]) if m["fcost"] else None
-        return StrategySpec(
-            s, "forest", path=m["fpath"], confidence=conf, cost=cost, feedback=fb
-        )
+        return StrategySpec(s, "forest", path=m["fpath"], confidence=conf, cost=cost, feedback=fb)
     return StrategySpec(s, "strategy", feedback=True)
 
 

@@ -14,7 +14,8 @@ Groups (``FEATURE_NAMES`` lists them in order):
   (p = 0.9) of their top 20;
 * query: words, characters, a one-hot wh-word (what / who / when / where / which / why / how /
   other), digits, capitalised tokens after the first word, the share of the query's content
-  terms in the top chunk and in the top 5 chunks, the share of the query's capitalised tokens
+  terms found in the top chunk and in the top 5 chunks (a term is found when it occurs in the
+  lower-cased text), the share of the query's capitalised tokens
   and numbers found verbatim in the top 5, and the number of distinct documents among the top 5;
 * the router's class probabilities (factual, summarization, reasoning, multi_hop);
 * coverage of the question by each of the top ``N`` chunks: the IDF-weighted share of the
@@ -39,7 +40,6 @@ from typing import TYPE_CHECKING, Any
 from stages.errors import FathomError
 
 if TYPE_CHECKING:
-
     from stages.base import Probe
 
 TOP_N = 20
@@ -79,7 +79,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     "expects_person",
 )
 # Bumped whenever a feature changes meaning: a policy trained on another schema is refused.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _WORD = re.compile(r"[A-Za-z0-9]+")
 _CAP = re.compile(r"\b[A-Z][A-Za-z0-9'’-]*")
@@ -187,16 +187,19 @@ def probe_features(
 
     from stages.rerank import content_terms
 
-    q_terms = content_terms(question)
-    top_texts = [h.chunk.text for h in hits[:5]]
-    if q_terms and top_texts:
-        out.append(len(q_terms & content_terms(top_texts[0])) / len(q_terms))
-        union: set[str] = set()
-        for t in top_texts:
-            union |= content_terms(t)
-        out.append(len(q_terms & union) / len(q_terms))
+    # Term presence is a substring test on the lower-cased chunk (query terms are lower-case,
+    # plural "s" dropped, so "cell" finds "cells"): a tenth of the cost of tokenising twenty
+    # chunks, which a cold ask would pay here.
+    q_terms = sorted(content_terms(question))
+    lowered = [h.chunk.text.lower() for h in hits[:TOP_N]]
+    present = [[t in text for t in q_terms] for text in lowered]
+    if q_terms and lowered:
+        out.append(sum(present[0]) / len(q_terms))
+        seen = [any(row[j] for row in present[:5]) for j in range(len(q_terms))]
+        out.append(sum(seen) / len(q_terms))
     else:
         out += [0.0, 0.0]
+    top_texts = [h.chunk.text for h in hits[:5]]
     keys = set(caps) | set(_NUM.findall(question))
     if keys and top_texts:
         joined = "\n".join(top_texts)
@@ -206,7 +209,7 @@ def probe_features(
     out.append(float(len({h.chunk.doc_id for h in hits[:5]})))
     probs = type_probs or {}
     out += [float(probs.get(t, 0.0)) for t in QUERY_TYPES]
-    out += _coverage(q_terms, hits)
+    out += _coverage(present)
     top = fused[0] if fused and fused[0] > 0 else 1.0
     out += [fused[r - 1] / top if len(fused) >= r else 0.0 for r in DECAY_RANKS]
     first_ranks = hits[0].ranks if hits else {}
@@ -217,22 +220,18 @@ def probe_features(
     return out
 
 
-def _coverage(q_terms: frozenset[str], hits: tuple) -> list[float]:
-    """The ``wcover_*`` features: IDF-weighted question coverage of the top ``TOP_N`` chunks."""
-    from stages.rerank import content_terms
-
+def _coverage(present: list[list[bool]]) -> list[float]:
+    """The ``wcover_*`` features from ``present[r][j]``: query term j occurs in chunk r."""
     n_out = 3 + len(COVER_DEPTHS) + 1
-    top = hits[:TOP_N]
-    if not q_terms or not top:
+    n = len(present)
+    if not n or not present[0]:
         return [0.0] * n_out
-    terms = [content_terms(h.chunk.text) for h in top]
-    n = len(terms)
-    weights = {}
-    for t in q_terms:
-        df = sum(1 for d in terms if t in d)
-        weights[t] = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-    total = sum(weights.values()) or 1.0
-    cover = [sum(w for t, w in weights.items() if t in d) / total for d in terms]
+    weights = []
+    for j in range(len(present[0])):
+        df = sum(1 for row in present if row[j])
+        weights.append(math.log(1.0 + (n - df + 0.5) / (df + 0.5)))
+    total = sum(weights) or 1.0
+    cover = [sum(w for w, hit in zip(weights, row, strict=True) if hit) / total for row in present]
     cover += [0.0] * (TOP_N - n)
     out = cover[:3]
     best = 0.0

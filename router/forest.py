@@ -91,7 +91,14 @@ class ForestPolicy:
     cost: float | None = None  # λ per 1000 context tokens: the cost rule; None: confidence
     budget_tokens: tuple[float, ...] = ()  # mean context tokens per budget (the cost rule)
     name: str = "forest"
-    _flat: list | None = field(default=None, repr=False)  # trees as lists, for predict_one
+    _flat: bool | None = field(default=None, repr=False)  # the global arrays are built
+    _roots: Any = field(default=None, repr=False)  # each tree's root, global id
+    _left: Any = field(default=None, repr=False)  # (all nodes,) global ids, -1 at leaves
+    _right: Any = field(default=None, repr=False)
+    _features: Any = field(default=None, repr=False)  # (all nodes,) split feature
+    _threshold: Any = field(default=None, repr=False)
+    _values: Any = field(default=None, repr=False)  # (all nodes, classes) float64
+    _cum: Any = field(default=None, repr=False)  # its cumulative sums over the budgets
     uses_type_probs = True  # Engine passes the router's class probabilities to decide()
 
     # -- training -------------------------------------------------------------------------------
@@ -210,53 +217,79 @@ class ForestPolicy:
             out += t.value[node]
         return (out / max(1, len(self.trees))).astype(np.float32)
 
-    def predict_one(self, x: list[float]) -> list[float]:
-        """``predict_proba`` for one feature vector in plain Python: a numpy call per tree
-        level costs more than the whole walk for a single question (``bench/policy_latency.py``)."""
-        if self._flat is None:
-            self._flat = [
-                (t.left.tolist(), t.right.tolist(), t.feature.tolist(), t.threshold.tolist(),
-                 t.value.tolist())
-                for t in self.trees
-            ]  # fmt: skip
+    def _prepare(self) -> None:
+        """All trees in global arrays (node ids offset per tree), so one question walks every
+        tree at once: a numpy step per tree level, not a Python step per node."""
         import numpy as np
 
-        x = np.asarray(x, dtype=np.float32).tolist()  # compare as the trees were fitted
-        acc = [0.0] * (len(self.budgets) + 1)
-        for left, right, feature, threshold, value in self._flat:
-            node = 0
-            while left[node] >= 0:
-                node = left[node] if x[feature[node]] <= threshold[node] else right[node]
-            leaf = value[node]
-            for j in range(len(acc)):
-                acc[j] += leaf[j]
-        n = max(1, len(self._flat))
-        return [a / n for a in acc]
+        offsets = np.cumsum([0] + [len(t.left) for t in self.trees[:-1]]).astype(np.intp)
+        self._roots = offsets
+        shift = lambda a, off: np.where(a >= 0, a + off, -1)  # noqa: E731
+        self._left = np.concatenate(
+            [shift(t.left, o) for t, o in zip(self.trees, offsets, strict=True)]
+        )
+        self._right = np.concatenate(
+            [shift(t.right, o) for t, o in zip(self.trees, offsets, strict=True)]
+        )
+        self._features = np.concatenate([t.feature for t in self.trees]).astype(np.intp)
+        self._features[self._left < 0] = 0  # leaves: any valid index, never used
+        self._threshold = np.concatenate([t.threshold for t in self.trees])
+        self._values = np.concatenate([t.value for t in self.trees]).astype(np.float64)
+        self._cum = np.cumsum(self._values, axis=1)
+        self._flat = True
+
+    def _walk(self, x: list[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every tree's leaf for ``x`` (global ids), and each split taken on the way as
+        parallel arrays of parent and child ids."""
+        if self._flat is None:
+            self._prepare()
+        import numpy as np
+
+        xs = np.asarray(x, dtype=np.float32)  # compare as the trees were fitted
+        node = self._roots
+        parents, children = [], []
+        while True:
+            left = self._left[node]
+            inner = left >= 0
+            if not inner.any():
+                break
+            go_left = xs[self._features[node]] <= self._threshold[node]
+            nxt = np.where(inner, np.where(go_left, left, self._right[node]), node)
+            parents.append(node[inner])
+            children.append(nxt[inner])
+            node = nxt
+        empty = np.zeros(0, dtype=np.intp)
+        return (
+            node,
+            np.concatenate(parents) if parents else empty,
+            np.concatenate(children) if children else empty,
+        )
+
+    def predict_one(self, x: list[float]) -> list[float]:
+        """``predict_proba`` for one feature vector, all trees walked together."""
+        leaves = self._walk(x)[0]
+        return (self._values[leaves].sum(axis=0) / max(1, len(leaves))).tolist()
 
     def explain(self, x: list[float], i: int, n: int = 3) -> list[tuple[str, float, float]]:
         """The ``n`` features that moved P(enough by budget ``i``) most for the vector ``x``:
         ``(name, value, contribution)``. Each split on a tree's path from root to leaf is
         charged the change it makes to that probability (Saabas' path attribution), averaged
         over the trees; the contributions plus the forest's prior sum to the prediction."""
-        if self._flat is None:
-            self.predict_one(x)
-        assert self._flat is not None
+        _, parents, children = self._walk(x)
+        return self._explain(x, i, n, parents, children)
+
+    def _explain(self, x: list[float], i: int, n: int, parents: Any, children: Any) -> list:
         import numpy as np
 
-        xs = np.asarray(x, dtype=np.float32).tolist()
-        contrib: dict[int, float] = {}
-        for left, right, feature, threshold, value in self._flat:
-            node = 0
-            before = sum(value[0][: i + 1])
-            while left[node] >= 0:
-                f = feature[node]
-                node = left[node] if xs[f] <= threshold[node] else right[node]
-                after = sum(value[node][: i + 1])
-                contrib[f] = contrib.get(f, 0.0) + after - before
-                before = after
-        m = max(1, len(self._flat))
-        top = sorted(contrib, key=lambda f: -abs(contrib[f]))[:n]
-        return [(self.feature_names[f], float(xs[f]), contrib[f] / m) for f in top]
+        if not len(parents):
+            return []
+        delta = self._cum[children, i] - self._cum[parents, i]
+        contrib = np.bincount(
+            self._features[parents], weights=delta, minlength=len(self.feature_names)
+        ) / max(1, len(self.trees))
+        top = np.argsort(-np.abs(contrib), kind="stable")[:n]
+        xs = np.asarray(x, dtype=np.float32)
+        return [(self.feature_names[j], float(xs[j]), float(contrib[j])) for j in top if contrib[j]]
 
     def choose(
         self, proba: np.ndarray, confidence: float | None = None, cost: float | None = None
@@ -288,7 +321,9 @@ class ForestPolicy:
     @property
     def rule(self) -> str:
         return (
-            f"cost λ = {self.cost:g}" if self.cost is not None else f"confidence {self.confidence:g}"
+            f"cost λ = {self.cost:g}"
+            if self.cost is not None
+            else f"confidence {self.confidence:g}"
         )
 
     def decide(
@@ -302,7 +337,8 @@ class ForestPolicy:
 
         t = time.perf_counter()
         f = probe_features(question, probe, type_probs)
-        proba = self.predict_one(f)
+        leaves, parents, children = self._walk(f)
+        proba = (self._values[leaves].sum(axis=0) / max(1, len(leaves))).tolist()
         i = int(self.choose(proba)[0])
         nb = len(self.budgets)
         cum = [float(sum(proba[: j + 1])) for j in range(nb)]
@@ -323,7 +359,10 @@ class ForestPolicy:
                 f"{cum[i]:.2f} ≥ {self.confidence:.2f}; runner-up k = {self.budgets[runner]} "
                 f"(P = {cum[runner]:.2f})"
             )
-        drivers = ", ".join(f"{name} = {v:.3g} ({c:+.2f})" for name, v, c in self.explain(f, i))
+        drivers = ", ".join(
+            f"{name} = {v:.3g} ({c:+.2f})"
+            for name, v, c in self._explain(f, i, 3, parents, children)
+        )
         reason += f"; driven by {drivers}"
         if proba[nb] >= 0.2:
             reason += f"; P(no depth suffices) = {float(proba[nb]):.2f}"

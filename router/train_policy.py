@@ -177,9 +177,7 @@ def train_forest(
     features = sweep.features
     latency, tokens = sweep.latency, sweep.tokens
     labels = np.full(len(sweep.qids), len(sweep.budgets), dtype=np.int64)
-    labels[reachable] = oracle_labels(
-        sweep.quality[reachable], latency[reachable], epsilon, slo_ms
-    )
+    labels[reachable] = oracle_labels(sweep.quality[reachable], latency[reachable], epsilon, slo_ms)
     meta = {
         "embedder": embedder,
         "fathom_version": fathom_version(),

@@ -187,7 +187,9 @@ def test_citations_after_the_full_stop_belong_to_the_sentence_before() -> None:
 
 def test_configured_budget_caps_the_context(tmp_path: Path, minilm) -> None:
     doc = tmp_path / "pump.md"
-    doc.write_text(PUMP + "\n\n".join(f"# Part {i}\n\n" + PUMP.split("# Parts")[1] for i in range(8)))
+    doc.write_text(
+        PUMP + "\n\n".join(f"# Part {i}\n\n" + PUMP.split("# Parts")[1] for i in range(8))
+    )
     question = "What is the Zorblax coolant pump impeller cast from?"
     sizes = {}
     for budget in (0, 60):
