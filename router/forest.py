@@ -10,8 +10,9 @@ dropped or called "skip": the forest then learns that some questions look hopele
 cumulative probabilities P(the smallest sufficient budget ≤ b) stop short of 1 for them.
 
 Inference needs no scikit-learn: every tree is exported to flat arrays (children, feature,
-threshold, leaf class distribution) saved with ``numpy.savez`` (no pickle), and a plain walk
-averages the trees' leaf distributions. Two decision rules over P(enough by b), the cumulative
+threshold, leaf class distribution) saved with ``numpy.savez`` (no pickle); at load all trees
+are laid out in one set of arrays and walked together, a numpy step per tree level, and the leaf
+distributions averaged. Two decision rules over P(enough by b), the cumulative
 probability:
 
 * ``confidence`` c: the smallest budget with P(enough by b) ≥ c (the deepest when none does).
@@ -91,7 +92,7 @@ class ForestPolicy:
     cost: float | None = None  # λ per 1000 context tokens: the cost rule; None: confidence
     budget_tokens: tuple[float, ...] = ()  # mean context tokens per budget (the cost rule)
     name: str = "forest"
-    _flat: bool | None = field(default=None, repr=False)  # the global arrays are built
+    _ready: bool = field(default=False, repr=False)  # the global arrays below are built
     _roots: Any = field(default=None, repr=False)  # each tree's root, global id
     _left: Any = field(default=None, repr=False)  # (all nodes,) global ids, -1 at leaves
     _right: Any = field(default=None, repr=False)
@@ -202,20 +203,19 @@ class ForestPolicy:
         last column "no budget suffices"."""
         import numpy as np
 
+        if not self._ready:
+            self._prepare()
         x = np.atleast_2d(np.asarray(x, dtype=np.float32))
-        out = np.zeros((x.shape[0], len(self.budgets) + 1), dtype=np.float64)
-        rows = np.arange(x.shape[0])
-        for t in self.trees:
-            node = np.zeros(x.shape[0], dtype=np.int32)
-            while True:
-                left = t.left[node]
-                inner = left >= 0
-                if not inner.any():
-                    break
-                go_left = x[rows, t.feature[node]] <= t.threshold[node]
-                node = np.where(inner, np.where(go_left, left, t.right[node]), node)
-            out += t.value[node]
-        return (out / max(1, len(self.trees))).astype(np.float32)
+        rows = np.arange(x.shape[0])[:, None]
+        node = np.repeat(self._roots[None, :], x.shape[0], axis=0)  # (rows, trees)
+        while True:
+            left = self._left[node]
+            inner = left >= 0
+            if not inner.any():
+                break
+            go_left = x[rows, self._features[node]] <= self._threshold[node]
+            node = np.where(inner, np.where(go_left, left, self._right[node]), node)
+        return self._values[node].mean(axis=1).astype(np.float32)
 
     def _prepare(self) -> None:
         """All trees in global arrays (node ids offset per tree), so one question walks every
@@ -236,12 +236,12 @@ class ForestPolicy:
         self._threshold = np.concatenate([t.threshold for t in self.trees])
         self._values = np.concatenate([t.value for t in self.trees]).astype(np.float64)
         self._cum = np.cumsum(self._values, axis=1)
-        self._flat = True
+        self._ready = True
 
     def _walk(self, x: list[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every tree's leaf for ``x`` (global ids), and each split taken on the way as
         parallel arrays of parent and child ids."""
-        if self._flat is None:
+        if not self._ready:
             self._prepare()
         import numpy as np
 
