@@ -1018,6 +1018,160 @@ def policy_show(path: str | None, as_json: bool) -> None:
 
 
 @main.group()
+def portfolio() -> None:
+    """Retriever portfolios: pick the few retriever configurations that cover the most."""
+
+
+@portfolio.command("build")
+@click.option("--docs", default=None, help="Documents: file, folder, or docs.jsonl.")
+@click.option("-c", "--collection", default=None, help="An existing collection instead of --docs.")
+@click.option("--questions", required=True, help="Questions: JSONL or a BEIR folder.")
+@click.option("--size", type=click.IntRange(1), default=3, show_default=True)
+@click.option("--top-n", type=click.IntRange(1), default=10, show_default=True)
+@click.option("--score", "by", type=click.Choice(["docs", "answer"]), default=None,
+              help="s(q, r): gold-document recall (default when questions name documents) "
+              "or answer containment in the member's top n.")  # fmt: skip
+@click.option(
+    "--split",
+    type=click.Choice(["train", "test", "all"]),
+    default="train",
+    show_default=True,
+    help="Which half of the documents' questions to score.",
+)
+@click.option("--split-seed", type=int, default=0, show_default=True)
+@click.option("--limit", type=click.IntRange(1), default=None)
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="portfolio .json")
+@click.pass_context
+def portfolio_build(ctx: click.Context, **opts: Any) -> None:
+    """Score every pool member on the questions (cached beside --out) and choose --size members
+    greedily by best-of-K coverage."""
+    import numpy as np
+
+    from evaluation.data import load_questions
+    from evaluation.runner import split_by_document
+    from index.collection import Collection
+    from index.embed import embedder_id_for, make_query_embedder
+    from router.portfolio import coverage, greedy_portfolio, top_k_by_average
+    from router.portfolio_pool import DEFAULT_POOL, member_scores
+    from stages.errors import ConfigError
+    from stages.pipeline import resolve_target
+
+    cfg = _config(ctx)
+    target = opts["collection"] or opts["docs"]
+    if not target:
+        raise ConfigError("give --docs PATH or --collection NAME")
+    name = resolve_target(cfg, target)
+    questions = load_questions(opts["questions"])
+    if opts["split"] != "all":
+        questions = split_by_document(questions, opts["split"], opts["split_seed"])
+    questions = [q for q in questions if q.doc_ids or q.answers][: opts["limit"]]
+    if not questions:
+        raise ConfigError("no answerable questions to score")
+    out: Path = opts["out"].with_suffix(".json")
+    cache = out.with_suffix(".scores.npz")
+    qids = [q.qid for q in questions]
+    key = json.dumps([name, opts["top_n"], opts["by"], [m.name for m in DEFAULT_POOL], qids])
+    scores = None
+    if cache.is_file():
+        with np.load(cache, allow_pickle=False) as data:
+            if str(data["key"]) == key:
+                scores, by = data["scores"], str(data["by"])
+    if scores is None:
+        coll = Collection.open(cfg, name, expect_embedder=embedder_id_for(cfg.embedder))
+        embedder = make_query_embedder(cfg.embedder, cfg.models_path())
+        scores, by = member_scores(
+            coll, embedder, questions, DEFAULT_POOL, opts["top_n"], opts["by"]
+        )
+        out.parent.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(cache, scores=scores, by=np.array(by), key=np.array(key))
+    size = min(opts["size"], len(DEFAULT_POOL))
+    greedy = greedy_portfolio(scores, size)
+    by_avg = top_k_by_average(scores, size)
+    single = int(np.argmax(scores.mean(axis=0)))
+    info = {
+        "kind": "portfolio",
+        "collection": name,
+        "questions": str(opts["questions"]),
+        "split": opts["split"],
+        "split_seed": opts["split_seed"],
+        "n_questions": len(questions),
+        "score": by,
+        "top_n": opts["top_n"],
+        "pool": [
+            {
+                "name": m.name,
+                "kind": m.kind,
+                "params": m.params,
+                "mean_score": float(scores[:, j].mean()),
+            }
+            for j, m in enumerate(DEFAULT_POOL)
+        ],
+        "members": [DEFAULT_POOL[j].name for j in greedy.members],
+        "gains": list(greedy.gains),
+        "coverage": list(greedy.coverage),
+        "baselines": {
+            "best_single": {
+                "member": DEFAULT_POOL[single].name,
+                "coverage": float(scores[:, single].mean()),
+            },
+            "top_k_by_average": {
+                "members": [DEFAULT_POOL[j].name for j in by_avg.members],
+                "coverage": by_avg.value,
+            },
+            "all_members": {"coverage": coverage(scores, list(range(len(DEFAULT_POOL))))},
+        },
+    }
+    out.write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    _show_portfolio(info)
+    click.echo(f"portfolio of {size} over {len(questions)} questions → {out}")
+
+
+@portfolio.command("show")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True)
+def portfolio_show(path: Path, as_json: bool) -> None:
+    """A portfolio's members, their marginal gains and coverage, beside the baselines."""
+    from stages.errors import ConfigError
+
+    info = json.loads(path.read_text(encoding="utf-8"))
+    if info.get("kind") != "portfolio":
+        raise ConfigError(f"{path}: not a portfolio (fathom portfolio build writes one)")
+    if as_json:
+        _print_json(info)
+        return
+    _show_portfolio(info)
+
+
+def _show_portfolio(info: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(
+        title=f"portfolio over {info['n_questions']} questions "
+        f"(s = {info['score']} in the top {info['top_n']})"
+    )
+    for col in ("step", "member", "parameters", "mean score alone", "marginal gain", "coverage"):
+        table.add_column(col, justify="left" if col in ("member", "parameters") else "right")
+    pool = {m["name"]: m for m in info["pool"]}
+    for i, (name, gain, cov) in enumerate(
+        zip(info["members"], info["gains"], info["coverage"], strict=True), start=1
+    ):
+        m = pool[name]
+        params = ", ".join(f"{k}={v}" for k, v in m["params"].items()) or m["kind"]
+        table.add_row(str(i), name, params, f"{m['mean_score']:.3f}", f"{gain:+.3f}", f"{cov:.3f}")
+    console.print(table)
+    b = info["baselines"]
+    console.print(
+        f"best single member {b['best_single']['member']}: {b['best_single']['coverage']:.3f} · "
+        f"top {len(info['members'])} by average ({', '.join(b['top_k_by_average']['members'])}): "
+        f"{b['top_k_by_average']['coverage']:.3f} · all {len(info['pool'])} members: "
+        f"{b['all_members']['coverage']:.3f}",
+        highlight=False,
+    )
+
+
+@main.group()
 def collections() -> None:
     """List, show and remove collections."""
 

@@ -153,8 +153,13 @@ def config_fingerprint(cfg: Any) -> dict[str, Any]:
 
 
 def _source_id(hit: Any) -> str:
-    c = hit.chunk
-    return c.source_id or c.title or c.doc_id
+    return source_id(hit.chunk)
+
+
+def source_id(chunk: Any) -> str:
+    """The document id a question's gold ``doc_ids`` name: the source's own id (``doc_id`` of a
+    ``docs.jsonl`` line), else its title, else Fathom's content id."""
+    return chunk.source_id or chunk.title or chunk.doc_id
 
 
 def _row(

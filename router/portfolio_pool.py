@@ -1,0 +1,176 @@
+"""The pool of retriever configurations a portfolio is chosen from, and their per-question scores.
+
+Every member searches the same collection (no copy of the text); each is named and described by
+its parameters:
+
+* ``dense`` and ``bm25``: one retriever alone;
+* ``hybrid-convex-W``: convex fusion of min-max normalised dense and BM25 scores with dense weight
+  W (0.3, 0.5, 0.7), and ``hybrid-rrf``: reciprocal rank fusion;
+* ``dense-mmr``: the dense top 50 re-ordered by maximal marginal relevance (λ = 0.5) over the
+  stored chunk vectors, so near-duplicates give way to other passages;
+* ``bm25-prf``: BM25 with pseudo-relevance feedback — the query plus the 8 terms that weigh most
+  in the top 3 BM25 chunks (term frequency × the chunk's normalised score; RM3 without the
+  language-model smoothing).
+
+``member_scores`` gives s(q, r) ∈ [0, 1] for every question and member: the share of the
+question's gold documents among the documents of the member's top ``n`` chunks when the
+questions name gold documents, else whether a gold answer occurs in those chunks.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from stages.errors import ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from evaluation.data import Question
+    from index.collection import Collection
+    from stages.base import Embedder
+
+PRF_DOCS = 3
+PRF_TERMS = 8
+MMR_LAMBDA = 0.5
+MMR_POOL = 50
+
+
+@dataclass(frozen=True)
+class Member:
+    """One retriever configuration of the pool."""
+
+    name: str
+    kind: str  # dense | bm25 | hybrid | mmr | prf
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        args = ", ".join(f"{k}={v}" for k, v in self.params.items())
+        return f"{self.kind}({args})" if args else self.kind
+
+
+DEFAULT_POOL: tuple[Member, ...] = (
+    Member("dense", "dense"),
+    Member("bm25", "bm25"),
+    Member("hybrid-convex-0.3", "hybrid", {"fusion": "convex", "dense_weight": 0.3}),
+    Member("hybrid-convex-0.5", "hybrid", {"fusion": "convex", "dense_weight": 0.5}),
+    Member("hybrid-convex-0.7", "hybrid", {"fusion": "convex", "dense_weight": 0.7}),
+    Member("hybrid-rrf", "hybrid", {"fusion": "rrf", "rrf_k": 60}),
+    Member("dense-mmr", "mmr", {"lambda": MMR_LAMBDA, "pool": MMR_POOL}),
+    Member("bm25-prf", "prf", {"docs": PRF_DOCS, "terms": PRF_TERMS}),
+)
+
+
+class PoolSearcher:
+    """Runs any pool member over one open collection; returns chunk rows, best first."""
+
+    def __init__(self, collection: Collection, embedder: Embedder, candidates: int = 100):
+        self.collection = collection
+        self.embedder = embedder
+        self.candidates = candidates
+
+    def rows(self, member: Member, question: str, qvec: np.ndarray, n: int) -> list[int]:
+        from stages.retrieve import CollectionRetriever
+
+        p = member.params
+        if member.kind in ("dense", "bm25", "hybrid"):
+            retriever = CollectionRetriever(
+                self.collection,
+                self.embedder,
+                mode=member.kind,
+                rrf_k=int(p.get("rrf_k", 60)),
+                candidates=self.candidates,
+                fusion=str(p.get("fusion", "convex")),
+                dense_weight=float(p.get("dense_weight", 0.5)),
+            )
+            return [h.row for h in retriever.probe(question, n, qvec=qvec).hits]
+        if member.kind == "mmr":
+            return self._mmr(qvec, n, float(p["lambda"]), int(p["pool"]))
+        if member.kind == "prf":
+            return self._prf(question, n, int(p["docs"]), int(p["terms"]))
+        raise ConfigError(f"pool member {member.name!r}: unknown kind {member.kind!r}")
+
+    def _mmr(self, qvec: np.ndarray, n: int, lam: float, pool: int) -> list[int]:
+        import numpy as np
+
+        scores, rows = self.collection.dense.search(qvec, max(n, pool))
+        if len(rows) == 0:
+            return []
+        index = self.collection.dense.index
+        vecs = np.stack([index.reconstruct(int(r)) for r in rows]).astype(np.float32)
+        sims = vecs @ vecs.T
+        rel = np.asarray(scores, dtype=np.float64)
+        chosen: list[int] = [0]
+        best_sim = sims[0].astype(np.float64)
+        left = np.ones(len(rows), dtype=bool)
+        left[0] = False
+        while len(chosen) < min(n, len(rows)):
+            mmr = lam * rel - (1.0 - lam) * best_sim
+            mmr[~left] = -np.inf
+            j = int(np.argmax(mmr))
+            chosen.append(j)
+            left[j] = False
+            best_sim = np.maximum(best_sim, sims[j])
+        return [int(rows[j]) for j in chosen]
+
+    def _prf(self, question: str, n: int, docs: int, terms: int) -> list[int]:
+        from stages.rerank import content_terms, words
+
+        scores, rows = self.collection.bm25.search(question, max(n, docs))
+        if len(rows) == 0:
+            return []
+        top = float(scores[0]) or 1.0
+        q_terms = content_terms(question)
+        weight: Counter[str] = Counter()
+        for chunk, s in zip(
+            self.collection.chunks(rows[:docs].tolist()), scores[:docs].tolist(), strict=True
+        ):
+            content = content_terms(chunk.text)
+            counts = Counter(w for w in words(chunk.text) if w in content and w not in q_terms)
+            for w, c in counts.items():
+                weight[w] += c * s / top
+        expansion = [w for w, _ in weight.most_common(terms)]
+        # The original question twice, so its terms outweigh the expansion's.
+        expanded = " ".join([question, question, *expansion])
+        return [int(r) for r in self.collection.bm25.search(expanded, n)[1].tolist()]
+
+
+def question_score(question: Question, chunks: list[Any], by: str) -> float:
+    """s(q, r) for the chunks one member returned: gold-document recall or answer containment."""
+    if by == "docs":
+        from evaluation.runner import source_id
+
+        gold = set(question.doc_ids)
+        return len(gold & {source_id(c) for c in chunks}) / len(gold) if gold else 0.0
+    from evaluation.metrics import answer_recall
+
+    hit = answer_recall("\n".join(c.text for c in chunks), list(question.answers))
+    return float(hit or 0.0)
+
+
+def member_scores(
+    collection: Collection,
+    embedder: Embedder,
+    questions: list[Question],
+    pool: tuple[Member, ...] = DEFAULT_POOL,
+    n: int = 10,
+    by: str | None = None,
+) -> tuple[np.ndarray, str]:
+    """``(questions, members)`` scores in [0, 1], and what they measure (``docs`` or
+    ``answer``; default: ``docs`` when every question names gold documents)."""
+    import numpy as np
+
+    if by is None:
+        by = "docs" if questions and all(q.doc_ids for q in questions) else "answer"
+    if by not in ("docs", "answer"):
+        raise ConfigError(f"portfolio score {by!r}: docs or answer")
+    searcher = PoolSearcher(collection, embedder)
+    qvecs = embedder.embed([q.question for q in questions])
+    out = np.zeros((len(questions), len(pool)), dtype=np.float32)
+    for i, (q, qvec) in enumerate(zip(questions, qvecs, strict=True)):
+        for j, member in enumerate(pool):
+            rows = searcher.rows(member, q.question, qvec, n)
+            out[i, j] = question_score(q, collection.chunks(rows), by)
+    return out, by
