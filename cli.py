@@ -1126,6 +1126,93 @@ def portfolio_build(ctx: click.Context, **opts: Any) -> None:
     click.echo(f"portfolio of {size} over {len(questions)} questions → {out}")
 
 
+@portfolio.command("eval")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--docs", default=None, help="Documents (default: the portfolio's collection).")
+@click.option("--questions", required=True, help="Questions: JSONL or a BEIR folder.")
+@click.option("--split", type=click.Choice(["train", "test", "all"]), default="test",
+              show_default=True)  # fmt: skip
+@click.option("--bootstrap", type=click.IntRange(0), default=2000, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def portfolio_eval(ctx: click.Context, path: Path, **opts: Any) -> None:
+    """Coverage of a built portfolio on held-out questions, beside the best single member, the
+    top K by average (both chosen on the training questions) and all members, with a paired
+    bootstrap interval on the gain over the best single member."""
+    import numpy as np
+
+    from evaluation.data import load_questions
+    from evaluation.metrics import bootstrap_ci
+    from evaluation.runner import split_by_document
+    from index.collection import Collection
+    from index.embed import embedder_id_for, make_query_embedder
+    from router.portfolio_pool import DEFAULT_POOL, member_scores
+    from stages.errors import ConfigError
+    from stages.pipeline import resolve_target
+
+    info = json.loads(path.read_text(encoding="utf-8"))
+    if info.get("kind") != "portfolio":
+        raise ConfigError(f"{path}: not a portfolio (fathom portfolio build writes one)")
+    cfg = _config(ctx)
+    name = resolve_target(cfg, opts["docs"]) if opts["docs"] else info["collection"]
+    questions = load_questions(opts["questions"])
+    if opts["split"] != "all":
+        questions = split_by_document(questions, opts["split"], info["split_seed"])
+    questions = [q for q in questions if q.doc_ids or q.answers]
+    if not questions:
+        raise ConfigError("no answerable questions to evaluate")
+    pool = {m.name: m for m in DEFAULT_POOL}
+    members = [pool[m["name"]] for m in info["pool"]]
+    coll = Collection.open(cfg, name, expect_embedder=embedder_id_for(cfg.embedder))
+    embedder = make_query_embedder(cfg.embedder, cfg.models_path())
+    scores, _ = member_scores(
+        coll, embedder, questions, tuple(members), info["top_n"], info["score"]
+    )
+    col = {m.name: j for j, m in enumerate(members)}
+
+    def best_of(names: list[str]) -> np.ndarray:
+        return scores[:, [col[n] for n in names]].max(axis=1)
+
+    b = info["baselines"]
+    rows = {
+        "portfolio (greedy)": best_of(info["members"]),
+        f"best single ({b['best_single']['member']})": best_of([b["best_single"]["member"]]),
+        "top K by average": best_of(b["top_k_by_average"]["members"]),
+        "all members": best_of([m.name for m in members]),
+    }
+    single = rows[f"best single ({b['best_single']['member']})"]
+    result = {
+        "portfolio": str(path),
+        "questions": str(opts["questions"]),
+        "split": opts["split"],
+        "n_questions": len(questions),
+        "coverage": {k: bootstrap_ci(v.tolist(), opts["bootstrap"]) for k, v in rows.items()},
+        "gain_over_best_single": bootstrap_ci(
+            (rows["portfolio (greedy)"] - single).tolist(), opts["bootstrap"]
+        ),
+    }
+    if opts["as_json"]:
+        _print_json(result)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(
+        title=f"coverage on {len(questions)} {opts['split']} questions "
+        f"(s = {info['score']} in the top {info['top_n']})"
+    )
+    table.add_column("retrievers")
+    table.add_column("coverage [95% CI]", justify="right")
+    for k, ci in result["coverage"].items():
+        table.add_row(k, f"{ci['mean']:.3f} [{ci['lo']:.3f}, {ci['hi']:.3f}]")
+    Console().print(table)
+    g = result["gain_over_best_single"]
+    click.echo(
+        f"portfolio − best single: {g['mean']:+.3f} [{g['lo']:+.3f}, {g['hi']:+.3f}] "
+        "(paired bootstrap)"
+    )
+
+
 @portfolio.command("show")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 from evaluation.data import load_questions
@@ -66,3 +67,15 @@ def test_portfolio_build_and_show(tmp_path: Path, minilm, monkeypatch) -> None:
     assert r.exit_code == 0 and json.loads(out.read_text())["members"] == info["members"]
     r = runner.invoke(main, ["portfolio", "show", str(out)])
     assert r.exit_code == 0 and info["members"][0] in r.output and "best single member" in r.output
+    # Held-out evaluation: the same questions here, so the numbers must match the build's.
+    r = runner.invoke(
+        main, ["portfolio", "eval", str(out), "--questions", str(qfile), "--split", "all",
+               "--bootstrap", "200", "--json"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    ev = json.loads(r.stdout)
+    assert ev["coverage"]["portfolio (greedy)"]["mean"] == pytest.approx(info["coverage"][-1])
+    gain = ev["gain_over_best_single"]
+    best = info["baselines"]["best_single"]["coverage"]
+    assert gain["mean"] == pytest.approx(info["coverage"][-1] - best, abs=1e-6)
+    assert gain["lo"] <= gain["mean"] <= gain["hi"]
