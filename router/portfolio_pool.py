@@ -72,30 +72,62 @@ class PoolSearcher:
         self.candidates = candidates
 
     def rows(self, member: Member, question: str, qvec: np.ndarray, n: int) -> list[int]:
-        from stages.retrieve import CollectionRetriever
+        """The member's top ``n`` chunk rows for ``question``, best first."""
+        return self.run_many([member], question, qvec, n)[member.name]
 
-        p = member.params
-        if member.kind in ("dense", "bm25", "hybrid"):
-            retriever = CollectionRetriever(
-                self.collection,
-                self.embedder,
-                mode=member.kind,
-                rrf_k=int(p.get("rrf_k", 60)),
-                candidates=self.candidates,
-                fusion=str(p.get("fusion", "convex")),
-                dense_weight=float(p.get("dense_weight", 0.5)),
-            )
-            return [h.row for h in retriever.probe(question, n, qvec=qvec).hits]
-        if member.kind == "mmr":
-            return self._mmr(qvec, n, float(p["lambda"]), int(p["pool"]))
-        if member.kind == "prf":
-            return self._prf(question, n, int(p["docs"]), int(p["terms"]))
-        raise ConfigError(f"pool member {member.name!r}: unknown kind {member.kind!r}")
+    def run_many(
+        self, members: list[Member], question: str, qvec: np.ndarray, n: int
+    ) -> dict[str, list[int]]:
+        """Several members on one question, sharing what they have in common: one dense and one
+        BM25 search (to the deepest any member needs) serve every fusion, the dense-only and
+        BM25-only members, MMR's pool and PRF's feedback chunks; only PRF's expanded query is
+        searched again. Each member's rows are exactly what it returns alone."""
+        kinds = {m.kind for m in members}
+        for m in members:
+            if m.kind not in ("dense", "bm25", "hybrid", "mmr", "prf"):
+                raise ConfigError(f"pool member {m.name!r}: unknown kind {m.kind!r}")
+        depth = max(
+            [n]
+            + [self.candidates for m in members if m.kind == "hybrid"]
+            + [int(m.params["pool"]) for m in members if m.kind == "mmr"]
+            + [int(m.params["docs"]) for m in members if m.kind == "prf"]
+        )
+        ranked: dict[str, tuple] = {}
+        if kinds & {"dense", "hybrid", "mmr"}:
+            ranked["dense"] = self.collection.dense.search(qvec, depth)
+        if kinds & {"bm25", "hybrid", "prf"}:
+            ranked["bm25"] = self.collection.bm25.search(question, depth)
+        out: dict[str, list[int]] = {}
+        for m in members:
+            out[m.name] = self._member_rows(m, question, ranked, n)
+        return out
 
-    def _mmr(self, qvec: np.ndarray, n: int, lam: float, pool: int) -> list[int]:
+    def _member_rows(self, m: Member, question: str, ranked: dict, n: int) -> list[int]:
+        from stages.retrieve import convex_fuse, rrf_fuse
+
+        p = m.params
+        if m.kind in ("dense", "bm25"):
+            return [int(r) for r in ranked[m.kind][1][:n].tolist()]
+        if m.kind == "hybrid":
+            # As CollectionRetriever.probe fuses: each list to ``candidates`` deep.
+            lists = {k: (sc[: self.candidates], rows[: self.candidates])
+                     for k, (sc, rows) in ranked.items() if k in ("dense", "bm25")}  # fmt: skip
+            if p.get("fusion", "convex") == "rrf":
+                top = rrf_fuse(lists, int(p.get("rrf_k", 60)), n)
+            else:
+                w = float(p.get("dense_weight", 0.5))
+                top = convex_fuse(lists, {"dense": w, "bm25": 1.0 - w}, n)
+            return [row for row, *_ in top]
+        if m.kind == "mmr":
+            pool = max(n, int(p["pool"]))
+            scores, rows = ranked["dense"]
+            return self._mmr(scores[:pool], rows[:pool], n, float(p["lambda"]))
+        scores, rows = ranked["bm25"]
+        return self._prf(question, scores, rows, n, int(p["docs"]), int(p["terms"]))
+
+    def _mmr(self, scores: np.ndarray, rows: np.ndarray, n: int, lam: float) -> list[int]:
         import numpy as np
 
-        scores, rows = self.collection.dense.search(qvec, max(n, pool))
         if len(rows) == 0:
             return []
         index = self.collection.dense.index
@@ -115,10 +147,11 @@ class PoolSearcher:
             best_sim = np.maximum(best_sim, sims[j])
         return [int(rows[j]) for j in chosen]
 
-    def _prf(self, question: str, n: int, docs: int, terms: int) -> list[int]:
+    def _prf(
+        self, question: str, scores: np.ndarray, rows: np.ndarray, n: int, docs: int, terms: int
+    ) -> list[int]:
         from stages.rerank import content_terms, words
 
-        scores, rows = self.collection.bm25.search(question, max(n, docs))
         if len(rows) == 0:
             return []
         top = float(scores[0]) or 1.0

@@ -79,3 +79,34 @@ def test_portfolio_build_and_show(tmp_path: Path, minilm, monkeypatch) -> None:
     best = info["baselines"]["best_single"]["coverage"]
     assert gain["mean"] == pytest.approx(info["coverage"][-1] - best, abs=1e-6)
     assert gain["lo"] <= gain["mean"] <= gain["hi"]
+
+
+def test_members_run_together_give_what_each_gives_alone(
+    tmp_path: Path, minilm, monkeypatch
+) -> None:
+    from stages.retrieve import CollectionRetriever
+
+    monkeypatch.setenv("FATHOM_HOME", str(tmp_path / "home"))
+    docs, qfile = make_qa_set(tmp_path / "qa", n_docs=12)
+    cfg = load_config()
+    coll = Collection.open(
+        cfg, resolve_target(cfg, str(docs)), expect_embedder=embedder_id_for(cfg.embedder)
+    )
+    embedder = make_query_embedder(cfg.embedder, cfg.models_path())
+    searcher = PoolSearcher(coll, embedder)
+    for q in load_questions(qfile)[:5]:
+        qvec = embedder.embed_query(q.question)
+        together = searcher.run_many(list(DEFAULT_POOL), q.question, qvec, 5)
+        for m in DEFAULT_POOL:
+            if m.kind in ("dense", "bm25", "hybrid"):
+                # The shared searches give what Fathom's own retriever gives for this config.
+                alone = CollectionRetriever(
+                    coll, embedder, mode=m.kind, fusion=m.params.get("fusion", "convex"),
+                    dense_weight=m.params.get("dense_weight", 0.5),
+                ).probe(q.question, 5, qvec=qvec)  # fmt: skip
+                assert together[m.name] == [h.row for h in alone.hits], m.name
+            else:
+                assert together[m.name] == searcher.rows(m, q.question, qvec, 5), m.name
+        # MMR re-orders the dense pool: same chunks as the dense top 50, not the dense order.
+        mmr = together["dense-mmr"]
+        assert set(mmr) <= set(coll.dense.search(qvec, 50)[1].tolist())

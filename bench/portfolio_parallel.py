@@ -1,0 +1,113 @@
+"""Portfolio members run together against the slowest of them run alone (issue #6).
+
+For each question, every member of the portfolio is timed alone (one after another), then all of
+them together (``PoolSearcher.run_many``, which runs the dense and BM25 searches the members share
+once and fuses per member). Target: together ≤ 1.3 × the slowest member alone. Query embedding is
+excluded (done once, shared by the members).
+
+    python bench/portfolio_parallel.py --collection NAME [--portfolio FILE | --members A,B,C]
+        [--home DIR] [--questions FILE] [--limit 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+from common import data_dir, default_out, log, percentiles, print_table, read_jsonl, write_json
+
+TARGET = 1.3
+DEFAULT_MEMBERS = "hybrid-convex-0.5,bm25-prf,dense-mmr"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--home", default=None, help="FATHOM_HOME holding the collection")
+    ap.add_argument("--collection", required=True)
+    ap.add_argument("--portfolio", default=None, help="a `fathom portfolio build` JSON")
+    ap.add_argument("--members", default=DEFAULT_MEMBERS)
+    ap.add_argument("--data", default=None)
+    ap.add_argument("--questions", default=None, help="JSONL (default: HotpotQA dev500)")
+    ap.add_argument("--limit", type=int, default=200)
+    ap.add_argument("--n", type=int, default=10, help="chunks per member")
+    ap.add_argument("--out", type=Path, default=default_out("portfolio_parallel"))
+    args = ap.parse_args(argv)
+    if args.home:
+        os.environ["FATHOM_HOME"] = args.home
+
+    from index.collection import Collection
+    from index.embed import embedder_id_for, make_query_embedder
+    from router.portfolio_pool import DEFAULT_POOL, PoolSearcher
+    from stages.config import load_config
+
+    cfg = load_config()
+    names = (
+        json.loads(Path(args.portfolio).read_text())["members"]
+        if args.portfolio
+        else args.members.split(",")
+    )
+    pool = {m.name: m for m in DEFAULT_POOL}
+    members = [pool[n] for n in names]
+    coll = Collection.open(cfg, args.collection, expect_embedder=embedder_id_for(cfg.embedder))
+    embedder = make_query_embedder(cfg.embedder, cfg.models_path())
+    qfile = Path(args.questions) if args.questions else (
+        data_dir(args.data) / "hotpotqa_dev500" / "questions.jsonl"
+    )  # fmt: skip
+    questions = [q["question"] for q in read_jsonl(qfile)][: args.limit]
+    qvecs = embedder.embed(questions)
+    searcher = PoolSearcher(coll, embedder)
+    for q, v in zip(questions[:10], qvecs[:10], strict=True):  # warm-up: caches
+        searcher.run_many(members, q, v, args.n)
+        for m in members:
+            searcher.rows(m, q, v, args.n)
+    log(f"{len(questions)} questions × members {', '.join(names)}")
+    alone: dict[str, list[float]] = {m.name: [] for m in members}
+    slowest, together, ratio = [], [], []
+    for q, v in zip(questions, qvecs, strict=True):
+        times = []
+        for m in members:
+            t = time.perf_counter()
+            searcher.rows(m, q, v, args.n)
+            times.append((time.perf_counter() - t) * 1000)
+            alone[m.name].append(times[-1])
+        t = time.perf_counter()
+        searcher.run_many(members, q, v, args.n)
+        together.append((time.perf_counter() - t) * 1000)
+        slowest.append(max(times))
+        ratio.append(together[-1] / slowest[-1])
+    rows = [[f"{name} alone", *percentiles(ts).values()] for name, ts in alone.items()]
+    rows += [
+        ["slowest member alone", *percentiles(slowest).values()],
+        [f"all {len(members)} together", *percentiles(together).values()],
+        ["together / slowest (per question)", *percentiles(ratio).values()],
+    ]
+    keys = list(percentiles(slowest).keys())
+    print_table("portfolio members, ms (ratio unitless)", ["what", *keys], rows, digits=2)
+    p50 = percentiles(together)["p50"] / percentiles(slowest)["p50"]
+    p95 = percentiles(together)["p95"] / percentiles(slowest)["p95"]
+    verdict = "met" if p50 <= TARGET else "MISSED"
+    print(f"target: together ≤ {TARGET} × slowest → P50 ratio {p50:.2f}, P95 ratio {p95:.2f} "
+          f"({verdict} at P50)")  # fmt: skip
+    write_json(
+        args.out,
+        {
+            "bench": "portfolio_parallel",
+            "members": names,
+            "n_questions": len(questions),
+            "alone_ms": {k: percentiles(v) for k, v in alone.items()},
+            "slowest_ms": percentiles(slowest),
+            "together_ms": percentiles(together),
+            "ratio_per_question": percentiles(ratio),
+            "ratio_p50": p50,
+            "ratio_p95": p95,
+            "target": TARGET,
+        },
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
