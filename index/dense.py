@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -87,6 +88,15 @@ class DenseIndex:
         scores, rows = self.index.search(q, k)
         keep = rows[0] >= 0
         return scores[0][keep], rows[0][keep].astype(np.int64)
+
+    def rows_vectors(self, rows: Iterable[int]) -> np.ndarray:
+        """Stored vectors of ``rows`` as ``(len(rows), dim) float32``, in one FAISS call."""
+        import numpy as np
+
+        keys = np.fromiter((int(r) for r in rows), dtype=np.int64)
+        if not len(keys):
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.asarray(self.index.reconstruct_batch(keys), dtype=np.float32)
 
     def vectors(self, start: int = 0, end: int | None = None) -> np.ndarray:
         """Stored vectors ``[start, end)`` as ``(n, dim) float32`` (for incremental rebuilds)."""

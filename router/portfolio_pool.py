@@ -130,8 +130,7 @@ class PoolSearcher:
 
         if len(rows) == 0:
             return []
-        index = self.collection.dense.index
-        vecs = np.stack([index.reconstruct(int(r)) for r in rows]).astype(np.float32)
+        vecs = self.collection.dense.rows_vectors(rows.tolist())
         sims = vecs @ vecs.T
         rel = np.asarray(scores, dtype=np.float64)
         chosen: list[int] = [0]

@@ -657,12 +657,9 @@ class Engine:
 
     def vectors(self, hits: list[Hit]):
         """The stored embeddings of ``hits`` ``(len(hits), dim)``, or None if one has no row."""
-        import numpy as np
-
         if not hits or any(h.row < 0 for h in hits):
             return None
-        index = self.collection.dense.index
-        return np.stack([index.reconstruct(int(h.row)) for h in hits]).astype(np.float32)
+        return self.collection.dense.rows_vectors(h.row for h in hits)
 
     def _citation(self, n: int, hit: Hit) -> Citation:
         c = hit.chunk
