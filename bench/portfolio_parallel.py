@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     questions = [q["question"] for q in read_jsonl(qfile)][: args.limit]
     qvecs = embedder.embed(questions)
-    searcher = PoolSearcher(coll, embedder)
+    searcher = PoolSearcher(coll)
     for q, v in zip(questions[:10], qvecs[:10], strict=True):  # warm-up: caches
         searcher.run_many(members, q, v, args.n)
         for m in members:

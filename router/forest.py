@@ -267,7 +267,9 @@ class ForestPolicy:
 
     def predict_one(self, x: list[float]) -> list[float]:
         """``predict_proba`` for one feature vector, all trees walked together."""
-        leaves = self._walk(x)[0]
+        return self._mean_leaf(self._walk(x)[0])
+
+    def _mean_leaf(self, leaves: np.ndarray) -> list[float]:
         return (self._values[leaves].sum(axis=0) / max(1, len(leaves))).tolist()
 
     def explain(self, x: list[float], i: int, n: int = 3) -> list[tuple[str, float, float]]:
@@ -338,7 +340,7 @@ class ForestPolicy:
         t = time.perf_counter()
         f = probe_features(question, probe, type_probs)
         leaves, parents, children = self._walk(f)
-        proba = (self._values[leaves].sum(axis=0) / max(1, len(leaves))).tolist()
+        proba = self._mean_leaf(leaves)
         i = int(self.choose(proba)[0])
         nb = len(self.budgets)
         cum = [float(sum(proba[: j + 1])) for j in range(nb)]

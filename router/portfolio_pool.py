@@ -64,11 +64,11 @@ DEFAULT_POOL: tuple[Member, ...] = (
 
 
 class PoolSearcher:
-    """Runs any pool member over one open collection; returns chunk rows, best first."""
+    """Runs pool members over one open collection (the caller embeds the query); returns chunk
+    rows, best first."""
 
-    def __init__(self, collection: Collection, embedder: Embedder, candidates: int = 100):
+    def __init__(self, collection: Collection, candidates: int = 100):
         self.collection = collection
-        self.embedder = embedder
         self.candidates = candidates
 
     def rows(self, member: Member, question: str, qvec: np.ndarray, n: int) -> list[int]:
@@ -198,11 +198,11 @@ def member_scores(
         by = "docs" if questions and all(q.doc_ids for q in questions) else "answer"
     if by not in ("docs", "answer"):
         raise ConfigError(f"portfolio score {by!r}: docs or answer")
-    searcher = PoolSearcher(collection, embedder)
+    searcher = PoolSearcher(collection)
     qvecs = embedder.embed([q.question for q in questions])
     out = np.zeros((len(questions), len(pool)), dtype=np.float32)
     for i, (q, qvec) in enumerate(zip(questions, qvecs, strict=True)):
+        found = searcher.run_many(list(pool), q.question, qvec, n)  # shared searches
         for j, member in enumerate(pool):
-            rows = searcher.rows(member, q.question, qvec, n)
-            out[i, j] = question_score(q, collection.chunks(rows), by)
+            out[i, j] = question_score(q, collection.chunks(found[member.name]), by)
     return out, by

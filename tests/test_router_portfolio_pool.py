@@ -28,7 +28,7 @@ def test_every_member_searches_and_scores(tmp_path: Path, minilm, monkeypatch) -
     coll = Collection.open(cfg, name, expect_embedder=embedder_id_for(cfg.embedder))
     embedder = make_query_embedder(cfg.embedder, cfg.models_path())
     questions = [q for q in load_questions(qfile) if q.doc_ids][:12]
-    searcher = PoolSearcher(coll, embedder)
+    searcher = PoolSearcher(coll)
     qvec = embedder.embed_query(questions[0].question)
     for member in DEFAULT_POOL:
         rows = searcher.rows(member, questions[0].question, qvec, 5)
@@ -93,7 +93,7 @@ def test_members_run_together_give_what_each_gives_alone(
         cfg, resolve_target(cfg, str(docs)), expect_embedder=embedder_id_for(cfg.embedder)
     )
     embedder = make_query_embedder(cfg.embedder, cfg.models_path())
-    searcher = PoolSearcher(coll, embedder)
+    searcher = PoolSearcher(coll)
     for q in load_questions(qfile)[:5]:
         qvec = embedder.embed_query(q.question)
         together = searcher.run_many(list(DEFAULT_POOL), q.question, qvec, 5)
