@@ -256,9 +256,14 @@ def search(
 # ---------------------------------------------------------------------------------------------
 
 
-def _ask_overrides(generator, model, embedder, budget_tokens, policy=None) -> dict[str, Any]:
+def _ask_overrides(
+    generator, model, embedder, budget_tokens, policy=None, portfolio=None, mode=None, ell=None
+) -> dict[str, Any]:
     return {
         "retrieval.policy": policy,
+        "retrieval.portfolio": portfolio,
+        "retrieval.portfolio_mode": mode,
+        "retrieval.portfolio_ell": ell,
         "generator.backend": generator,
         "generator.model": model,
         "embedder.name": embedder,
@@ -325,6 +330,25 @@ _ASK_OPTIONS = [
         help="Depth policy: a policy file, 'strategy', or 'auto' (the shipped learned policy "
         "when present). --k overrides it.",
     ),
+    click.option(
+        "--portfolio",
+        default=None,
+        help="Retrieve through a retriever portfolio (`fathom portfolio build`): a file or a "
+        "name under FATHOM_HOME/portfolios.",
+    ),
+    click.option(
+        "--portfolio-mode",
+        type=click.Choice(["fuse", "select"]),
+        default=None,
+        help="fuse: the chosen members' results ranked together; select: one answer per member, "
+        "the generator picks or merges them. Default fuse.",
+    ),
+    click.option(
+        "--portfolio-ell",
+        type=click.IntRange(1),
+        default=None,
+        help="How many portfolio members the router runs per question (default 2).",
+    ),
 ]
 
 
@@ -353,6 +377,9 @@ def ask(
     budget_tokens: int | None,
     no_rerank: bool,
     policy: str | None,
+    portfolio: str | None,
+    portfolio_mode: str | None,
+    portfolio_ell: int | None,
     rebuild: bool,
     as_json: bool,
     no_stream: bool,
@@ -360,7 +387,13 @@ def ask(
     """Answer QUESTION from TARGET (a file, a folder or a collection name), with citations."""
     from stages.pipeline import ask as run_ask
 
-    cfg = _config(ctx, **_ask_overrides(generator, model, embedder, budget_tokens, policy))
+    cfg = _config(
+        ctx,
+        **_ask_overrides(
+            generator, model, embedder, budget_tokens, policy, portfolio, portfolio_mode,
+            portfolio_ell,
+        ),
+    )  # fmt: skip
     err = _stderr_console()
     stream = _AnswerStream(enabled=not as_json and not no_stream)
     from stages.pipeline import resolve_target
@@ -428,6 +461,13 @@ def _render_answer(answer, streamed: bool) -> None:
         f"reranker {tr.reranker}",
         highlight=False,
     )
+    if tr.portfolio:
+        pf = tr.portfolio
+        out.print(
+            f"[bold]Portfolio[/bold] {pf['name']} · {pf['mode']} · router chose "
+            f"{', '.join(pf['members'])}",
+            highlight=False,
+        )
     lat = Table(title="Latency (ms)", title_justify="left")
     for stage in tr.stages_ms:
         lat.add_column(stage, justify="right")
@@ -459,11 +499,20 @@ def chat(
     budget_tokens: int | None,
     no_rerank: bool,
     policy: str | None,
+    portfolio: str | None,
+    portfolio_mode: str | None,
+    portfolio_ell: int | None,
 ) -> None:
     """Ask questions about TARGET one after another, with the index and models kept loaded."""
     from stages.pipeline import Engine, record, resolve_target
 
-    cfg = _config(ctx, **_ask_overrides(generator, model, embedder, budget_tokens, policy))
+    cfg = _config(
+        ctx,
+        **_ask_overrides(
+            generator, model, embedder, budget_tokens, policy, portfolio, portfolio_mode,
+            portfolio_ell,
+        ),
+    )  # fmt: skip
     err = _stderr_console()
     with _IngestProgress(enabled=True) as prog:
         name = resolve_target(cfg, target, progress=prog)
@@ -646,6 +695,13 @@ def stats(ctx: click.Context, slo_ms: float | None, days: float | None, as_json:
     help="Only questions on this half of the documents (split by document id).",
 )
 @click.option("--split-seed", type=int, default=0, show_default=True)
+@click.option(
+    "--portfolio",
+    default=None,
+    help="Retrieve through this retriever portfolio (file or name) for every strategy.",
+)
+@click.option("--portfolio-mode", type=click.Choice(["fuse", "select"]), default=None)
+@click.option("--portfolio-ell", type=click.IntRange(1), default=None)
 @click.option("--out", "out", type=click.Path(path_type=Path), default=None, help="Output folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout.")
 @click.pass_context
@@ -671,6 +727,9 @@ def eval_cmd(
     no_cache: bool,
     doc_split: str,
     split_seed: int,
+    portfolio: str | None,
+    portfolio_mode: str | None,
+    portfolio_ell: int | None,
     out: Path | None,
     as_json: bool,
 ) -> None:
@@ -683,7 +742,16 @@ def eval_cmd(
         raise click.UsageError("give --docs PATH or --collection NAME")
     from evaluation.runner import EvalSettings, run_eval
 
-    cfg = _config(ctx, **{"generator.backend": generator, "generator.model": model})
+    cfg = _config(
+        ctx,
+        **{
+            "generator.backend": generator,
+            "generator.model": model,
+            "retrieval.portfolio": portfolio,
+            "retrieval.portfolio_mode": portfolio_mode,
+            "retrieval.portfolio_ell": portfolio_ell,
+        },
+    )
     out = out or Path("eval-runs") / time.strftime("%Y%m%d-%H%M%S")
     settings = EvalSettings(
         questions=questions,
@@ -1043,16 +1111,14 @@ def portfolio() -> None:
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="portfolio .json")
 @click.pass_context
 def portfolio_build(ctx: click.Context, **opts: Any) -> None:
-    """Score every pool member on the questions (cached beside --out) and choose --size members
-    greedily by best-of-K coverage."""
-    import numpy as np
-
+    """Score every pool member on the questions (cached beside --out), choose --size members
+    greedily by best-of-K coverage and train the router that picks among them per question."""
     from evaluation.data import load_questions
     from evaluation.runner import split_by_document
     from index.collection import Collection
     from index.embed import embedder_id_for, make_query_embedder
-    from router.portfolio import coverage, greedy_portfolio, top_k_by_average
-    from router.portfolio_pool import DEFAULT_POOL, member_scores
+    from router.classify import QueryClassifier
+    from router.portfolio_build import build_portfolio
     from stages.errors import ConfigError
     from stages.pipeline import resolve_target
 
@@ -1068,62 +1134,28 @@ def portfolio_build(ctx: click.Context, **opts: Any) -> None:
     if not questions:
         raise ConfigError("no answerable questions to score")
     out: Path = opts["out"].with_suffix(".json")
-    cache = out.with_suffix(".scores.npz")
-    qids = [q.qid for q in questions]
-    key = json.dumps([name, opts["top_n"], opts["by"], [m.name for m in DEFAULT_POOL], qids])
-    scores = None
-    if cache.is_file():
-        with np.load(cache, allow_pickle=False) as data:
-            if str(data["key"]) == key:
-                scores, by = data["scores"], str(data["by"])
-    if scores is None:
-        coll = Collection.open(cfg, name, expect_embedder=embedder_id_for(cfg.embedder))
-        embedder = make_query_embedder(cfg.embedder, cfg.models_path())
-        scores, by = member_scores(
-            coll, embedder, questions, DEFAULT_POOL, opts["top_n"], opts["by"]
-        )
-        out.parent.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(cache, scores=scores, by=np.array(by), key=np.array(key))
-    size = min(opts["size"], len(DEFAULT_POOL))
-    greedy = greedy_portfolio(scores, size)
-    by_avg = top_k_by_average(scores, size)
-    single = int(np.argmax(scores.mean(axis=0)))
-    info = {
-        "kind": "portfolio",
-        "collection": name,
-        "questions": str(opts["questions"]),
-        "split": opts["split"],
-        "split_seed": opts["split_seed"],
-        "n_questions": len(questions),
-        "score": by,
-        "top_n": opts["top_n"],
-        "pool": [
-            {
-                "name": m.name,
-                "kind": m.kind,
-                "params": m.params,
-                "mean_score": float(scores[:, j].mean()),
-            }
-            for j, m in enumerate(DEFAULT_POOL)
-        ],
-        "members": [DEFAULT_POOL[j].name for j in greedy.members],
-        "gains": list(greedy.gains),
-        "coverage": list(greedy.coverage),
-        "baselines": {
-            "best_single": {
-                "member": DEFAULT_POOL[single].name,
-                "coverage": float(scores[:, single].mean()),
-            },
-            "top_k_by_average": {
-                "members": [DEFAULT_POOL[j].name for j in by_avg.members],
-                "coverage": by_avg.value,
-            },
-            "all_members": {"coverage": coverage(scores, list(range(len(DEFAULT_POOL))))},
+    embedder_id = embedder_id_for(cfg.embedder)
+    coll = Collection.open(cfg, name, expect_embedder=embedder_id)
+    info = build_portfolio(
+        coll,
+        make_query_embedder(cfg.embedder, cfg.models_path()),
+        embedder_id,
+        QueryClassifier.from_config(cfg),
+        questions,
+        size=opts["size"],
+        n=opts["top_n"],
+        by=opts["by"],
+        cache=out.with_suffix(".scores.npz"),
+        describe={
+            "questions": str(opts["questions"]),
+            "split": opts["split"],
+            "split_seed": opts["split_seed"],
         },
-    }
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     _show_portfolio(info)
-    click.echo(f"portfolio of {size} over {len(questions)} questions → {out}")
+    click.echo(f"portfolio of {len(info['members'])} over {len(questions)} questions → {out}")
 
 
 @portfolio.command("eval")
@@ -1136,60 +1168,43 @@ def portfolio_build(ctx: click.Context, **opts: Any) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def portfolio_eval(ctx: click.Context, path: Path, **opts: Any) -> None:
-    """Coverage of a built portfolio on held-out questions, beside the best single member, the
-    top K by average (both chosen on the training questions) and all members, with a paired
-    bootstrap interval on the gain over the best single member."""
-    import numpy as np
-
+    """Coverage of a built portfolio on held-out questions: best-of coverage beside the best
+    single member, the top K by average (both chosen on the training questions) and the whole
+    pool; the router's top ℓ members fused against a random ℓ; paired bootstrap intervals."""
     from evaluation.data import load_questions
-    from evaluation.metrics import bootstrap_ci
     from evaluation.runner import split_by_document
     from index.collection import Collection
     from index.embed import embedder_id_for, make_query_embedder
-    from router.portfolio_pool import DEFAULT_POOL, member_scores
+    from router.classify import QueryClassifier
+    from router.portfolio_build import evaluate_portfolio, load_portfolio
     from stages.errors import ConfigError
     from stages.pipeline import resolve_target
 
-    info = json.loads(path.read_text(encoding="utf-8"))
-    if info.get("kind") != "portfolio":
-        raise ConfigError(f"{path}: not a portfolio (fathom portfolio build writes one)")
+    info = load_portfolio(path)
     cfg = _config(ctx)
     name = resolve_target(cfg, opts["docs"]) if opts["docs"] else info["collection"]
     questions = load_questions(opts["questions"])
     if opts["split"] != "all":
-        questions = split_by_document(questions, opts["split"], info["split_seed"])
+        questions = split_by_document(questions, opts["split"], info.get("split_seed", 0))
     questions = [q for q in questions if q.doc_ids or q.answers]
     if not questions:
         raise ConfigError("no answerable questions to evaluate")
-    pool = {m.name: m for m in DEFAULT_POOL}
-    members = [pool[m["name"]] for m in info["pool"]]
-    coll = Collection.open(cfg, name, expect_embedder=embedder_id_for(cfg.embedder))
-    embedder = make_query_embedder(cfg.embedder, cfg.models_path())
-    scores, _ = member_scores(
-        coll, embedder, questions, tuple(members), info["top_n"], info["score"]
+    embedder_id = embedder_id_for(cfg.embedder)
+    coll = Collection.open(cfg, name, expect_embedder=embedder_id)
+    result = evaluate_portfolio(
+        info,
+        coll,
+        make_query_embedder(cfg.embedder, cfg.models_path()),
+        embedder_id,
+        QueryClassifier.from_config(cfg),
+        questions,
+        opts["bootstrap"],
     )
-    col = {m.name: j for j, m in enumerate(members)}
-
-    def best_of(names: list[str]) -> np.ndarray:
-        return scores[:, [col[n] for n in names]].max(axis=1)
-
-    b = info["baselines"]
-    rows = {
-        "portfolio (greedy)": best_of(info["members"]),
-        f"best single ({b['best_single']['member']})": best_of([b["best_single"]["member"]]),
-        "top K by average": best_of(b["top_k_by_average"]["members"]),
-        "all members": best_of([m.name for m in members]),
-    }
-    single = rows[f"best single ({b['best_single']['member']})"]
     result = {
         "portfolio": str(path),
         "questions": str(opts["questions"]),
         "split": opts["split"],
-        "n_questions": len(questions),
-        "coverage": {k: bootstrap_ci(v.tolist(), opts["bootstrap"]) for k, v in rows.items()},
-        "gain_over_best_single": bootstrap_ci(
-            (rows["portfolio (greedy)"] - single).tolist(), opts["bootstrap"]
-        ),
+        **result,
     }
     if opts["as_json"]:
         _print_json(result)
@@ -1197,6 +1212,7 @@ def portfolio_eval(ctx: click.Context, path: Path, **opts: Any) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    console = Console()
     table = Table(
         title=f"coverage on {len(questions)} {opts['split']} questions "
         f"(s = {info['score']} in the top {info['top_n']})"
@@ -1205,12 +1221,12 @@ def portfolio_eval(ctx: click.Context, path: Path, **opts: Any) -> None:
     table.add_column("coverage [95% CI]", justify="right")
     for k, ci in result["coverage"].items():
         table.add_row(k, f"{ci['mean']:.3f} [{ci['lo']:.3f}, {ci['hi']:.3f}]")
-    Console().print(table)
-    g = result["gain_over_best_single"]
-    click.echo(
-        f"portfolio − best single: {g['mean']:+.3f} [{g['lo']:+.3f}, {g['hi']:+.3f}] "
-        "(paired bootstrap)"
-    )
+    console.print(table)
+    for k, g in result["differences"].items():
+        console.print(
+            f"{k}: {g['mean']:+.3f} [{g['lo']:+.3f}, {g['hi']:+.3f}] (paired bootstrap)",
+            highlight=False,
+        )
 
 
 @portfolio.command("show")
@@ -1345,6 +1361,52 @@ def collections_show(ctx: click.Context, name: str, as_json: bool) -> None:
             safe_terminal_text(d["error"] or d["title"]),
         )
     out.print(table)
+
+
+@collections.command("views")
+@click.argument("name")
+@click.option(
+    "--build",
+    "build",
+    multiple=True,
+    help="Build (or rebuild) this view; repeatable. `all` builds the default views.",
+)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def collections_views(ctx: click.Context, name: str, build: tuple[str, ...], as_json: bool) -> None:
+    """A collection's extra views for retriever portfolios (sentence windows, sections, BM25
+    variants): list them, or build them with --build."""
+    from index.collection import Collection
+    from index.embed import embedder_id_for, make_embedder
+    from index.views import DEFAULT_VIEWS, build_view, list_views
+    from stages.errors import ConfigError
+
+    cfg = _config(ctx)
+    coll = Collection.open(cfg, name)
+    specs = {v.name: v for v in DEFAULT_VIEWS}
+    wanted = list(specs) if "all" in build else list(build)
+    unknown = [w for w in wanted if w not in specs]
+    if unknown:
+        raise ConfigError(f"unknown views {unknown}: one of {', '.join(specs)} or all")
+    embedder = None
+    for w in wanted:
+        if specs[w].granularity == "sentences" and embedder is None:
+            coll = Collection.open(cfg, name, expect_embedder=embedder_id_for(cfg.embedder))
+            embedder = make_embedder(cfg.embedder)  # batched, as ingest embeds
+        t = time.perf_counter()
+        view = build_view(coll, specs[w], embedder)
+        click.echo(f"view {w}: {len(view)} units in {time.perf_counter() - t:.1f} s", err=True)
+    views = list_views(coll)
+    if as_json:
+        _print_json(views)
+        return
+    for v in views:
+        params = ", ".join(f"{k}={x}" for k, x in v["params"].items())
+        state = "stale" if v["stale"] else "ok"
+        click.echo(f"{v['name']:<22} {v['granularity']:<10} {v['n_units']:>8} units  {params}  "
+                   f"[{state}]")  # fmt: skip
+    if not views:
+        click.echo(f"no views; build them with `fathom collections views {name} --build all`")
 
 
 @collections.command("remove")

@@ -63,6 +63,25 @@ DEFAULT_POOL: tuple[Member, ...] = (
 )
 
 
+def view_member(meta: dict[str, Any]) -> Member:
+    """The pool member that searches one extra view (``index.views``)."""
+    if meta["granularity"] == "chunks":
+        return Member(meta["name"], "view", {"view": meta["name"], **meta.get("params", {})})
+    return Member(
+        f"{meta['name']}-hybrid",
+        "view",
+        {"view": meta["name"], **meta.get("params", {}), "dense_weight": 0.5},
+    )
+
+
+def pool_for(collection: Collection) -> tuple[Member, ...]:
+    """The default pool plus one member per up-to-date extra view of ``collection``."""
+    from index.views import list_views
+
+    extra = [view_member(meta) for meta in list_views(collection) if not meta["stale"]]
+    return DEFAULT_POOL + tuple(extra)
+
+
 class PoolSearcher:
     """Runs pool members over one open collection (the caller embeds the query); returns chunk
     rows, best first."""
@@ -70,6 +89,15 @@ class PoolSearcher:
     def __init__(self, collection: Collection, candidates: int = 100):
         self.collection = collection
         self.candidates = candidates
+        self._views: dict[str, Any] = {}
+
+    def view(self, name: str):
+        """An extra view of the collection (``index.views``), opened once."""
+        if name not in self._views:
+            from index.views import View
+
+            self._views[name] = View.open(self.collection, name)
+        return self._views[name]
 
     def rows(self, member: Member, question: str, qvec: np.ndarray, n: int) -> list[int]:
         """The member's top ``n`` chunk rows for ``question``, best first."""
@@ -84,7 +112,7 @@ class PoolSearcher:
         searched again. Each member's rows are exactly what it returns alone."""
         kinds = {m.kind for m in members}
         for m in members:
-            if m.kind not in ("dense", "bm25", "hybrid", "mmr", "prf"):
+            if m.kind not in ("dense", "bm25", "hybrid", "mmr", "prf", "view"):
                 raise ConfigError(f"pool member {m.name!r}: unknown kind {m.kind!r}")
         depth = max(
             [n]
@@ -92,7 +120,7 @@ class PoolSearcher:
             + [int(m.params["pool"]) for m in members if m.kind == "mmr"]
             + [int(m.params["docs"]) for m in members if m.kind == "prf"]
         )
-        ranked: dict[str, tuple] = {}
+        ranked: dict[str, Any] = {"qvec": qvec}
         if kinds & {"dense", "hybrid", "mmr"}:
             ranked["dense"] = self.collection.dense.search(qvec, depth)
         if kinds & {"bm25", "hybrid", "prf"}:
@@ -110,20 +138,34 @@ class PoolSearcher:
             return [int(r) for r in ranked[m.kind][1][:n].tolist()]
         if m.kind == "hybrid":
             # As CollectionRetriever.probe fuses: each list to ``candidates`` deep.
-            lists = {k: (sc[: self.candidates], rows[: self.candidates])
-                     for k, (sc, rows) in ranked.items() if k in ("dense", "bm25")}  # fmt: skip
+            lists = {k: (ranked[k][0][: self.candidates], ranked[k][1][: self.candidates])
+                     for k in ("dense", "bm25")}  # fmt: skip
             if p.get("fusion", "convex") == "rrf":
                 top = rrf_fuse(lists, int(p.get("rrf_k", 60)), n)
             else:
                 w = float(p.get("dense_weight", 0.5))
                 top = convex_fuse(lists, {"dense": w, "bm25": 1.0 - w}, n)
             return [row for row, *_ in top]
+        if m.kind == "view":
+            return self._view_rows(m, question, ranked, n)
         if m.kind == "mmr":
             pool = max(n, int(p["pool"]))
             scores, rows = ranked["dense"]
             return self._mmr(scores[:pool], rows[:pool], n, float(p["lambda"]))
         scores, rows = ranked["bm25"]
         return self._prf(question, scores, rows, n, int(p["docs"]), int(p["terms"]))
+
+    def _view_rows(self, m: Member, question: str, ranked: dict, n: int) -> list[int]:
+        """A view member: its units ranked by the view's own BM25 (and dense, when the view
+        has vectors; fused convexly with the member's dense weight), as chunk rows."""
+        from stages.retrieve import convex_fuse
+
+        view = self.view(str(m.params["view"]))
+        qvec = ranked.get("qvec")
+        lists = view.ranked(question, qvec, self.candidates)
+        w = float(m.params.get("dense_weight", 0.5)) if "dense" in lists else 0.0
+        top = convex_fuse(lists, {"dense": w, "bm25": 1.0 - w}, self.candidates)
+        return view.chunk_rows([row for row, *_ in top], n)
 
     def _mmr(self, scores: np.ndarray, rows: np.ndarray, n: int, lam: float) -> list[int]:
         import numpy as np
@@ -182,6 +224,80 @@ def question_score(question: Question, chunks: list[Any], by: str) -> float:
     return float(hit or 0.0)
 
 
+def fuse_rows(lists: list[list[int]], n: int, rrf_k: int = 60) -> list[int]:
+    """Reciprocal rank fusion of several members' rows (best first) to the top ``n``; ties
+    break by row, so the result is deterministic."""
+    fused: dict[int, float] = {}
+    for rows in lists:
+        for rank, row in enumerate(rows, start=1):
+            fused[row] = fused.get(row, 0.0) + 1.0 / (rrf_k + rank)
+    return sorted(fused, key=lambda r: (-fused[r], r))[:n]
+
+
+@dataclass
+class MemberRuns:
+    """Every member's top ``n`` rows per question, with what a router reads before choosing:
+    the query embedding and the probe features (``router.features``) of the default hybrid
+    probe."""
+
+    members: tuple[Member, ...]
+    n: int
+    rows: list[dict[str, list[int]]]  # per question: member name → rows, best first
+    qvecs: np.ndarray  # (questions, dim)
+    features: np.ndarray  # (questions, len(FEATURE_NAMES))
+
+
+def member_runs(
+    collection: Collection,
+    embedder: Embedder,
+    questions: list[Question],
+    pool: tuple[Member, ...] = DEFAULT_POOL,
+    n: int = 10,
+    classifier: Any | None = None,
+    probe_retriever: Any | None = None,
+) -> MemberRuns:
+    """Run every member of ``pool`` on every question (shared searches per question), and
+    compute the router's inputs from a hybrid probe to the features' depth."""
+    import numpy as np
+
+    from router.features import TOP_N, probe_features
+    from stages.retrieve import CollectionRetriever
+
+    searcher = PoolSearcher(collection)
+    probe_retriever = probe_retriever or CollectionRetriever(collection, embedder, "hybrid")
+    qvecs = np.asarray(embedder.embed([q.question for q in questions]), dtype=np.float32)
+    rows: list[dict[str, list[int]]] = []
+    feats: list[list[float]] = []
+    for q, qvec in zip(questions, qvecs, strict=True):
+        rows.append(searcher.run_many(list(pool), q.question, qvec, n))  # shared searches
+        probs = classifier.classify(q.question, embedding=qvec)[1] if classifier else None
+        probe = probe_retriever.probe(q.question, TOP_N, qvec=qvec)
+        feats.append(probe_features(q.question, probe, probs))
+    return MemberRuns(tuple(pool), n, rows, qvecs, np.asarray(feats, dtype=np.float32))
+
+
+def score_rows(
+    collection: Collection, questions: list[Question], rows: list[list[int]], by: str
+) -> np.ndarray:
+    """s(q, rows_q) per question for one list of rows per question."""
+    import numpy as np
+
+    return np.array(
+        [question_score(q, collection.chunks(r), by) for q, r in zip(questions, rows, strict=True)],
+        dtype=np.float32,
+    )
+
+
+def resolve_score(questions: list[Question], by: str | None) -> str:
+    """What s(q, r) measures: ``docs`` (default when every question names gold documents) or
+    ``answer``."""
+    if by is None:
+        by = "docs" if questions and all(q.doc_ids for q in questions) else "answer"
+    if by not in ("docs", "answer"):
+        raise ConfigError(f"portfolio score {by!r}: docs or answer")
+    return by
+
+
 def member_scores(
     collection: Collection,
     embedder: Embedder,
@@ -194,10 +310,7 @@ def member_scores(
     ``answer``; default: ``docs`` when every question names gold documents)."""
     import numpy as np
 
-    if by is None:
-        by = "docs" if questions and all(q.doc_ids for q in questions) else "answer"
-    if by not in ("docs", "answer"):
-        raise ConfigError(f"portfolio score {by!r}: docs or answer")
+    by = resolve_score(questions, by)
     searcher = PoolSearcher(collection)
     qvecs = embedder.embed([q.question for q in questions])
     out = np.zeros((len(questions), len(pool)), dtype=np.float32)

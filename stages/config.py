@@ -71,6 +71,13 @@ class RetrievalConfig:
     # Depth policy when --k is not given: "auto" (the shipped learned policy when installed,
     # else the router's per-type strategy), "strategy", or a policy file (.npz).
     policy: str = "auto"
+    # Retriever portfolio (`fathom portfolio build`): a portfolio file, or a name under
+    # FATHOM_HOME/portfolios; empty = the collection's own retriever. Its router picks
+    # `portfolio_ell` members per question; `fuse` ranks their results together (RRF), `select`
+    # answers from each and lets the generator pick or merge the answers.
+    portfolio: str = ""
+    portfolio_mode: Literal["fuse", "select"] = "fuse"
+    portfolio_ell: int = 2
 
 
 @dataclass

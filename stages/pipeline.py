@@ -50,6 +50,7 @@ class Trace:
     notices: list[str] = field(default_factory=list)
     hops: list[str] = field(default_factory=list)
     rounds: list[dict[str, Any]] = field(default_factory=list)
+    portfolio: dict[str, Any] | None = None  # name, mode and the members the router chose
 
     def add_ms(self, stage: str, ms: float) -> None:
         self.stages_ms[stage] = self.stages_ms.get(stage, 0.0) + ms
@@ -75,6 +76,7 @@ class Trace:
             "notices": list(self.notices),
             "hops": list(self.hops),
             "rounds": list(self.rounds),
+            "portfolio": dict(self.portfolio) if self.portfolio else None,
         }
 
 
@@ -91,6 +93,9 @@ class Prepared:
     stages_ms: dict[str, float]
     embedding_tokens: int
     hops: tuple[str, ...] = ()
+    # With a retriever portfolio: its name and mode, the members the router chose, each
+    # member's hits and their fusion.
+    portfolio: dict[str, Any] | None = None
     # Work later stages share across depths (the reranked candidates), with its cost in ms.
     memo: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -186,6 +191,7 @@ class Engine:
         self.retriever = retriever_for(cfg, self.collection, self.embedder)
         self._generator = generator
         self._policy: Any = False  # not loaded yet (None: the strategy default)
+        self._portfolio: Any = False  # not loaded yet (None: no portfolio configured)
         self._sparse = None  # BM25-only retriever for second hops
         self._classifier = None
         self._reranker = None
@@ -223,6 +229,22 @@ class Engine:
                 else None
             )
         return self._policy
+
+    def portfolio(self) -> Any | None:
+        """The configured retriever portfolio (``retrieval.portfolio``), or None."""
+        if self._portfolio is False:
+            self._portfolio = None
+            if self.cfg.retrieval.portfolio.strip():
+                from index.embed import embedder_id_for
+                from router.portfolio_runtime import PortfolioRuntime
+
+                self._portfolio = PortfolioRuntime.load(
+                    self.cfg,
+                    self.collection,
+                    embedder_id_for(self.cfg.embedder),
+                    self.collection.manifest.embedder_dim,
+                )
+        return self._portfolio
 
     @property
     def classifier(self):
@@ -297,11 +319,26 @@ class Engine:
         stages["classify"] = _ms(t)
 
         hops: list[str] = []
+        portfolio = None
         if retrieve:
             depth = max(strategy.k_max, self.cfg.rerank.candidates, depth, 20)
             t = time.perf_counter()
             probe = self.retriever.probe(question, depth, qvec=qvec)
             stages["probe"] = _ms(t)
+            runtime = self.portfolio()
+            if runtime is not None:
+                # The router reads the first hop's probe, as it was trained on.
+                t = time.perf_counter()
+                names = runtime.choose(question, qvec, probe, probs)
+                lists = runtime.member_hits(question, qvec, names, depth)
+                portfolio = {
+                    "name": runtime.name,
+                    "mode": runtime.mode,
+                    "members": names,
+                    "hits": lists,
+                    "fused": tuple(runtime.fuse(lists, depth)),
+                }
+                stages["portfolio"] = _ms(t)
             if strategy.iterative:
                 t = time.perf_counter()
                 probe, follow = self._second_hop(question, probe, depth)
@@ -320,6 +357,7 @@ class Engine:
             stages_ms=stages,
             embedding_tokens=embedding_tokens,
             hops=tuple(hops),
+            portfolio=portfolio,
         )
 
     def ask(
@@ -397,7 +435,10 @@ class Engine:
         trace.add_ms("decide", _ms(t))
         emit("decision", decision=decision, query_type=qtype)
 
-        candidates = list(probe.hits)
+        pf = prepared.portfolio if decision.k > 0 else None
+        if pf is not None:
+            trace.portfolio = {k: pf[k] for k in ("name", "mode", "members")}
+        candidates = list(pf["fused"]) if pf and pf["mode"] == "fuse" else list(probe.hits)
         use_rerank = self.cfg.rerank.enabled if rerank is None else rerank
         use_rerank = use_rerank and strategy.rerank and decision.k > 0 and len(candidates) > 1
         if use_rerank:
@@ -429,6 +470,10 @@ class Engine:
             draft, used = self._map_reduce(question, budget, trace, on_token)
             conf = self.scorer.score(draft, used)
             trace.rounds.append(_round(decision.k, draft, conf, len(used)))
+        elif pf is not None and pf["mode"] == "select":
+            used, draft, conf = self._select(
+                prepared, decision.k, budget, trace, on_token, use_rerank
+            )
         else:
             kk = decision.k
             used, draft, conf = self._generate_round(
@@ -539,6 +584,97 @@ class Engine:
                 trace.notices.append(note)
         trace.add_ms("feedback", _ms(t))
         trace.rounds.append(_round(k, draft, conf, len(kept)))
+        return kept, draft, conf
+
+    def _select(
+        self,
+        prepared: Prepared,
+        k: int,
+        budget: int,
+        trace: Trace,
+        on_token: TokenSink | None,
+        use_rerank: bool,
+    ):
+        """Portfolio ``select`` mode: one answer per chosen member from its own top ``k``, then
+        the generator picks or merges them over the union of their sources, renumbered so the
+        candidates' citations stay valid. Without a language model (the extractive answerer),
+        the candidate with the highest support confidence wins."""
+        from stages.generate.prompt import parse_citations
+
+        question = prepared.question
+        pf = prepared.portfolio
+        assert pf is not None
+        candidates: list[tuple[str, list[Hit], Any, Any]] = []
+        for name in pf["members"]:
+            hits = list(pf["hits"][name])
+            if use_rerank and len(hits) > 1:
+                memo = prepared.memo.get(f"rerank:{name}")
+                if memo is None:
+                    t = time.perf_counter()
+                    head = hits[: self.cfg.rerank.candidates]
+                    memo = (self.reranker().rerank(question, head) + hits[len(head) :], _ms(t))
+                    prepared.memo[f"rerank:{name}"] = memo
+                hits = list(memo[0])
+                trace.add_ms("rerank", memo[1])
+            used, draft, conf = self._generate_round(question, hits, k, budget, trace, None)
+            candidates.append((name, used, draft, conf))
+        gen = self.generator
+        if gen.name == "extractive" or len(candidates) == 1:
+            name, used, draft, conf = max(candidates, key=lambda c: c[3].score)
+            trace.notices.append(
+                f"portfolio select: kept the answer from {name} (highest support "
+                f"confidence, {conf.score:.2f}, of {len(candidates)} members)"
+            )
+            if on_token is not None:
+                on_token(draft.text)
+            return used, draft, conf
+
+        # The union of the candidates' sources, in member order, each once.
+        union: list[Hit] = []
+        number: dict[str, int] = {}
+        for _name, used, _draft, _conf in candidates:
+            for h in used:
+                if h.chunk.chunk_id not in number:
+                    union.append(h)
+                    number[h.chunk.chunk_id] = len(union)
+        t = time.perf_counter()
+        kept = self.compressor.fit(question, union, budget)
+        trace.add_ms("compress", _ms(t))
+        renumber = {h.chunk.chunk_id: i for i, h in enumerate(kept, start=1)}
+        lines = []
+        for i, (_name, used, draft, _conf) in enumerate(candidates):
+
+            def cite(m: re.Match[str], used: list[Hit] = used) -> str:
+                n = int(m.group(1))
+                if not 1 <= n <= len(used):
+                    return ""
+                new = renumber.get(used[n - 1].chunk.chunk_id)
+                return f"[{new}]" if new else ""
+
+            text = re.sub(r"\[(\d{1,3})\]", cite, draft.text).strip()
+            lines.append(f"({chr(65 + i)}) {text}")
+        selector = (
+            f"{question}\n\nCandidate answers, each written from different search results "
+            "(their [n] refer to the sources above):\n"
+            + "\n".join(lines)
+            + "\n\nGive the best-supported answer: pick one candidate, or merge them when they "
+            "complement each other. Keep the citations."
+        )
+        trace.tokens["context"] = sum(gen.count_tokens([_render_sources(kept)])) if kept else 0
+        t = time.perf_counter()
+        draft = gen.generate(selector, kept, on_token=on_token)
+        trace.add_ms("generate", _ms(t))
+        trace.tokens["prompt"] += draft.prompt_tokens
+        trace.tokens["completion"] += draft.completion_tokens
+        draft = replace(draft, citations=parse_citations(draft.text, len(kept)))
+        t = time.perf_counter()
+        conf = self.scorer.score(draft, kept, self.vectors(kept))
+        trace.add_ms("feedback", _ms(t))
+        trace.rounds.append(_round(k, draft, conf, len(kept)))
+        trace.notices.append(
+            f"portfolio select: {gen.model} chose among the answers of "
+            f"{', '.join(c[0] for c in candidates)}"
+        )
         return kept, draft, conf
 
     def _second_hop(self, question: str, probe: Probe, depth: int) -> tuple[Probe, str]:

@@ -74,11 +74,20 @@ def test_portfolio_build_and_show(tmp_path: Path, minilm, monkeypatch) -> None:
     )  # fmt: skip
     assert r.exit_code == 0, r.output
     ev = json.loads(r.stdout)
-    assert ev["coverage"]["portfolio (greedy)"]["mean"] == pytest.approx(info["coverage"][-1])
-    gain = ev["gain_over_best_single"]
+    oracle = ev["coverage"]["portfolio, best member per question (oracle)"]
+    assert oracle["mean"] == pytest.approx(info["coverage"][-1])
+    gain = ev["differences"]["portfolio (oracle) − best single"]
     best = info["baselines"]["best_single"]["coverage"]
     assert gain["mean"] == pytest.approx(info["coverage"][-1] - best, abs=1e-6)
     assert gain["lo"] <= gain["mean"] <= gain["hi"]
+    # The router chooses among the portfolio's members; at every ℓ below the portfolio's size
+    # it is compared with a random ℓ members, and all members fused are reported.
+    assert info["router"]["members"] == info["members"]
+    for ell in (1, 2):
+        for row in (f"router, top {ell} fused", f"random {ell} fused (expected)"):
+            assert 0.0 <= ev["coverage"][row]["mean"] <= 1.0, row
+        assert f"router − random at ℓ = {ell}" in ev["differences"]
+    assert "all 3 members fused" in ev["coverage"]
 
 
 def test_members_run_together_give_what_each_gives_alone(

@@ -1,0 +1,160 @@
+"""The portfolio router: which of a portfolio's members to run for one question.
+
+A light linear model scores every member for a question from what is known before any member
+runs: the query embedding and the probe features of the default hybrid probe
+(``router.features``). One ridge regression per member predicts s(q, r) — the member's score on
+the question (gold-document recall or answer containment in its top n) — from the standardised
+inputs; the ``ell`` members with the highest predictions run and their results are fused. The
+regularisation strength is chosen by leave-one-out cross-validation (``RidgeCV``, efficient for
+ridge), so training is deterministic. Inference is one matrix–vector product (numpy only); the
+model is stored as JSON inside the portfolio file, no pickle.
+
+Members the router cannot tell apart get the same prediction; ties go to the member the greedy
+selection picked first (the one that covers most on its own).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from stages.errors import ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+ALPHAS = (0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0)
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class PortfolioRouter:
+    """Per-member ridge regressions over ``[query embedding, probe features]``."""
+
+    members: tuple[str, ...]
+    mean: np.ndarray  # (d,)
+    scale: np.ndarray  # (d,)
+    coef: np.ndarray  # (d, members)
+    intercept: np.ndarray  # (members,)
+    alpha: float
+    feature_schema: dict[str, Any]
+
+    def predict(self, inputs: np.ndarray) -> np.ndarray:
+        """Predicted s(q, r): ``(questions, members)`` for ``(questions, d)`` inputs."""
+        import numpy as np
+
+        x = np.atleast_2d(np.asarray(inputs, dtype=np.float64))
+        if x.shape[1] != self.mean.shape[0]:
+            raise ConfigError(
+                f"portfolio router: {x.shape[1]} inputs, trained on {self.mean.shape[0]}"
+            )
+        return ((x - self.mean) / self.scale) @ self.coef + self.intercept
+
+    def choose(self, inputs: np.ndarray, ell: int) -> list[list[str]]:
+        """The ``ell`` members to run, best first, for each row of ``inputs``."""
+        import numpy as np
+
+        if not 1 <= ell <= len(self.members):
+            raise ConfigError(f"portfolio router: ell = {ell}, between 1 and {len(self.members)}")
+        pred = self.predict(inputs)
+        # Stable sort on the negated prediction: equal predictions keep the greedy order.
+        order = np.argsort(-pred, axis=1, kind="stable")[:, :ell]
+        return [[self.members[j] for j in row] for row in order.tolist()]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "kind": "ridge",
+            "members": list(self.members),
+            "alpha": self.alpha,
+            "mean": self.mean.tolist(),
+            "scale": self.scale.tolist(),
+            "coef": self.coef.tolist(),
+            "intercept": self.intercept.tolist(),
+            "feature_schema": self.feature_schema,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], expect_schema: dict[str, Any] | None = None):
+        import numpy as np
+
+        if d.get("format") != FORMAT or d.get("kind") != "ridge":
+            raise ConfigError(
+                f"portfolio router format {d.get('format')!r}/{d.get('kind')!r}: this Fathom "
+                f"reads format {FORMAT} ridge routers — rebuild the portfolio"
+            )
+        if expect_schema is not None and d["feature_schema"] != expect_schema:
+            raise ConfigError(
+                f"portfolio router was trained on inputs {d['feature_schema']}, this run makes "
+                f"{expect_schema} (another embedder or feature schema) — rebuild the portfolio"
+            )
+        return cls(
+            members=tuple(d["members"]),
+            mean=np.asarray(d["mean"], dtype=np.float64),
+            scale=np.asarray(d["scale"], dtype=np.float64),
+            coef=np.asarray(d["coef"], dtype=np.float64),
+            intercept=np.asarray(d["intercept"], dtype=np.float64),
+            alpha=float(d["alpha"]),
+            feature_schema=dict(d["feature_schema"]),
+        )
+
+
+def router_inputs(qvecs: np.ndarray, features: np.ndarray) -> np.ndarray:
+    """The router's input rows: the query embedding beside the probe features."""
+    import numpy as np
+
+    return np.hstack([np.atleast_2d(qvecs), np.atleast_2d(features)]).astype(np.float64)
+
+
+def input_schema(embedder_id: str, dim: int) -> dict[str, Any]:
+    """What the inputs are, so a router is never applied to inputs of another kind."""
+    from router.features import FEATURE_NAMES, SCHEMA_VERSION
+
+    return {
+        "embedder": embedder_id,
+        "dim": dim,
+        "probe_features": SCHEMA_VERSION,
+        "n_probe_features": len(FEATURE_NAMES),
+    }
+
+
+def train_router(
+    inputs: np.ndarray,
+    scores: np.ndarray,
+    members: list[str] | tuple[str, ...],
+    schema: dict[str, Any],
+) -> PortfolioRouter:
+    """Fit the router on training questions: ``inputs`` ``(N, d)`` and the members' scores
+    ``(N, members)`` (columns in ``members`` order, which is also the tie order)."""
+    import numpy as np
+    from sklearn.linear_model import RidgeCV
+
+    x = np.asarray(inputs, dtype=np.float64)
+    y = np.asarray(scores, dtype=np.float64)
+    if x.ndim != 2 or y.ndim != 2 or x.shape[0] != y.shape[0] or y.shape[1] != len(members):
+        raise ConfigError(
+            f"portfolio router: inputs {x.shape} and scores {y.shape} for {len(members)} members"
+        )
+    if x.shape[0] < 2:
+        raise ConfigError("portfolio router: need at least 2 training questions")
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0)
+    scale[scale < 1e-12] = 1.0  # constant inputs stay 0 after centring
+    model = RidgeCV(alphas=ALPHAS).fit((x - mean) / scale, y)
+    return PortfolioRouter(
+        members=tuple(members),
+        mean=mean,
+        scale=scale,
+        coef=np.asarray(model.coef_, dtype=np.float64).T.reshape(x.shape[1], len(members)),
+        intercept=np.asarray(model.intercept_, dtype=np.float64).reshape(len(members)),
+        alpha=float(model.alpha_),
+        feature_schema=dict(schema),
+    )
+
+
+def subsets_expectation(per_subset: dict[tuple[int, ...], np.ndarray]) -> np.ndarray:
+    """Random choice of ``ell`` members, in expectation: the mean over every ``ell``-subset of
+    its per-question scores (exact, no sampling)."""
+    import numpy as np
+
+    return np.mean(np.stack(list(per_subset.values())), axis=0)

@@ -1,0 +1,140 @@
+"""A built portfolio at ask time: the router picks ``ell`` members, they run, and their results
+are fused (``fuse`` mode) or each answers and the generator selects (``select`` mode, in
+``stages.pipeline``).
+
+The members chosen for one question run together (``PoolSearcher.run_many``): one dense and one
+BM25 search serve every member built on them, and only what a member adds (PRF's expanded
+query, a view's own indexes) is searched again — cheaper than running each in a thread, which
+on a small machine would repeat the shared searches. ``bench/portfolio_parallel.py`` measures
+what that costs against the slowest member alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from stages.base import Hit
+from stages.errors import ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from index.collection import Collection
+    from stages.base import Probe
+    from stages.config import Config
+
+MODES = ("fuse", "select")
+
+
+def resolve_portfolio(cfg: Config, spec: str) -> Path:
+    """A portfolio file: ``spec`` as a path, else ``FATHOM_HOME/portfolios/<spec>.json``."""
+    path = Path(spec).expanduser()
+    if path.is_file():
+        return path
+    named = Path(cfg.home).expanduser() / "portfolios" / f"{spec}.json"
+    if named.is_file():
+        return named
+    raise ConfigError(
+        f"portfolio {spec!r}: no such file, and no {named} — build one with "
+        "`fathom portfolio build … --out NAME`"
+    )
+
+
+class PortfolioRuntime:
+    """One portfolio over one open collection: choose members, run them, fuse their hits."""
+
+    def __init__(
+        self,
+        info: dict[str, Any],
+        collection: Collection,
+        embedder_id: str,
+        dim: int,
+        ell: int,
+        mode: str,
+        name: str = "",
+    ) -> None:
+        from router.portfolio_build import pool_members
+        from router.portfolio_pool import PoolSearcher
+        from router.portfolio_router import PortfolioRouter, input_schema
+
+        if mode not in MODES:
+            raise ConfigError(f"retrieval.portfolio_mode = {mode!r}: fuse or select")
+        if info.get("collection") not in (None, collection.name):
+            raise ConfigError(
+                f"portfolio {name or ''} was built on collection {info.get('collection')!r}, "
+                f"not {collection.name!r}; its members and router belong to that collection"
+            )
+        if not info.get("router"):
+            raise ConfigError(f"portfolio {name}: no router (rebuild it with this Fathom)")
+        self.name = name
+        self.members = pool_members(collection, list(info["members"]))
+        self.by_name = {m.name: m for m in self.members}
+        self.router = PortfolioRouter.from_dict(
+            info["router"], expect_schema=input_schema(embedder_id, dim)
+        )
+        if not 1 <= ell <= len(self.members):
+            raise ConfigError(
+                f"retrieval.portfolio_ell = {ell}: between 1 and the portfolio's "
+                f"{len(self.members)} members"
+            )
+        self.ell = ell
+        self.mode = mode
+        self.collection = collection
+        self.searcher = PoolSearcher(collection)
+
+    @classmethod
+    def load(cls, cfg: Config, collection: Collection, embedder_id: str, dim: int):
+        from router.portfolio_build import load_portfolio
+
+        path = resolve_portfolio(cfg, cfg.retrieval.portfolio)
+        r = cfg.retrieval
+        return cls(
+            load_portfolio(path),
+            collection,
+            embedder_id,
+            dim,
+            r.portfolio_ell,
+            r.portfolio_mode,
+            name=path.stem,
+        )
+
+    def choose(
+        self, question: str, qvec: np.ndarray, probe: Probe, type_probs: dict[str, float]
+    ) -> list[str]:
+        """The router's ``ell`` members for this question, best first."""
+        import numpy as np
+
+        from router.features import probe_features
+        from router.portfolio_router import router_inputs
+
+        feats = np.asarray([probe_features(question, probe, type_probs)], dtype=np.float32)
+        return self.router.choose(router_inputs(qvec[None, :], feats), self.ell)[0]
+
+    def member_hits(
+        self, question: str, qvec: np.ndarray, names: list[str], depth: int
+    ) -> dict[str, list[Hit]]:
+        """Each chosen member's top ``depth`` hits (shared searches, see the module doc)."""
+        rows = self.searcher.run_many([self.by_name[n] for n in names], question, qvec, depth)
+        out: dict[str, list[Hit]] = {}
+        for name, member_rows in rows.items():
+            chunks = self.collection.chunks(member_rows)
+            out[name] = [
+                Hit(chunk=c, score=1.0 / (60 + rank), ranks={name: rank}, row=row)
+                for rank, (c, row) in enumerate(zip(chunks, member_rows, strict=True), start=1)
+            ]
+        return out
+
+    @staticmethod
+    def fuse(lists: dict[str, list[Hit]], depth: int, rrf_k: int = 60) -> list[Hit]:
+        """Reciprocal rank fusion of the members' hits; each hit keeps every member's rank."""
+        fused: dict[int, float] = {}
+        ranks: dict[int, dict[str, int]] = {}
+        first: dict[int, Hit] = {}
+        for name, hits in lists.items():
+            for rank, h in enumerate(hits, start=1):
+                fused[h.row] = fused.get(h.row, 0.0) + 1.0 / (rrf_k + rank)
+                ranks.setdefault(h.row, {})[name] = rank
+                first.setdefault(h.row, h)
+        order = sorted(fused, key=lambda r: (-fused[r], r))[:depth]
+        return [Hit(chunk=first[r].chunk, score=fused[r], ranks=ranks[r], row=r) for r in order]

@@ -1,0 +1,116 @@
+"""`ask` and `eval` through a retriever portfolio: the router picks members, `fuse` ranks their
+results together, `select` answers from each and keeps one (or lets the model merge them)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+from click.testing import CliRunner
+
+from cli import main
+from evaluation.data import load_questions
+from tests.docgen import make_qa_set
+
+SCHEMA = json.loads((Path(__file__).parents[1] / "docs" / "answer.schema.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def shared_home(tmp_path_factory: pytest.TempPathFactory, minilm):
+    """One collection and portfolio for the module: (home, portfolio info, questions file)."""
+    tmp = tmp_path_factory.mktemp("pf")
+    home = tmp / "home"
+    docs, qfile = make_qa_set(tmp / "qa", n_docs=12)
+    out = home / "portfolios" / "qa.json"
+    args = ["portfolio", "build", "--docs", str(docs), "--questions", str(qfile), "--size", "3",
+            "--top-n", "3", "--split", "all", "--out", str(out)]  # fmt: skip
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FATHOM_HOME", str(home))
+        r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    return home, json.loads(out.read_text()), docs, qfile
+
+
+@pytest.fixture
+def built(shared_home, monkeypatch):
+    home, info, docs, qfile = shared_home
+    monkeypatch.setenv("FATHOM_HOME", str(home))
+    return CliRunner(), info, docs, qfile
+
+
+def _ask(runner, info, question: str, *extra: str) -> dict:
+    r = runner.invoke(main, ["ask", info["collection"], question, "--json", "--portfolio", "qa",
+                             *extra])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    jsonschema.validate(out, SCHEMA)
+    return out
+
+
+def test_ask_fuse_runs_the_routers_members(built) -> None:
+    runner, info, _docs, qfile = built
+    q = next(q for q in load_questions(qfile) if q.answers)
+    out = _ask(runner, info, q.question, "--generator", "extractive", "--k", "4")
+    pf = out["trace"]["portfolio"]
+    assert pf["name"] == "qa" and pf["mode"] == "fuse"
+    assert len(pf["members"]) == 2 and set(pf["members"]) <= set(info["members"])
+    assert "portfolio" in out["trace"]["stages_ms"]
+    assert out["sources"] and q.answers[0] in out["answer"]
+    # The router's choice is the one its model makes for this question's inputs.
+    one = _ask(runner, info, q.question, "--generator", "extractive", "--portfolio-ell", "1")
+    assert one["trace"]["portfolio"]["members"] == pf["members"][:1]
+
+
+def test_ask_select_keeps_the_best_supported_member_answer(built) -> None:
+    runner, info, _docs, qfile = built
+    q = next(q for q in load_questions(qfile) if q.answers)
+    out = _ask(runner, info, q.question, "--generator", "extractive", "--k", "3",
+               "--portfolio-mode", "select", "--portfolio-ell", "3")  # fmt: skip
+    assert out["trace"]["portfolio"]["mode"] == "select"
+    assert len(out["trace"]["rounds"]) == 3  # one answer per member
+    assert any("portfolio select: kept the answer from" in n for n in out["trace"]["notices"])
+    assert q.answers[0] in out["answer"]
+
+
+@pytest.mark.slow
+def test_ask_select_with_a_language_model_picks_or_merges(built, monkeypatch) -> None:
+    runner, info, _docs, qfile = built
+    monkeypatch.setenv("FATHOM_GENERATOR__MAX_TOKENS", "40")
+    q = next(q for q in load_questions(qfile) if q.answers)
+    out = _ask(runner, info, q.question, "--generator", "llamacpp", "--k", "2",
+               "--portfolio-mode", "select")  # fmt: skip
+    tr = out["trace"]
+    assert len(tr["rounds"]) == 3  # two member answers, then the selection
+    assert any("chose among the answers of" in n for n in tr["notices"])
+    n_sources = len(out["sources"])
+    assert 1 <= n_sources <= 4  # the union of the two members' top 2
+    assert all(1 <= c["n"] <= n_sources for c in out["citations"])
+
+
+def test_portfolio_errors_are_clear(built, tmp_path: Path) -> None:
+    runner, info, _docs, _qfile = built
+    r = runner.invoke(main, ["ask", info["collection"], "Who?", "--portfolio", "nope"])
+    assert r.exit_code != 0 and "no such file" in r.output
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({**info, "collection": "somewhere-else"}))
+    r = runner.invoke(main, ["ask", info["collection"], "Who?", "--portfolio", str(other),
+                             "--generator", "extractive"])  # fmt: skip
+    assert r.exit_code != 0 and "somewhere-else" in r.output
+    r = runner.invoke(main, ["ask", info["collection"], "Who?", "--portfolio", "qa",
+                             "--portfolio-ell", "4", "--generator", "extractive"])  # fmt: skip
+    assert r.exit_code != 0 and "portfolio_ell" in r.output
+
+
+def test_eval_through_a_portfolio(built, tmp_path: Path) -> None:
+    runner, info, _docs, qfile = built
+    out = tmp_path / "run"
+    r = runner.invoke(main, ["eval", "-c", info["collection"], "--questions", str(qfile),
+                             "--strategies", "fixed:2", "--generator", "extractive", "--limit",
+                             "4", "--portfolio", "qa", "--out", str(out), "--json"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 and all("portfolio" in r["stages_ms"] for r in rows)
+    run = json.loads((out / "run.json").read_text())
+    assert run["config"]["retrieval"]["portfolio"] == "qa"
