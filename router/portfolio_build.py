@@ -47,7 +47,7 @@ def _runs_cached(
     dimension, from ``cache`` (an ``.npz``) when its key matches, else computed and saved."""
     import numpy as np
 
-    from router.portfolio_pool import member_runs, score_rows
+    from router.portfolio_pool import member_runs, run_scores
     from router.portfolio_router import router_inputs
 
     if cache is not None and cache.is_file():
@@ -55,10 +55,7 @@ def _runs_cached(
             if "inputs" in data and str(data["key"]) == key:
                 return data["scores"], data["inputs"], data["qvec_dim"]
     runs = member_runs(collection, embedder, questions, pool, n, classifier=classifier)
-    scores = np.stack(
-        [score_rows(collection, questions, [r[m.name] for r in runs.rows], by) for m in pool],
-        axis=1,
-    )
+    scores = run_scores(collection, questions, runs, by)
     inputs = router_inputs(runs.qvecs, runs.features).astype(np.float32)
     dim = np.array(runs.qvecs.shape[1])
     if cache is not None:
@@ -178,17 +175,14 @@ def evaluate_portfolio(
     import numpy as np
 
     from evaluation.metrics import bootstrap_ci
-    from router.portfolio_pool import fuse_rows, member_runs, score_rows
+    from router.portfolio_pool import fuse_rows, member_runs, run_scores, score_rows
     from router.portfolio_router import PortfolioRouter, input_schema, router_inputs
 
     by, n = info["score"], int(info["top_n"])
     pool = pool_members(collection, [m["name"] for m in info["pool"]])
     runs: MemberRuns = member_runs(collection, embedder, questions, pool, n, classifier=classifier)
     col = {m.name: j for j, m in enumerate(pool)}
-    scores = np.stack(
-        [score_rows(collection, questions, [r[m.name] for r in runs.rows], by) for m in pool],
-        axis=1,
-    )
+    scores = run_scores(collection, questions, runs, by)
 
     def best_of(names: list[str]) -> np.ndarray:
         return scores[:, [col[x] for x in names]].max(axis=1)

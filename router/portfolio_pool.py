@@ -255,9 +255,11 @@ def member_runs(
     n: int = 10,
     classifier: Any | None = None,
     probe_retriever: Any | None = None,
+    features: bool = True,
 ) -> MemberRuns:
     """Run every member of ``pool`` on every question (shared searches per question), and
-    compute the router's inputs from a hybrid probe to the features' depth."""
+    compute the router's inputs from a hybrid probe to the features' depth (unless
+    ``features`` is false: then ``MemberRuns.features`` has no columns)."""
     import numpy as np
 
     from router.features import TOP_N, probe_features
@@ -270,6 +272,9 @@ def member_runs(
     feats: list[list[float]] = []
     for q, qvec in zip(questions, qvecs, strict=True):
         rows.append(searcher.run_many(list(pool), q.question, qvec, n))  # shared searches
+        if not features:
+            feats.append([])
+            continue
         probs = classifier.classify(q.question, embedding=qvec)[1] if classifier else None
         probe = probe_retriever.probe(q.question, TOP_N, qvec=qvec)
         feats.append(probe_features(q.question, probe, probs))
@@ -286,6 +291,18 @@ def score_rows(
         [question_score(q, collection.chunks(r), by) for q, r in zip(questions, rows, strict=True)],
         dtype=np.float32,
     )
+
+
+def run_scores(
+    collection: Collection, questions: list[Question], runs: MemberRuns, by: str
+) -> np.ndarray:
+    """s(q, r) for every question and member of ``runs``: ``(questions, members)``."""
+    import numpy as np
+
+    cols = [
+        score_rows(collection, questions, [r[m.name] for r in runs.rows], by) for m in runs.members
+    ]
+    return np.stack(cols, axis=1) if cols else np.zeros((len(questions), 0), np.float32)
 
 
 def resolve_score(questions: list[Question], by: str | None) -> str:
@@ -308,14 +325,6 @@ def member_scores(
 ) -> tuple[np.ndarray, str]:
     """``(questions, members)`` scores in [0, 1], and what they measure (``docs`` or
     ``answer``; default: ``docs`` when every question names gold documents)."""
-    import numpy as np
-
     by = resolve_score(questions, by)
-    searcher = PoolSearcher(collection)
-    qvecs = embedder.embed([q.question for q in questions])
-    out = np.zeros((len(questions), len(pool)), dtype=np.float32)
-    for i, (q, qvec) in enumerate(zip(questions, qvecs, strict=True)):
-        found = searcher.run_many(list(pool), q.question, qvec, n)  # shared searches
-        for j, member in enumerate(pool):
-            out[i, j] = question_score(q, collection.chunks(found[member.name]), by)
-    return out, by
+    runs = member_runs(collection, embedder, questions, pool, n, features=False)
+    return run_scores(collection, questions, runs, by), by
