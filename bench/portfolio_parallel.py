@@ -2,8 +2,9 @@
 
 For each question, every member of the portfolio is timed alone (one after another), then all of
 them together (``PoolSearcher.run_many``, which runs the dense and BM25 searches the members share
-once and fuses per member). Target: together ≤ 1.3 × the slowest member alone. Query embedding is
-excluded (done once, shared by the members).
+once and fuses per member), and together with the independent searches in threads for
+comparison. Target: together ≤ 1.3 × the slowest member alone. Query embedding is excluded (done
+once, shared by the members). Members may be views (``fathom collections views``).
 
     python bench/portfolio_parallel.py --collection NAME [--portfolio FILE | --members A,B,C]
         [--home DIR] [--questions FILE] [--limit 200]
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from index.collection import Collection
     from index.embed import embedder_id_for, make_query_embedder
-    from router.portfolio_pool import DEFAULT_POOL, PoolSearcher
+    from router.portfolio_pool import PoolSearcher, pool_for
     from stages.config import load_config
 
     cfg = load_config()
@@ -49,9 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.portfolio
         else args.members.split(",")
     )
-    pool = {m.name: m for m in DEFAULT_POOL}
-    members = [pool[n] for n in names]
     coll = Collection.open(cfg, args.collection, expect_embedder=embedder_id_for(cfg.embedder))
+    pool = {m.name: m for m in pool_for(coll)}
+    members = [pool[n] for n in names]
     embedder = make_query_embedder(cfg.embedder, cfg.models_path())
     qfile = Path(args.questions) if args.questions else (
         data_dir(args.data) / "hotpotqa_dev500" / "questions.jsonl"
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             searcher.rows(m, q, v, args.n)
     log(f"{len(questions)} questions × members {', '.join(names)}")
     alone: dict[str, list[float]] = {m.name: [] for m in members}
-    slowest, together, ratio = [], [], []
+    slowest, together, ratio, threads = [], [], [], []
     for q, v in zip(questions, qvecs, strict=True):
         times = []
         for m in members:
@@ -76,12 +77,16 @@ def main(argv: list[str] | None = None) -> int:
         t = time.perf_counter()
         searcher.run_many(members, q, v, args.n)
         together.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        searcher.run_many(members, q, v, args.n, parallel=True)
+        threads.append((time.perf_counter() - t) * 1000)
         slowest.append(max(times))
         ratio.append(together[-1] / slowest[-1])
     rows = [[f"{name} alone", *percentiles(ts).values()] for name, ts in alone.items()]
     rows += [
         ["slowest member alone", *percentiles(slowest).values()],
         [f"all {len(members)} together", *percentiles(together).values()],
+        [f"all {len(members)} together, in threads", *percentiles(threads).values()],
         ["together / slowest (per question)", *percentiles(ratio).values()],
     ]
     keys = list(percentiles(slowest).keys())
@@ -100,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             "alone_ms": {k: percentiles(v) for k, v in alone.items()},
             "slowest_ms": percentiles(slowest),
             "together_ms": percentiles(together),
+            "together_threads_ms": percentiles(threads),
             "ratio_per_question": percentiles(ratio),
             "ratio_p50": p50,
             "ratio_p95": p95,
