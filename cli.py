@@ -1108,7 +1108,11 @@ def portfolio() -> None:
 )
 @click.option("--split-seed", type=int, default=0, show_default=True)
 @click.option("--limit", type=click.IntRange(1), default=None)
-@click.option("--out", type=click.Path(path_type=Path), required=True, help="portfolio .json")
+@click.option(
+    "--out",
+    required=True,
+    help="Portfolio file (.json), or a bare name: $FATHOM_HOME/portfolios/NAME.json.",
+)
 @click.pass_context
 def portfolio_build(ctx: click.Context, **opts: Any) -> None:
     """Score every pool member on the questions (cached beside --out), choose --size members
@@ -1133,7 +1137,9 @@ def portfolio_build(ctx: click.Context, **opts: Any) -> None:
     questions = [q for q in questions if q.doc_ids or q.answers][: opts["limit"]]
     if not questions:
         raise ConfigError("no answerable questions to score")
-    out: Path = opts["out"].with_suffix(".json")
+    spec = str(opts["out"])
+    bare = "/" not in spec and not spec.endswith(".json")
+    out = (cfg.home_path() / "portfolios" / spec if bare else Path(spec)).with_suffix(".json")
     embedder_id = embedder_id_for(cfg.embedder)
     coll = Collection.open(cfg, name, expect_embedder=embedder_id)
     info = build_portfolio(
@@ -1159,7 +1165,7 @@ def portfolio_build(ctx: click.Context, **opts: Any) -> None:
 
 
 @portfolio.command("eval")
-@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("path")
 @click.option("--docs", default=None, help="Documents (default: the portfolio's collection).")
 @click.option("--questions", required=True, help="Questions: JSONL or a BEIR folder.")
 @click.option("--split", type=click.Choice(["train", "test", "all"]), default="test",
@@ -1167,7 +1173,7 @@ def portfolio_build(ctx: click.Context, **opts: Any) -> None:
 @click.option("--bootstrap", type=click.IntRange(0), default=2000, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def portfolio_eval(ctx: click.Context, path: Path, **opts: Any) -> None:
+def portfolio_eval(ctx: click.Context, path: str, **opts: Any) -> None:
     """Coverage of a built portfolio on held-out questions: best-of coverage beside the best
     single member, the top K by average (both chosen on the training questions) and the whole
     pool; the router's top ℓ members fused against a random ℓ; paired bootstrap intervals."""
@@ -1177,11 +1183,13 @@ def portfolio_eval(ctx: click.Context, path: Path, **opts: Any) -> None:
     from index.embed import embedder_id_for, make_query_embedder
     from router.classify import QueryClassifier
     from router.portfolio_build import evaluate_portfolio, load_portfolio
+    from router.portfolio_runtime import resolve_portfolio
     from stages.errors import ConfigError
     from stages.pipeline import resolve_target
 
-    info = load_portfolio(path)
     cfg = _config(ctx)
+    path = resolve_portfolio(cfg, path)
+    info = load_portfolio(path)
     name = resolve_target(cfg, opts["docs"]) if opts["docs"] else info["collection"]
     questions = load_questions(opts["questions"])
     if opts["split"] != "all":
@@ -1230,15 +1238,16 @@ def portfolio_eval(ctx: click.Context, path: Path, **opts: Any) -> None:
 
 
 @portfolio.command("show")
-@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("path")
 @click.option("--json", "as_json", is_flag=True)
-def portfolio_show(path: Path, as_json: bool) -> None:
-    """A portfolio's members, their marginal gains and coverage, beside the baselines."""
-    from stages.errors import ConfigError
+@click.pass_context
+def portfolio_show(ctx: click.Context, path: str, as_json: bool) -> None:
+    """A portfolio's members, their marginal gains and coverage, beside the baselines and the
+    router (a file or a name under $FATHOM_HOME/portfolios)."""
+    from router.portfolio_build import load_portfolio
+    from router.portfolio_runtime import resolve_portfolio
 
-    info = json.loads(path.read_text(encoding="utf-8"))
-    if info.get("kind") != "portfolio":
-        raise ConfigError(f"{path}: not a portfolio (fathom portfolio build writes one)")
+    info = load_portfolio(resolve_portfolio(_config(ctx), path))
     if as_json:
         _print_json(info)
         return
@@ -1272,6 +1281,14 @@ def _show_portfolio(info: dict[str, Any]) -> None:
         f"{b['all_members']['coverage']:.3f}",
         highlight=False,
     )
+    router = info.get("router")
+    if router:
+        console.print(
+            f"router: ridge per member over the query embedding and "
+            f"{router['feature_schema'].get('n_probe_features', '?')} probe features, "
+            f"α = {router['alpha']:g} (leave-one-out)",
+            highlight=False,
+        )
 
 
 @main.group()
