@@ -595,17 +595,18 @@ class Engine:
         on_token: TokenSink | None,
         use_rerank: bool,
     ):
-        """Portfolio ``select`` mode: one answer per chosen member from its own top ``k``, then
-        the generator picks or merges them over the union of their sources, renumbered so the
-        candidates' citations stay valid. Without a language model (the extractive answerer),
-        the candidate with the highest support confidence wins."""
+        """Portfolio ``select`` mode: one answer per chosen member from its own top ``k`` (at
+        once when the generator is a server), then the generator picks or merges them over the
+        union of their sources, renumbered so the candidates' citations stay valid. Without a
+        language model (the extractive answerer), the candidate with the highest support
+        confidence wins."""
         from stages.generate.prompt import parse_citations
 
         question = prepared.question
         pf = prepared.portfolio
         assert pf is not None
-        candidates: list[tuple[str, list[Hit], Any, Any]] = []
-        for name in pf["members"]:
+
+        def member_answer(name: str, sub: Trace) -> tuple[str, list[Hit], Any, Any]:
             hits = list(pf["hits"][name])
             if use_rerank and len(hits) > 1:
                 memo = prepared.memo.get(f"rerank:{name}")
@@ -615,12 +616,38 @@ class Engine:
                     memo = (self.reranker().rerank(question, head) + hits[len(head) :], _ms(t))
                     prepared.memo[f"rerank:{name}"] = memo
                 hits = list(memo[0])
-                trace.add_ms("rerank", memo[1])
-            used, draft, conf = self._generate_round(question, hits, k, budget, trace, None)
-            candidates.append((name, used, draft, conf))
+                sub.add_ms("rerank", memo[1])
+            used, draft, conf = self._generate_round(question, hits, k, budget, sub, None)
+            return name, used, draft, conf
+
+        names = list(pf["members"])
+        subs = [Trace(question=question, collection=trace.collection) for _ in names]
+        if self.generator.name in ("ollama", "openai") and len(names) > 1:
+            # A server answers the members' requests concurrently; each member keeps its own
+            # trace, and a stage costs the slowest member's time (they overlap).
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(len(names), thread_name_prefix="fathom-select") as ex:
+                candidates = list(ex.map(member_answer, names, subs))
+            for stage in {st for sub in subs for st in sub.stages_ms}:
+                trace.add_ms(stage, max(sub.stages_ms.get(stage, 0.0) for sub in subs))
+        else:
+            candidates = [member_answer(n, sub) for n, sub in zip(names, subs, strict=True)]
+            for sub in subs:
+                for stage, ms in sub.stages_ms.items():
+                    trace.add_ms(stage, ms)
+        for sub in subs:
+            for key, n_tokens in sub.tokens.items():
+                if key != "context":
+                    trace.tokens[key] += n_tokens
+            trace.tokens["context"] = max(trace.tokens["context"], sub.tokens["context"])
+            trace.rounds.extend(sub.rounds)
+            trace.notices.extend(n for n in sub.notices if n not in trace.notices)
         gen = self.generator
         if gen.name == "extractive" or len(candidates) == 1:
-            name, used, draft, conf = max(candidates, key=lambda c: c[3].score)
+            best = max(range(len(candidates)), key=lambda i: candidates[i][3].score)
+            name, used, draft, conf = candidates[best]
+            trace.tokens["context"] = subs[best].tokens["context"]
             trace.notices.append(
                 f"portfolio select: kept the answer from {name} (highest support "
                 f"confidence, {conf.score:.2f}, of {len(candidates)} members)"

@@ -4,6 +4,8 @@ results together, `select` answers from each and keeps one (or lets the model me
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import jsonschema
@@ -13,6 +15,7 @@ from click.testing import CliRunner
 from cli import main
 from evaluation.data import load_questions
 from tests.docgen import make_qa_set
+from tests.generate_support import FakeOllama
 
 SCHEMA = json.loads((Path(__file__).parents[1] / "docs" / "answer.schema.json").read_text())
 
@@ -87,6 +90,44 @@ def test_ask_select_with_a_language_model_picks_or_merges(built, monkeypatch) ->
     n_sources = len(out["sources"])
     assert 1 <= n_sources <= 4  # the union of the two members' top 2
     assert all(1 <= c["n"] <= n_sources for c in out["citations"])
+
+
+class _CountingOllama(FakeOllama):
+    """The loopback Ollama, counting how many chat requests it holds at once."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.in_flight = 0
+        self.most = 0
+        self._count = threading.Lock()
+
+    def reply(self, body):
+        with self._count:
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+        try:
+            time.sleep(0.3)  # long enough for a concurrent request to arrive
+            return super().reply(body)
+        finally:
+            with self._count:
+                self.in_flight -= 1
+
+
+@pytest.mark.slow
+def test_select_asks_a_server_for_the_members_answers_at_once(built, monkeypatch) -> None:
+    runner, info, _docs, qfile = built
+    q = next(q for q in load_questions(qfile) if q.answers)
+    with _CountingOllama(models=["x"]) as fake:
+        monkeypatch.setenv("FATHOM_GENERATOR__OLLAMA_HOST", fake.host)
+        monkeypatch.setenv("FATHOM_GENERATOR__MODEL", "x")
+        monkeypatch.setenv("FATHOM_GENERATOR__MAX_TOKENS", "24")
+        out = _ask(runner, info, q.question, "--generator", "ollama", "--k", "2",
+                   "--portfolio-mode", "select")  # fmt: skip
+    assert len(fake.received) == 3  # two members, then the selection
+    assert fake.most == 2  # the members' requests overlapped
+    selector = fake.received[-1]["messages"][-1]["content"]
+    assert "(A) " in selector and "(B) " in selector and "pick one candidate" in selector
+    assert len(out["trace"]["rounds"]) == 3
 
 
 def test_portfolio_errors_are_clear(built, tmp_path: Path) -> None:
