@@ -221,6 +221,8 @@ def evaluate_portfolio(
             rand = np.mean(np.stack(list(subsets.values())), axis=0)
             if ell == len(members):
                 rows[f"all {ell} members fused"] = routed
+                top_k = list(b["top_k_by_average"]["members"])
+                rows[f"top {len(top_k)} by average, fused"] = fused([top_k] * len(questions))
                 diffs[f"all {ell} fused − best single"] = routed - rows[single_name]
                 continue
             rows[f"router, top {ell} fused"] = routed

@@ -88,6 +88,7 @@ def test_portfolio_build_and_show(tmp_path: Path, minilm, monkeypatch) -> None:
             assert 0.0 <= ev["coverage"][row]["mean"] <= 1.0, row
         assert f"router − random at ℓ = {ell}" in ev["differences"]
     assert "all 3 members fused" in ev["coverage"]
+    assert "top 3 by average, fused" in ev["coverage"]
 
 
 def test_members_run_together_give_what_each_gives_alone(
