@@ -389,6 +389,7 @@ def ingest(
     chunker: Chunker,
     rebuild: bool = False,
     progress: Progress | None = None,
+    password: str | None = None,
 ) -> IngestReport:
     """Bring collection ``name`` up to date with ``paths``; commit atomically.
 
@@ -522,7 +523,12 @@ def ingest(
                 emit("file", path=spath, status="unchanged", chunks=prev.chunks)
                 continue
             try:
-                doc = ingestion.load_document(path)
+                doc = ingestion.load_document(
+                    path,
+                    max_bytes=max_bytes,
+                    password=password,
+                    timeout_s=cfg.ingest.file_timeout_s,
+                )
             except ParseError as exc:
                 fail(spath, str(exc), sha)
                 continue
@@ -775,15 +781,18 @@ def ingest_paths(
     rebuild: bool = False,
     progress: Progress | None = None,
     embedder: Embedder | None = None,
+    password: str | None = None,
 ) -> IngestReport:
     """``ingest`` with the embedder and chunker that ``cfg`` names (``embedder`` overrides the
-    embedder object, e.g. one that embeds on Ray workers)."""
+    embedder object, e.g. one that embeds on Ray workers; ``password`` opens encrypted PDFs)."""
     from chunking import make_chunker
     from index.embed import make_embedder
 
     embedder = embedder or make_embedder(cfg.embedder)
     chunker = make_chunker(cfg.chunker, embedder.token_counter())
-    report = ingest(cfg, paths, name, embedder, chunker, rebuild=rebuild, progress=progress)
+    report = ingest(
+        cfg, paths, name, embedder, chunker, rebuild=rebuild, progress=progress, password=password
+    )
     _export_query_model(cfg, getattr(embedder, "inner", embedder), progress)
     return report
 

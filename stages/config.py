@@ -140,6 +140,7 @@ class IngestConfig:
     strict: bool = False
     max_file_mb: int = 512
     follow_symlinks: bool = True
+    file_timeout_s: float = 300.0  # per file; 0 = no limit
 
 
 @dataclass

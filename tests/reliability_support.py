@@ -1,0 +1,75 @@
+"""Run the CLI in a child process and measure it: exit code, output, peak RSS, wall time, hang.
+
+Shared by the reliability tests and ``bench/reliability.py``. Peak memory is the child's own
+``ru_maxrss`` (written at exit), so other children of the test process never blur it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Runs cli.main() and writes the process's peak RSS (KiB on Linux) to argv[1] at exit.
+_MEASURED_CLI = """
+import atexit, resource, sys
+out = sys.argv.pop(1)
+def _dump():
+    with open(out, "w") as fh:
+        fh.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
+atexit.register(_dump)
+sys.argv[0] = "fathom"
+sys.path.insert(0, sys.argv.pop(1))
+import cli
+cli.main()
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """One CLI run: ``hung`` when it had to be killed at the timeout (``returncode`` is then -9)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    peak_mb: float
+    seconds: float
+    hung: bool
+
+
+def run_cli(args: list[str], home: Path, timeout: float = 300.0, **env: str) -> Measured:
+    """``fathom ARGS`` in a child process with ``FATHOM_HOME=home``, measured."""
+    with tempfile.NamedTemporaryFile("r", suffix=".rss", delete=False) as fh:
+        rss_path = fh.name
+    full_env = {**os.environ, "FATHOM_HOME": str(home), **env}
+    cmd = [sys.executable, "-c", _MEASURED_CLI, rss_path, str(REPO), *args]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        cmd,
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=home.parent,
+    )
+    hung = False
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        hung = True
+        proc.kill()
+        out, err = proc.communicate()
+    seconds = time.perf_counter() - t0
+    try:
+        peak_mb = int(Path(rss_path).read_text() or 0) / 1024
+    except (OSError, ValueError):
+        peak_mb = float("nan")
+    finally:
+        Path(rss_path).unlink(missing_ok=True)
+    return Measured(proc.returncode, out, err, peak_mb, seconds, hung)
