@@ -305,8 +305,9 @@ def writer_lock(directory: Path, timeout: float = 600.0, on_wait: Progress | Non
                 waited = True
                 if time.monotonic() >= deadline:
                     raise CollectionLocked(
-                        f"collection {directory.name!r} is being written by another process — "
-                        "wait for it to finish, or retry later"
+                        f"collection {directory.name!r} is being written by another process "
+                        f"(waited {timeout:g} s) — wait for it to finish, or retry later "
+                        "(ingest.lock_timeout_s sets the wait)"
                     ) from None
                 time.sleep(0.1)
         yield
@@ -404,7 +405,7 @@ def ingest(
     directory = collections_root(cfg) / name
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    with writer_lock(directory, on_wait=emit):
+    with writer_lock(directory, timeout=cfg.ingest.lock_timeout_s, on_wait=emit):
         old = None if rebuild else read_manifest(directory)
         old_dir = directory / old.data_dir_name if old else None
         if old is not None and old_dir is not None and not old_dir.is_dir():
@@ -528,6 +529,7 @@ def ingest(
                     max_bytes=max_bytes,
                     password=password,
                     timeout_s=cfg.ingest.file_timeout_s,
+                    max_text_chars=cfg.ingest.max_text_mb << 20,
                 )
             except ParseError as exc:
                 fail(spath, str(exc), sha)

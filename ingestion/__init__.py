@@ -57,24 +57,45 @@ def load_document(
     max_bytes: int = DEFAULT_MAX_BYTES,
     password: str | None = None,
     timeout_s: float | None = None,
+    max_text_chars: int | None = None,
 ) -> Document:
     """Load one file with the loader for its (lower-cased) suffix; ParseError if unsupported.
 
     ``timeout_s`` limits the time spent on the file (a ParseError when it runs out); it is
-    enforced with SIGALRM, so only in the main thread of a POSIX process.
+    enforced with SIGALRM, so only in the main thread of a POSIX process. ``max_text_chars``
+    refuses a document with more text than that (plain text and Markdown are refused by their
+    size, before they are read), since indexing holds a document's text several times over.
     """
+    name = str(path)
     suffix = Path(path).suffix.lower()
     factory = LOADERS.get(suffix)
     if factory is None:
         raise ParseError(
-            str(path),
+            name,
             f"unsupported file type {suffix or '(no suffix)'!r}",
             f"supported: {', '.join(sorted(SUPPORTED_SUFFIXES))}",
         )
-    with time_limit(str(path), timeout_s):
+    if max_text_chars is not None and factory in (TextLoader, MarkdownLoader):
+        with contextlib.suppress(OSError):  # the loader reports an unreadable file
+            _check_text_size(name, os.stat(path).st_size, max_text_chars)
+    with time_limit(name, timeout_s):
         if factory is PdfLoader:
-            return PdfLoader(max_bytes=max_bytes, password=password).load(path)
-        return factory(max_bytes=max_bytes).load(path)
+            doc = PdfLoader(max_bytes=max_bytes, password=password).load(path)
+        else:
+            doc = factory(max_bytes=max_bytes).load(path)
+    if max_text_chars is not None:
+        _check_text_size(name, len(doc.text), max_text_chars)
+    return doc
+
+
+def _check_text_size(name: str, size: int, limit: int) -> None:
+    if size > limit:
+        raise ParseError(
+            name,
+            f"holds {size / 2**20:.0f} MiB of text, over the {limit / 2**20:.0f} MiB limit "
+            "(ingest.max_text_mb)",
+            "split the file, or raise ingest.max_text_mb (indexing needs about 20x that in memory)",
+        )
 
 
 class _OutOfTime(BaseException):

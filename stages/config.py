@@ -141,6 +141,8 @@ class IngestConfig:
     max_file_mb: int = 512
     follow_symlinks: bool = True
     file_timeout_s: float = 300.0  # per file; 0 = no limit
+    max_text_mb: int = 64  # text one document may hold (memory is ~20x this while indexing)
+    lock_timeout_s: float = 600.0  # how long an ingest waits for another one to finish
 
 
 @dataclass

@@ -275,18 +275,39 @@ def test_binary_and_undecodable_text_and_symlink_chain(tmp_path: Path) -> None:
     assert Collection.open(load_config(), "hostile").check() == []
 
 
-@pytest.mark.slow
-def test_200_mb_text_file_is_bounded_in_memory(tmp_path: Path) -> None:
-    """A 200 MiB text file: refused above the per-file limit, or ingested, in bounded memory."""
+def test_text_over_the_size_limit_is_refused_before_reading(tmp_path: Path) -> None:
     folder = tmp_path / "in"
     folder.mkdir()
+    docgen.write_large_text(folder / "big.txt", megabytes=3)
+    docgen.write_large_text(folder / "small.md", megabytes=1)
+    files = _files(
+        CliRunner().invoke(
+            cli.main,
+            ["ingest", str(folder), "-c", "t", "--embedder", "hashing:64", "--json"],
+            env={"FATHOM_INGEST__MAX_TEXT_MB": "2"},
+        )
+    )
+    assert files["small.md"]["status"] == "ok"
+    assert files["big.txt"]["status"] == "failed"
+    assert "over the 2 MiB limit (ingest.max_text_mb)" in files["big.txt"]["reason"]
+
+
+@pytest.mark.slow
+def test_200_mb_text_file_is_refused_in_bounded_memory(tmp_path: Path) -> None:
+    """A 200 MiB text file is over the default 64 MiB text limit: refused by its size, quickly,
+    without reading it (ingesting it whole takes about 4.5 GB and 7 minutes: see the bench)."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "good.txt").write_text(GOOD)
     docgen.write_large_text(folder / "huge.txt", megabytes=200)
     m = run_cli(
         ["ingest", str(folder), "-c", "huge", "--embedder", "hashing:64", "--json"],
         tmp_path / "home",
-        timeout=900,
+        timeout=300,
     )
     assert not m.hung and m.returncode == 0, m.stderr[-2000:]
     files = {Path(f["path"]).name: f for f in json.loads(m.stdout)["files"]}
-    assert files["huge.txt"]["status"] in ("ok", "failed"), files
-    assert m.peak_mb < 4096, m.peak_mb
+    assert files["good.txt"]["status"] == "ok"
+    assert files["huge.txt"]["status"] == "failed"
+    assert "ingest.max_text_mb" in files["huge.txt"]["reason"]
+    assert m.peak_mb < 250, m.peak_mb
