@@ -86,7 +86,8 @@ class GeneratorConfig:
     max_tokens: int = 256  # completion budget
     temperature: float = 0.0
     repeat_penalty: float = 1.1  # llama.cpp: greedy decoding of small models loops without it
-    timeout_s: float = 120.0
+    timeout_s: float = 120.0  # per connect / read: a server that goes silent
+    total_timeout_s: float = 600.0  # a whole answer, however it trickles in; 0 = no limit
     retries: int = 2
     seed: int = 0
     threads: int = 0  # 0: half the machine's cores
