@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sys
 import tomllib
 import types
@@ -241,10 +242,20 @@ def _coerce(value: Any, typ: Any, key: str, source: str) -> Any:
                 raise ValueError
             return value
     except (TypeError, ValueError):
+        expected = getattr(typ, "__name__", typ)
         raise ConfigError(
-            f"{key} = {value!r} (from {source}): expected {getattr(typ, '__name__', typ)}"
+            f"{key} = {shown(key, value)} (from {source}): expected {expected}"
         ) from None
     return value
+
+
+_SECRET_NAME = re.compile(r"key|secret|passw|token$", re.IGNORECASE)
+
+
+def shown(name: str, value: Any) -> str:
+    """``value`` for an error message, or ``***`` when ``name`` looks like it holds a secret
+    (a mistyped ``api_keyy = "sk-…"`` must not print the key)."""
+    return "***" if _SECRET_NAME.search(name.rsplit(".", 1)[-1]) else repr(value)
 
 
 def _field_types(cls: type) -> dict[str, Any]:
@@ -259,7 +270,7 @@ def _apply(cfg: Config, section: str | None, key: str, value: Any, source: str) 
         raise ConfigError(f"unknown section [{section}] (from {source})")
     types_ = _field_types(type(target))
     if key not in types_ or dataclasses.is_dataclass(types_[key]):
-        raise ConfigError(f"unknown key {name} = {value!r} (from {source})")
+        raise ConfigError(f"unknown key {name} = {shown(name, value)} (from {source})")
     value = _coerce(value, types_[key], name, source)
     if isinstance(value, dict) and isinstance(getattr(target, key), dict):
         value = {**getattr(target, key), **value}  # tables extend the defaults

@@ -34,8 +34,14 @@ def render_source(n: int, hit: Hit) -> str:
     head = f"[{n}] {c.title or c.doc_id}, p. {c.pages}"
     if c.section and c.section != c.title:
         head += f", section: {c.section}"
-    text = _SOURCE_CLOSE.sub("</ source>", safe_terminal_text(c.text))
-    return f'<source n="{n}">\n{head}\n{text}\n</source>'
+    # The title and section come from the document too: one line, and no closing tag either.
+    head = " ".join(_quoted(head).split())
+    return f'<source n="{n}">\n{head}\n{_quoted(c.text)}\n</source>'
+
+
+def _quoted(text: str) -> str:
+    """Document text safe inside a source block: no controls, no tag that closes the block."""
+    return _SOURCE_CLOSE.sub("</ source>", safe_terminal_text(text))
 
 
 def render_user(question: str, hits: list[Hit]) -> str:
