@@ -6,6 +6,7 @@ Shared by the reliability tests and ``bench/reliability.py``. Peak memory is the
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -73,3 +74,49 @@ def run_cli(args: list[str], home: Path, timeout: float = 300.0, **env: str) -> 
     finally:
         Path(rss_path).unlink(missing_ok=True)
     return Measured(proc.returncode, out, err, peak_mb, seconds, hung)
+
+
+PICKLING_MODULES = {"pickle", "cPickle", "_pickle", "dill", "cloudpickle", "joblib", "shelve"}
+PICKLING_CALLS = {"read_pickle", "to_pickle"}  # pandas
+
+
+def pickle_uses(source: str, filename: str = "<source>") -> list[str]:
+    """Every place ``source`` can unpickle: pickling modules imported, ``torch.load`` without
+    ``weights_only=True``, ``numpy.load(..., allow_pickle=True)``, pandas' pickle functions."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source, filename)):
+        where = f"{filename}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] in PICKLING_MODULES:
+                    found.append(f"{where}: import {alias.name}")
+        elif isinstance(node, ast.ImportFrom):
+            module = (node.module or "").split(".")[0]
+            if module in PICKLING_MODULES:
+                found.append(f"{where}: from {node.module} import …")
+            if module == "torch" and any(a.name == "load" for a in node.names):
+                found.append(f"{where}: from torch import load (cannot check weights_only)")
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            owner = ast.unparse(func.value) if isinstance(func, ast.Attribute) else ""
+            keywords = {k.arg: k.value for k in node.keywords if k.arg}
+            if name == "load" and owner == "torch":
+                weights_only = keywords.get("weights_only")
+                if not (isinstance(weights_only, ast.Constant) and weights_only.value is True):
+                    found.append(f"{where}: torch.load without weights_only=True")
+            if name == "load" and owner in ("np", "numpy"):
+                allow = keywords.get("allow_pickle")
+                if allow is not None and not (
+                    isinstance(allow, ast.Constant) and allow.value is False
+                ):
+                    found.append(f"{where}: numpy.load with allow_pickle={ast.unparse(allow)}")
+            if name in PICKLING_CALLS:
+                found.append(f"{where}: {name}()")
+    return found
+
+
+def python_files() -> list[Path]:
+    """Every .py file of the repository (not virtual environments or caches)."""
+    skip = {".git", ".venv", "venv", "build", "dist", "__pycache__", ".ruff_cache"}
+    return sorted(p for p in REPO.rglob("*.py") if not skip.intersection(p.relative_to(REPO).parts))

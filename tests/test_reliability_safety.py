@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import subprocess
@@ -14,6 +13,7 @@ from click.testing import CliRunner
 
 import cli
 from tests.fault_server import FaultServer
+from tests.reliability_support import pickle_uses, python_files
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET_ENV = "sk-env-SECRET-5d1f0c9a7b3e"
@@ -23,53 +23,9 @@ SECRET_CFG = "sk-cfg-SECRET-8e2a4c6b0d1f"
 # No pickle
 # ---------------------------------------------------------------------------------------------
 
-PICKLING_MODULES = {"pickle", "cPickle", "_pickle", "dill", "cloudpickle", "joblib", "shelve"}
-PICKLING_CALLS = {"read_pickle", "to_pickle"}  # pandas
-
-
-def pickle_uses(source: str, filename: str = "<source>") -> list[str]:
-    """Every place ``source`` can unpickle: pickling modules imported, ``torch.load`` without
-    ``weights_only=True``, ``numpy.load(..., allow_pickle=True)``, pandas' pickle functions."""
-    found: list[str] = []
-    for node in ast.walk(ast.parse(source, filename)):
-        where = f"{filename}:{getattr(node, 'lineno', 0)}"
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name.split(".")[0] in PICKLING_MODULES:
-                    found.append(f"{where}: import {alias.name}")
-        elif isinstance(node, ast.ImportFrom):
-            module = (node.module or "").split(".")[0]
-            if module in PICKLING_MODULES:
-                found.append(f"{where}: from {node.module} import …")
-            if module == "torch" and any(a.name == "load" for a in node.names):
-                found.append(f"{where}: from torch import load (cannot check weights_only)")
-        elif isinstance(node, ast.Call):
-            func = node.func
-            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            owner = ast.unparse(func.value) if isinstance(func, ast.Attribute) else ""
-            keywords = {k.arg: k.value for k in node.keywords if k.arg}
-            if name == "load" and owner == "torch":
-                weights_only = keywords.get("weights_only")
-                if not (isinstance(weights_only, ast.Constant) and weights_only.value is True):
-                    found.append(f"{where}: torch.load without weights_only=True")
-            if name == "load" and owner in ("np", "numpy"):
-                allow = keywords.get("allow_pickle")
-                if allow is not None and not (
-                    isinstance(allow, ast.Constant) and allow.value is False
-                ):
-                    found.append(f"{where}: numpy.load with allow_pickle={ast.unparse(allow)}")
-            if name in PICKLING_CALLS:
-                found.append(f"{where}: {name}()")
-    return found
-
-
-def _python_files() -> list[Path]:
-    skip = {".git", ".venv", "venv", "build", "dist", "__pycache__", ".ruff_cache"}
-    return sorted(p for p in REPO.rglob("*.py") if not skip.intersection(p.relative_to(REPO).parts))
-
 
 def test_the_code_base_never_unpickles() -> None:
-    files = _python_files()
+    files = python_files()
     assert len(files) > 50 and any(p.name == "cli.py" for p in files)
     found = [hit for p in files for hit in pickle_uses(p.read_text(encoding="utf-8"), str(p))]
     assert found == []

@@ -85,7 +85,8 @@ class OllamaGenerator:
 
     def prompt_tokens(self, question: str, hits: list[Hit]) -> int:
         """Tokens of the chat prompt incl. template overhead (an over-estimate)."""
-        return estimate_prompt_tokens(build_messages(question, hits), self.count_tokens)
+        messages = build_messages(question, hits, self.cfg.framing)
+        return estimate_prompt_tokens(messages, self.count_tokens)
 
     def options(self) -> dict[str, Any]:
         """The ``options`` sent with every chat request."""
@@ -112,7 +113,7 @@ class OllamaGenerator:
     ) -> Draft:
         """Answer from ``hits``; streams when ``on_token`` is given."""
         t0 = time.perf_counter()
-        messages = build_messages(question, hits)
+        messages = build_messages(question, hits, self.cfg.framing)
         estimate = estimate_prompt_tokens(messages, self.count_tokens)
         check_fits(self.name, self.model, estimate, self.cfg.max_tokens, self.context_window)
         client = self._load()

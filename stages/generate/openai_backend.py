@@ -111,7 +111,8 @@ class OpenAIGenerator:
 
     def prompt_tokens(self, question: str, hits: list[Hit]) -> int:
         """Tokens of the chat prompt incl. per-message overhead (rounded up)."""
-        return estimate_prompt_tokens(build_messages(question, hits), self.count_tokens)
+        messages = build_messages(question, hits, self.cfg.framing)
+        return estimate_prompt_tokens(messages, self.count_tokens)
 
     def _where(self) -> str:
         return f"the OpenAI-compatible server at {self.base_url}" if self.base_url else "OpenAI"
@@ -161,7 +162,7 @@ class OpenAIGenerator:
     ) -> Draft:
         """Answer from ``hits``; streams when ``on_token`` is given."""
         t0 = time.perf_counter()
-        messages = build_messages(question, hits)
+        messages = build_messages(question, hits, self.cfg.framing)
         estimate = estimate_prompt_tokens(messages, self.count_tokens)
         check_fits(self.name, self.model, estimate, self.cfg.max_tokens, self.context_window)
         client = self._load()
