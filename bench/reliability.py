@@ -212,7 +212,7 @@ def hostile_files(work: Path, args: argparse.Namespace) -> list[dict]:
 
 
 _FUZZ_CHILD = """
-import json, resource, sys, time
+import json, re, sys, time
 sys.path.insert(0, sys.argv[1])
 import ingestion
 from stages.errors import ParseError
@@ -230,7 +230,9 @@ for path in sys.argv[2:]:
         kinds["crashed"] += 1
         crashes.append(f"{path}: {type(exc).__name__}: {exc}")
     worst = max(worst, time.perf_counter() - t0)
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the parent through fork and exec.
+with open("/proc/self/status") as fh:
+    peak = int(re.search(r"VmHWM:\\s+(\\d+)", fh.read()).group(1)) / 1024
 print(json.dumps({"kinds": kinds, "max_s": worst, "peak_mb": peak, "crashes": crashes[:5]}))
 """
 

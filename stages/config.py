@@ -87,9 +87,9 @@ class GeneratorConfig:
     max_tokens: int = 256  # completion budget
     temperature: float = 0.0
     repeat_penalty: float = 1.1  # llama.cpp: greedy decoding of small models loops without it
-    # How sources are framed in the prompt (stages/generate/prompt.py); measured against
-    # injected instructions by bench/reliability.py.
-    framing: Literal["plain", "tagged", "sandwich"] = "tagged"
+    # How sources are framed in the prompt (stages/generate/prompt.py); "filtered" followed the
+    # fewest injected instructions in bench/reliability.py.
+    framing: Literal["plain", "tagged", "sandwich", "filtered"] = "filtered"
     timeout_s: float = 120.0  # per connect / read: a server that goes silent
     total_timeout_s: float = 600.0  # a whole answer, however it trickles in; 0 = no limit
     retries: int = 2

@@ -1,7 +1,10 @@
-"""Run the CLI in a child process and measure it: exit code, output, peak RSS, wall time, hang.
+"""Run the CLI in a child process and measure it (exit code, output, peak RSS, wall time, hang),
+and scan source code for unpickling.
 
 Shared by the reliability tests and ``bench/reliability.py``. Peak memory is the child's own
-``ru_maxrss`` (written at exit), so other children of the test process never blur it.
+high-water mark, ``VmHWM`` from ``/proc/self/status``, written at exit: ``ru_maxrss`` would not
+do, since Linux carries it over from the parent through fork and exec, so a child of a large
+test process would report the parent's size.
 """
 
 from __future__ import annotations
@@ -17,13 +20,18 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
-# Runs cli.main() and writes the process's peak RSS (KiB on Linux) to argv[1] at exit.
+# Runs cli.main() and writes the process's peak RSS (KiB) to argv[1] at exit.
 _MEASURED_CLI = """
-import atexit, resource, sys
+import atexit, re, resource, sys
 out = sys.argv.pop(1)
 def _dump():
+    try:
+        with open("/proc/self/status") as fh:
+            kib = re.search(r"VmHWM:\\s+(\\d+)", fh.read()).group(1)
+    except (OSError, AttributeError):
+        kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with open(out, "w") as fh:
-        fh.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
+        fh.write(str(kib))
 atexit.register(_dump)
 sys.argv[0] = "fathom"
 sys.path.insert(0, sys.argv.pop(1))
@@ -48,6 +56,7 @@ def run_cli(args: list[str], home: Path, timeout: float = 300.0, **env: str) -> 
     """``fathom ARGS`` in a child process with ``FATHOM_HOME=home``, measured."""
     with tempfile.NamedTemporaryFile("r", suffix=".rss", delete=False) as fh:
         rss_path = fh.name
+    home.parent.mkdir(parents=True, exist_ok=True)
     full_env = {**os.environ, "FATHOM_HOME": str(home), **env}
     cmd = [sys.executable, "-c", _MEASURED_CLI, rss_path, str(REPO), *args]
     t0 = time.perf_counter()
