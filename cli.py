@@ -25,7 +25,10 @@ class FathomGroup(click.Group):
         try:
             return super().invoke(ctx)
         except FathomError as exc:
-            raise click.ClickException(str(exc)) from None
+            from stages.text import safe_terminal_text
+
+            # Messages carry paths and server replies: no escape sequences reach the terminal.
+            raise click.ClickException(safe_terminal_text(str(exc))) from None
 
 
 def _config(ctx: click.Context, **overrides: Any):
@@ -38,6 +41,16 @@ def _stderr_console():
     from rich.console import Console
 
     return Console(stderr=True)
+
+
+def _plain(text: str | None):
+    """Text from a document, path, server or model, made safe for rich: escape sequences and
+    control characters removed, and never parsed as rich markup (``[/x]`` would raise)."""
+    from rich.text import Text
+
+    from stages.text import safe_terminal_text
+
+    return Text(safe_terminal_text(text or ""))
 
 
 def _print_json(obj: Any) -> None:
@@ -137,7 +150,7 @@ class _IngestProgress:
         elif event == "exporting":
             p.console.print(f"exporting {info['model']} to ONNX for fast queries (once)…")
         elif event == "warning":
-            p.console.print(f"[yellow]warning[/yellow] {info['message']}")
+            p.console.print("[yellow]warning[/yellow]", _plain(info["message"]))
         elif event == "writing":
             p.console.print(f"writing index ({info['chunks']} chunks)…")
 
@@ -149,6 +162,12 @@ class _IngestProgress:
 @click.option("--strict", is_flag=True, help="Exit 1 when any file failed.")
 @click.option("--embedder", default=None, help="Embedding model name or path.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option(
+    "--password",
+    default=None,
+    envvar="FATHOM_PDF_PASSWORD",
+    help="Password for encrypted PDFs (or set FATHOM_PDF_PASSWORD).",
+)
 @click.pass_context
 def ingest(
     ctx: click.Context,
@@ -158,6 +177,7 @@ def ingest(
     strict: bool,
     embedder: str | None,
     as_json: bool,
+    password: str | None,
 ) -> None:
     """Ingest PDF, DOCX, TXT and MD files (or folders, or docs.jsonl) into a collection."""
     from index.collection import collection_for, ingest_paths
@@ -165,7 +185,9 @@ def ingest(
     cfg = _config(ctx, **{"embedder.name": embedder, "ingest.strict": strict or None})
     name = collection or collection_for(paths)
     with _IngestProgress(enabled=not as_json) as prog:
-        report = ingest_paths(cfg, list(paths), name, rebuild=rebuild, progress=prog)
+        report = ingest_paths(
+            cfg, list(paths), name, rebuild=rebuild, progress=prog, password=password
+        )
     if as_json:
         _print_json(report.to_dict())
     else:
@@ -181,9 +203,9 @@ def _render_ingest(report) -> None:
     err = _stderr_console()
     for f in report.files:
         if f.status == "failed":
-            err.print(f"[red]failed[/red]  {f.reason}", markup=True, highlight=False)
+            err.print("[red]failed[/red] ", _plain(f.reason), highlight=False)
         elif f.status == "skipped":
-            err.print(f"[yellow]skipped[/yellow] {f.path}: {f.reason}", highlight=False)
+            err.print("[yellow]skipped[/yellow]", _plain(f"{f.path}: {f.reason}"), highlight=False)
     c = report.to_dict()["counts"]
     verb = "committed" if report.committed else "nothing to change"
     out.print(
@@ -232,9 +254,7 @@ def search(
     from rich.console import Console
     from rich.table import Table
 
-    from stages.text import safe_terminal_text
-
-    table = Table(title=f"{collection}: {query}", show_lines=True)
+    table = Table(title=_plain(f"{collection}: {query}"), show_lines=True)
     for col in ("#", "score", "document", "pages", "section", "text"):
         table.add_column(col, overflow="fold")
     for i, hit in enumerate(probe.hits, start=1):
@@ -243,10 +263,10 @@ def search(
         table.add_row(
             str(i),
             f"{hit.score:.4f}",
-            safe_terminal_text(c.title or c.doc_id),
+            _plain(c.title or c.doc_id),
             c.pages,
-            safe_terminal_text(c.section),
-            safe_terminal_text(text),
+            _plain(c.section),
+            _plain(text),
         )
     Console().print(table)
 
@@ -422,8 +442,6 @@ def _render_answer(answer, streamed: bool) -> None:
     from rich.panel import Panel
     from rich.table import Table
 
-    from stages.text import safe_terminal_text
-
     out = Console()
     tr = answer.trace
     if streamed:
@@ -431,7 +449,7 @@ def _render_answer(answer, streamed: bool) -> None:
     final_differs = len(tr.rounds) > 1
     if not streamed or final_differs:
         title = "Answer" if not final_differs else f"Answer (after {len(tr.rounds)} rounds)"
-        out.print(Panel(safe_terminal_text(answer.text), title=title, expand=False))
+        out.print(Panel(_plain(answer.text), title=title, expand=False))
     if answer.sources:
         table = Table(title="Sources", title_justify="left")
         for col in ("n", "document", "pages", "section", "score", "cited"):
@@ -440,9 +458,9 @@ def _render_answer(answer, streamed: bool) -> None:
         for c in answer.sources:
             table.add_row(
                 str(c.n),
-                safe_terminal_text(c.title or c.path),
+                _plain(c.title or c.path),
                 c.pages,
-                safe_terminal_text(c.section),
+                _plain(c.section),
                 f"{c.score:.4f}",
                 "✓" if c.n in cited else "",
             )
@@ -482,7 +500,7 @@ def _render_answer(answer, streamed: bool) -> None:
         highlight=False,
     )
     for notice in tr.notices:
-        out.print(f"[yellow]note[/yellow] {notice}", highlight=False)
+        out.print("[yellow]note[/yellow]", _plain(notice), highlight=False)
 
 
 @main.command()
@@ -542,7 +560,7 @@ def chat(
 
                 if not isinstance(exc, FathomError):
                     raise
-                err.print(f"[red]error[/red] {exc}")
+                err.print("[red]error[/red]", _plain(str(exc)))
                 continue
             record(cfg, target, answer)
             _render_answer(answer, streamed=stream.started)
@@ -569,15 +587,13 @@ def history(ctx: click.Context, limit: int, as_json: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from stages.text import safe_terminal_text
-
     table = Table()
     for col in ("when", "question", "type", "k", "ms", "tokens", "cost", "conf", "model"):
         table.add_column(col, overflow="fold")
     for r in rows:
         table.add_row(
             dt.datetime.fromtimestamp(r["ts"]).strftime("%Y-%m-%d %H:%M"),
-            safe_terminal_text(r["question"]),
+            _plain(r["question"]),
             r["query_type"] or "",
             str(r["k"]),
             f"{r['total_ms']:.0f}",
@@ -1355,8 +1371,6 @@ def collections_show(ctx: click.Context, name: str, as_json: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from stages.text import safe_terminal_text
-
     out = Console()
     c = data["counts"]
     out.print(
@@ -1371,11 +1385,11 @@ def collections_show(ctx: click.Context, name: str, as_json: bool) -> None:
         table.add_column(col, overflow="fold")
     for d in data["documents"]:
         table.add_row(
-            safe_terminal_text(d["path"]),
+            _plain(d["path"]),
             d["status"],
             str(d["pages"]),
             str(d["chunks"]),
-            safe_terminal_text(d["error"] or d["title"]),
+            _plain(d["error"] or d["title"]),
         )
     out.print(table)
 

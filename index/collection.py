@@ -305,8 +305,9 @@ def writer_lock(directory: Path, timeout: float = 600.0, on_wait: Progress | Non
                 waited = True
                 if time.monotonic() >= deadline:
                     raise CollectionLocked(
-                        f"collection {directory.name!r} is being written by another process — "
-                        "wait for it to finish, or retry later"
+                        f"collection {directory.name!r} is being written by another process "
+                        f"(waited {timeout:g} s) — wait for it to finish, or retry later "
+                        "(ingest.lock_timeout_s sets the wait)"
                     ) from None
                 time.sleep(0.1)
         yield
@@ -389,6 +390,7 @@ def ingest(
     chunker: Chunker,
     rebuild: bool = False,
     progress: Progress | None = None,
+    password: str | None = None,
 ) -> IngestReport:
     """Bring collection ``name`` up to date with ``paths``; commit atomically.
 
@@ -403,7 +405,7 @@ def ingest(
     directory = collections_root(cfg) / name
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    with writer_lock(directory, on_wait=emit):
+    with writer_lock(directory, timeout=cfg.ingest.lock_timeout_s, on_wait=emit):
         old = None if rebuild else read_manifest(directory)
         old_dir = directory / old.data_dir_name if old else None
         if old is not None and old_dir is not None and not old_dir.is_dir():
@@ -522,7 +524,13 @@ def ingest(
                 emit("file", path=spath, status="unchanged", chunks=prev.chunks)
                 continue
             try:
-                doc = ingestion.load_document(path)
+                doc = ingestion.load_document(
+                    path,
+                    max_bytes=max_bytes,
+                    password=password,
+                    timeout_s=cfg.ingest.file_timeout_s,
+                    max_text_chars=cfg.ingest.max_text_mb << 20,
+                )
             except ParseError as exc:
                 fail(spath, str(exc), sha)
                 continue
@@ -775,15 +783,18 @@ def ingest_paths(
     rebuild: bool = False,
     progress: Progress | None = None,
     embedder: Embedder | None = None,
+    password: str | None = None,
 ) -> IngestReport:
     """``ingest`` with the embedder and chunker that ``cfg`` names (``embedder`` overrides the
-    embedder object, e.g. one that embeds on Ray workers)."""
+    embedder object, e.g. one that embeds on Ray workers; ``password`` opens encrypted PDFs)."""
     from chunking import make_chunker
     from index.embed import make_embedder
 
     embedder = embedder or make_embedder(cfg.embedder)
     chunker = make_chunker(cfg.chunker, embedder.token_counter())
-    report = ingest(cfg, paths, name, embedder, chunker, rebuild=rebuild, progress=progress)
+    report = ingest(
+        cfg, paths, name, embedder, chunker, rebuild=rebuild, progress=progress, password=password
+    )
     _export_query_model(cfg, getattr(embedder, "inner", embedder), progress)
     return report
 

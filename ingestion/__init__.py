@@ -5,12 +5,15 @@ Nothing heavy is imported here: PyMuPDF, pdfplumber and python-docx load inside 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
 import os
 import re
+import signal
 import stat
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,20 +52,90 @@ SUPPORTED_SUFFIXES: frozenset[str] = frozenset(LOADERS)
 
 
 def load_document(
-    path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, password: str | None = None
+    path: str | Path,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    password: str | None = None,
+    timeout_s: float | None = None,
+    max_text_chars: int | None = None,
 ) -> Document:
-    """Load one file with the loader for its (lower-cased) suffix; ParseError if unsupported."""
+    """Load one file with the loader for its (lower-cased) suffix; ParseError if unsupported.
+
+    ``timeout_s`` limits the time spent on the file (a ParseError when it runs out); it is
+    enforced with SIGALRM, so only in the main thread of a POSIX process. ``max_text_chars``
+    refuses a document with more text than that (plain text and Markdown are refused by their
+    size, before they are read), since indexing holds a document's text several times over.
+    """
+    name = str(path)
     suffix = Path(path).suffix.lower()
     factory = LOADERS.get(suffix)
     if factory is None:
         raise ParseError(
-            str(path),
+            name,
             f"unsupported file type {suffix or '(no suffix)'!r}",
             f"supported: {', '.join(sorted(SUPPORTED_SUFFIXES))}",
         )
-    if factory is PdfLoader:
-        return PdfLoader(max_bytes=max_bytes, password=password).load(path)
-    return factory(max_bytes=max_bytes).load(path)
+    if max_text_chars is not None and factory in (TextLoader, MarkdownLoader):
+        with contextlib.suppress(OSError):  # the loader reports an unreadable file
+            _check_text_size(name, os.stat(path).st_size, max_text_chars)
+    with time_limit(name, timeout_s):
+        if factory is PdfLoader:
+            doc = PdfLoader(max_bytes=max_bytes, password=password).load(path)
+        else:
+            doc = factory(max_bytes=max_bytes).load(path)
+    if max_text_chars is not None:
+        _check_text_size(name, len(doc.text), max_text_chars)
+    return doc
+
+
+def _check_text_size(name: str, size: int, limit: int) -> None:
+    if size > limit:
+        raise ParseError(
+            name,
+            f"holds {size / 2**20:.0f} MiB of text, over the {limit / 2**20:.0f} MiB limit "
+            "(ingest.max_text_mb)",
+            "split the file, or raise ingest.max_text_mb (indexing needs about 20x that in memory)",
+        )
+
+
+class _OutOfTime(BaseException):
+    """Raised by the alarm; a BaseException so loaders' ``except Exception`` cannot swallow it."""
+
+
+@contextlib.contextmanager
+def time_limit(name: str, seconds: float | None) -> Iterator[None]:
+    """Raise ParseError for ``name`` when the block runs longer than ``seconds``."""
+    usable = (
+        seconds is not None
+        and seconds > 0
+        and hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+    )
+    if not usable:
+        yield
+        return
+
+    armed = [True]
+
+    def on_alarm(signum: int, frame: object) -> None:
+        if armed[0]:
+            raise _OutOfTime
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+        armed[0] = False  # an alarm due right now must not fire outside the block
+    except _OutOfTime:
+        raise ParseError(
+            name,
+            f"took longer than {seconds:g} s to read (ingest.file_timeout_s)",
+            "raise ingest.file_timeout_s, or split or convert the file",
+        ) from None
+    finally:
+        armed[0] = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 # ---------------------------------------------------------------------------------------------

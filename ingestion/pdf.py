@@ -6,7 +6,9 @@ so importing this module (and ``python cli.py --help``) stays instant.
 
 from __future__ import annotations
 
+import contextlib
 import io
+import logging
 import math
 import re
 import sys
@@ -390,11 +392,13 @@ def _fallback_pages(data: bytes, pages: list[_Page], warnings: list[str]) -> Non
         import pdfplumber
     except ImportError:
         return
+    # pdfminer logs every damaged object to stderr; the damage reaches the user as one warning.
+    quiet_pdfminer()
     try:
         pdf = pdfplumber.open(io.BytesIO(data))
     except Exception:
         return
-    with pdf:
+    try:
         for page in todo:
             try:
                 text = pdf.pages[page.number - 1].extract_text() or ""
@@ -406,6 +410,18 @@ def _fallback_pages(data: bytes, pages: list[_Page], warnings: list[str]) -> Non
             if text.strip():
                 page.fallback_text = text
                 warnings.append(f"page {page.number}: text from the pdfplumber fallback")
+    finally:
+        # Not ``with pdf``: pdfplumber's close() walks every page again and raises on a
+        # damaged page tree (found by fuzzing), which would lose the text already read.
+        with contextlib.suppress(Exception):
+            pdf.close()
+
+
+def quiet_pdfminer() -> None:
+    """Raise pdfminer's log level to ERROR unless the user configured it."""
+    logger = logging.getLogger("pdfminer")
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.ERROR)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import re
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,57 @@ from stages.errors import ParseError
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _P, _TBL, _SDT, _TR, _TC = f"{_W}p", f"{_W}tbl", f"{_W}sdt", f"{_W}tr", f"{_W}tc"
 _HEADING_STYLE = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
+# python-docx unpacks every part into memory: a zip bomb named .docx must be refused unopened.
+MAX_UNPACKED_BYTES = 256 * 1024 * 1024
+MAX_PARTS = 10_000
+# A part this large that also shrank more than MAX_RATIO times is a bomb, not a document.
+_BOMB_PART_BYTES = 16 * 1024 * 1024
+_BOMB_RATIO = 100
+
+
+def check_unpacked_size(name: str, data: bytes, limit: int = MAX_UNPACKED_BYTES) -> None:
+    """ParseError unless the archive's declared sizes are sane (checked before unpacking).
+
+    zipfile stops each member at its declared size and checks its CRC, so a member cannot
+    unpack to more than its header says: the declared sizes bound the memory used.
+    """
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            infos = archive.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError) as exc:
+        raise ParseError(
+            name,
+            f"cannot be opened (not a valid zip archive: {exc})",
+            "re-save it from Word or LibreOffice as .docx",
+        ) from None
+    if len(infos) > MAX_PARTS:
+        raise ParseError(
+            name, f"has {len(infos)} parts (over {MAX_PARTS}): not a document", _BOMB_FIX
+        )
+    total = sum(i.file_size for i in infos)
+    if total > limit:
+        raise ParseError(
+            name,
+            f"unpacks to {_mib(total)} (over the {_mib(limit)} limit; a zip bomb?)",
+            _BOMB_FIX,
+        )
+    for info in infos:
+        if info.file_size > _BOMB_PART_BYTES and info.file_size > _BOMB_RATIO * max(
+            info.compress_size, 1
+        ):
+            raise ParseError(
+                name,
+                f"part {info.filename} unpacks to {_mib(info.file_size)} from "
+                f"{_mib(info.compress_size)} (a zip bomb?)",
+                _BOMB_FIX,
+            )
+
+
+_BOMB_FIX = "check where the file came from; re-save it from Word or LibreOffice"
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.0f} MiB" if n >= 10 * 2**20 else f"{n / 2**20:.2f} MiB"
 
 
 class DocxLoader:
@@ -32,8 +84,11 @@ class DocxLoader:
 
     format = "docx"
 
-    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(
+        self, max_bytes: int = DEFAULT_MAX_BYTES, max_unpacked_bytes: int = MAX_UNPACKED_BYTES
+    ) -> None:
         self.max_bytes = max_bytes
+        self.max_unpacked_bytes = max_unpacked_bytes
 
     def load(self, path: str | Path) -> Document:
         """Read the file into a Document: body paragraphs and tables, heading styles as sections."""
@@ -51,9 +106,16 @@ class DocxLoader:
                 "not a DOCX file (not a zip archive)",
                 "check the file type or re-save it as .docx",
             )
+        check_unpacked_size(name, data, self.max_unpacked_bytes)
         try:
             document = docx.Document(io.BytesIO(data))
-        except Exception as exc:  # python-docx raises zipfile, KeyError, lxml and its own errors
+        except KeyError as exc:  # a part named in the relationships is not in the archive
+            raise ParseError(
+                name,
+                f"cannot be opened (a part is missing: {exc.args[0] if exc.args else exc})",
+                "re-save it from Word or LibreOffice as .docx",
+            ) from None
+        except Exception as exc:  # python-docx raises zipfile, lxml and its own errors
             raise ParseError(
                 name,
                 f"cannot be opened (corrupt or not a DOCX file: {type(exc).__name__})",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sys
 import tomllib
 import types
@@ -93,7 +94,11 @@ class GeneratorConfig:
     max_tokens: int = 256  # completion budget
     temperature: float = 0.0
     repeat_penalty: float = 1.1  # llama.cpp: greedy decoding of small models loops without it
-    timeout_s: float = 120.0
+    # How sources are framed in the prompt (stages/generate/prompt.py); "filtered" followed the
+    # fewest injected instructions in bench/reliability.py.
+    framing: Literal["plain", "tagged", "sandwich", "filtered"] = "filtered"
+    timeout_s: float = 120.0  # per connect / read: a server that goes silent
+    total_timeout_s: float = 600.0  # a whole answer, however it trickles in; 0 = no limit
     retries: int = 2
     seed: int = 0
     threads: int = 0  # 0: half the machine's cores
@@ -147,6 +152,9 @@ class IngestConfig:
     strict: bool = False
     max_file_mb: int = 512
     follow_symlinks: bool = True
+    file_timeout_s: float = 300.0  # per file; 0 = no limit
+    max_text_mb: int = 64  # text one document may hold (memory is ~20x this while indexing)
+    lock_timeout_s: float = 600.0  # how long an ingest waits for another one to finish
 
 
 @dataclass
@@ -244,10 +252,20 @@ def _coerce(value: Any, typ: Any, key: str, source: str) -> Any:
                 raise ValueError
             return value
     except (TypeError, ValueError):
+        expected = getattr(typ, "__name__", typ)
         raise ConfigError(
-            f"{key} = {value!r} (from {source}): expected {getattr(typ, '__name__', typ)}"
+            f"{key} = {shown(key, value)} (from {source}): expected {expected}"
         ) from None
     return value
+
+
+_SECRET_NAME = re.compile(r"key|secret|passw|token$", re.IGNORECASE)
+
+
+def shown(name: str, value: Any) -> str:
+    """``value`` for an error message, or ``***`` when ``name`` looks like it holds a secret
+    (a mistyped ``api_keyy = "sk-…"`` must not print the key)."""
+    return "***" if _SECRET_NAME.search(name.rsplit(".", 1)[-1]) else repr(value)
 
 
 def _field_types(cls: type) -> dict[str, Any]:
@@ -262,7 +280,7 @@ def _apply(cfg: Config, section: str | None, key: str, value: Any, source: str) 
         raise ConfigError(f"unknown section [{section}] (from {source})")
     types_ = _field_types(type(target))
     if key not in types_ or dataclasses.is_dataclass(types_[key]):
-        raise ConfigError(f"unknown key {name} = {value!r} (from {source})")
+        raise ConfigError(f"unknown key {name} = {shown(name, value)} (from {source})")
     value = _coerce(value, types_[key], name, source)
     if isinstance(value, dict) and isinstance(getattr(target, key), dict):
         value = {**getattr(target, key), **value}  # tables extend the defaults

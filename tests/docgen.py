@@ -14,6 +14,8 @@ assert on it. Main entry points:
 - ``make_user_guide_pdf(path)``: the bundled 5-page Fathom user guide (``USER_GUIDE_PAGES``).
 - broken inputs: ``make_encrypted_pdf``, ``make_image_only_pdf``, ``make_truncated_pdf``,
   ``make_zero_page_pdf``, ``make_text`` and the ``make_*_text`` helpers.
+- hostile inputs: ``mutate`` (seeded truncation / byte flips), ``make_many_page_pdf``,
+  ``make_zip_bomb_docx``, ``make_docx_without`` (a missing part), ``write_large_text``.
 """
 
 from __future__ import annotations
@@ -748,3 +750,135 @@ def make_qa_set(folder: str | Path, n_docs: int = 26, seed: int = 7) -> tuple[Pa
     docs_path.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
     q_path.write_text("".join(json.dumps(q) + "\n" for q in questions), encoding="utf-8")
     return docs_path, q_path
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile files (the reliability suite)
+# ---------------------------------------------------------------------------------------------
+
+WORDS = (
+    "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho "
+    "sigma tau upsilon phi chi psi omega"
+).split()
+
+
+def make_many_page_pdf(path: str | Path, pages: int = 5000, seed: int = 0) -> Path:
+    """A PDF with ``pages`` pages, each with its own line of words, written as raw PDF syntax.
+
+    Writing the objects directly takes milliseconds where PyMuPDF needs seconds for 5,000 pages.
+    Page ``i`` (1-based) starts with the word ``page<i>`` so tests can find it.
+    """
+    import random
+
+    rng = random.Random(seed)
+    objects: list[bytes] = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"",  # the page tree, filled in once the kids are known
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    kids = []
+    for i in range(1, pages + 1):
+        words = " ".join(rng.choice(WORDS) for _ in range(8))
+        text = f"page{i} {words}".encode()
+        stream = b"BT /F1 11 Tf 72 720 Td (" + text + b") Tj ET"
+        content_id = len(objects) + 1
+        objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream))
+        page_id = content_id + 1
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] "
+            b"/Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>" % content_id
+        )
+        kids.append(b"%d 0 R" % page_id)
+    objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(kids), pages)
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for i, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    for off in offsets:
+        out += b"%010d 00000 n \n" % off
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        xref,
+    )
+    path = Path(path)
+    path.write_bytes(bytes(out))
+    return path
+
+
+def mutate(data: bytes, seed: int) -> tuple[bytes, str]:
+    """A damaged copy of ``data`` and what was done: truncated, bytes flipped, or a range zeroed.
+
+    Seeded, so a failing variant can be rebuilt from its seed.
+    """
+    import random
+
+    rng = random.Random(seed)
+    kind = ("truncate", "flip", "zero")[seed % 3]
+    buf = bytearray(data)
+    if kind == "truncate":
+        cut = rng.randrange(1, len(buf))
+        return bytes(buf[:cut]), f"truncated at {cut}"
+    if kind == "flip":
+        n = rng.randint(1, 32)
+        for _ in range(n):
+            buf[rng.randrange(len(buf))] = rng.randrange(256)
+        return bytes(buf), f"{n} bytes flipped"
+    start = rng.randrange(len(buf))
+    end = min(len(buf), start + rng.randint(1, 512))
+    buf[start:end] = bytes(end - start)
+    return bytes(buf), f"bytes {start}-{end} zeroed"
+
+
+def make_zip_bomb_docx(path: str | Path, parts: int = 20, part_mb: int = 20) -> Path:
+    """A '.docx' whose parts are runs of spaces: tiny on disk, ``parts * part_mb`` MiB unpacked."""
+    import zipfile
+
+    path = Path(path)
+    blob = b" " * (part_mb << 20)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as z:
+        z.writestr("[Content_Types].xml", b'<?xml version="1.0"?><Types/>')
+        z.writestr("word/document.xml", b"<w:document>" + blob + b"</w:document>")
+        for i in range(1, parts):
+            z.writestr(f"word/media/pad{i}.xml", blob)
+    return path
+
+
+def make_docx_without(path: str | Path, part: str) -> Path:
+    """``make_docx``'s document with the archive member ``part`` left out."""
+    import io
+    import tempfile
+    import zipfile
+
+    path = Path(path)
+    with tempfile.TemporaryDirectory() as tmp:
+        source = make_docx(Path(tmp) / "full.docx").read_bytes()
+    with (
+        zipfile.ZipFile(io.BytesIO(source)) as zin,
+        zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zout,
+    ):
+        names = zin.namelist()
+        if part not in names:
+            raise ValueError(f"{part!r} is not in the DOCX ({names})")
+        for name in names:
+            if name != part:
+                zout.writestr(name, zin.read(name))
+    return path
+
+
+def write_large_text(path: str | Path, megabytes: int, seed: int = 0) -> Path:
+    """A text file of about ``megabytes`` MiB of word paragraphs, written in 1 MiB pieces."""
+    import random
+
+    rng = random.Random(seed)
+    block = "\n\n".join(" ".join(rng.choice(WORDS) for _ in range(80)) for _ in range(2000))
+    piece = (block + "\n\n").encode()
+    path = Path(path)
+    with open(path, "wb") as fh:
+        written = 0
+        while written < megabytes << 20:
+            fh.write(piece)
+            written += len(piece)
+    return path

@@ -210,7 +210,7 @@ class ExtractiveGenerator:
 
     def prompt_tokens(self, question: str, hits: list[Hit]) -> int:
         """Estimated tokens of the prompt an LLM backend would get (for comparable traces)."""
-        messages = build_messages(question, hits)
+        messages = build_messages(question, hits, self.cfg.framing)
         return (
             sum(self.count_tokens([m["content"] for m in messages]))
             + MESSAGE_OVERHEAD * len(messages)

@@ -144,7 +144,7 @@ class HuggingFaceGenerator:
 
     def prompt_tokens(self, question: str, hits: list[Hit]) -> int:
         """Exact tokens of the prompt rendered with the model's chat template."""
-        return len(self._prompt_ids(build_messages(question, hits)))
+        return len(self._prompt_ids(build_messages(question, hits, self.cfg.framing)))
 
     # -- generation --------------------------------------------------------------------------
 
@@ -154,7 +154,7 @@ class HuggingFaceGenerator:
         """Answer from ``hits``; decoded text goes to ``on_token`` as it is produced."""
         t0 = time.perf_counter()
         with self._lock:
-            ids = self._prompt_ids(build_messages(question, hits))
+            ids = self._prompt_ids(build_messages(question, hits, self.cfg.framing))
             check_fits(self.name, self.model, len(ids), self.cfg.max_tokens, self.context_window)
             new, logprobs, finish = self._run(ids, on_token)
             text = self._tokenizer().decode(new, skip_special_tokens=True).strip()

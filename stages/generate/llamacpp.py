@@ -153,7 +153,7 @@ class LlamaCppGenerator:
 
     def prompt_tokens(self, question: str, hits: list[Hit]) -> int:
         """Exact tokens of the rendered chat prompt, template included."""
-        return len(self._prompt_ids(build_messages(question, hits)))
+        return len(self._prompt_ids(build_messages(question, hits, self.cfg.framing)))
 
     # -- generation --------------------------------------------------------------------------
 
@@ -163,7 +163,7 @@ class LlamaCppGenerator:
         """Answer from ``hits``; each decoded piece goes to ``on_token`` as it is sampled."""
         t0 = time.perf_counter()
         with self._lock:
-            ids = self._prompt_ids(build_messages(question, hits))
+            ids = self._prompt_ids(build_messages(question, hits, self.cfg.framing))
             check_fits(self.name, self.model, len(ids), self.cfg.max_tokens, self.context_window)
             text, n_out, logprobs, finish = self._sample(ids, on_token)
         return Draft(

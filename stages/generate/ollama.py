@@ -20,10 +20,12 @@ from stages.base import Draft, Hit, TokenCounter
 from stages.config import GeneratorConfig
 from stages.errors import BackendUnavailable, FathomError
 from stages.generate.common import (
+    Deadline,
     check_fits,
     estimate_prompt_tokens,
     estimate_tokens,
     first_line,
+    incomplete_stream,
 )
 from stages.generate.prompt import build_messages, parse_citations
 
@@ -83,7 +85,8 @@ class OllamaGenerator:
 
     def prompt_tokens(self, question: str, hits: list[Hit]) -> int:
         """Tokens of the chat prompt incl. template overhead (an over-estimate)."""
-        return estimate_prompt_tokens(build_messages(question, hits), self.count_tokens)
+        messages = build_messages(question, hits, self.cfg.framing)
+        return estimate_prompt_tokens(messages, self.count_tokens)
 
     def options(self) -> dict[str, Any]:
         """The ``options`` sent with every chat request."""
@@ -110,7 +113,7 @@ class OllamaGenerator:
     ) -> Draft:
         """Answer from ``hits``; streams when ``on_token`` is given."""
         t0 = time.perf_counter()
-        messages = build_messages(question, hits)
+        messages = build_messages(question, hits, self.cfg.framing)
         estimate = estimate_prompt_tokens(messages, self.count_tokens)
         check_fits(self.name, self.model, estimate, self.cfg.max_tokens, self.context_window)
         client = self._load()
@@ -121,24 +124,15 @@ class OllamaGenerator:
         }
         if "logprobs" in inspect.signature(client.chat).parameters:  # newer clients only
             kwargs["logprobs"] = True
-        pieces: list[str] = []
-        logprobs: list[float] = []
-        final: Any = None
-        with _ollama_errors(self):
-            if on_token is None:
-                final = client.chat(stream=False, **kwargs)
-                pieces.append(final.message.content or "")
-                logprobs += [lp.logprob for lp in getattr(final, "logprobs", None) or ()]
-            else:
-                for part in client.chat(stream=True, **kwargs):
-                    piece = part.message.content or ""
-                    if piece:
-                        pieces.append(piece)
-                        on_token(piece)
-                    logprobs += [lp.logprob for lp in getattr(part, "logprobs", None) or ()]
-                    if part.done:
-                        final = part
-        text = "".join(pieces).strip()
+        for attempt in range(max(self.cfg.retries, 0) + 1):
+            try:
+                text, final, logprobs = self._request(client, kwargs, on_token)
+                break
+            except _Busy as busy:  # nothing was streamed yet: safe to ask again
+                if attempt >= self.cfg.retries:
+                    raise busy.error from None
+                time.sleep(min(BACKOFF_S * 2**attempt, 8.0))
+        text = text.strip()
         prompt_tokens = getattr(final, "prompt_eval_count", None) or estimate
         completion_tokens = getattr(final, "eval_count", None) or estimate_tokens(text)
         return Draft(
@@ -153,37 +147,126 @@ class OllamaGenerator:
             ms=(time.perf_counter() - t0) * 1000,
         )
 
+    def _request(
+        self, client: Any, kwargs: dict[str, Any], on_token: Callable[[str], Any] | None
+    ) -> tuple[str, Any, list[float]]:
+        """``(text, final part, logprobs)`` of one chat request, within the total deadline."""
+        pieces: list[str] = []
+        logprobs: list[float] = []
+        final: Any = None
+        deadline = Deadline(self.cfg.total_timeout_s, self._close_client)
+        with _ollama_errors(self, deadline, pieces), deadline:
+            if on_token is None:
+                final = client.chat(stream=False, **kwargs)
+                pieces.append(final.message.content or "")
+                logprobs += [lp.logprob for lp in getattr(final, "logprobs", None) or ()]
+            else:
+                for part in client.chat(stream=True, **kwargs):
+                    deadline.check()
+                    piece = part.message.content or ""
+                    if piece:
+                        pieces.append(piece)
+                        on_token(piece)
+                    logprobs += [lp.logprob for lp in getattr(part, "logprobs", None) or ()]
+                    if part.done:
+                        final = part
+                if final is None:
+                    raise incomplete_stream(f"Ollama at {self.host}", len("".join(pieces)))
+        return "".join(pieces), final, logprobs
+
+    def _close_client(self) -> None:
+        """Close the HTTP connections (ends a read blocked on a stream past its deadline)."""
+        client, self._client = self._client, None
+        inner = getattr(client, "_client", None)  # ollama.Client keeps its httpx.Client here
+        if inner is not None:
+            inner.close()
+
+
+BACKOFF_S = 0.5  # first wait before retrying a busy server; doubles per retry
+
+
+class _Busy(Exception):
+    """The server said it is busy (429/503) before answering: worth another try."""
+
+    def __init__(self, error: FathomError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
 
 @contextlib.contextmanager
-def _ollama_errors(gen: OllamaGenerator) -> Iterator[None]:
-    """Turn the client's exceptions into ``BackendUnavailable`` / ``FathomError`` with a fix."""
+def _ollama_errors(
+    gen: OllamaGenerator, deadline: Deadline | None = None, pieces: list[str] | None = None
+) -> Iterator[None]:
+    """Turn the client's exceptions into ``BackendUnavailable`` / ``FathomError`` with a fix.
+
+    ``deadline``: the request's total deadline (an error after it passed is reported as such);
+    ``pieces``: what was streamed so far (a dropped connection mid-answer is named as one).
+    """
     import httpx
     import ollama
+    import pydantic
 
     host, model = gen.host, gen.model
+    received = pieces if pieces is not None else []
     try:
         yield
-    except httpx.TimeoutException:
-        raise BackendUnavailable(
-            f"Ollama at {host} did not answer within generator.timeout_s = "
-            f"{gen.cfg.timeout_s:g} s — raise it, or use a smaller model"
-        ) from None
-    except (ConnectionError, httpx.ConnectError, httpx.RemoteProtocolError):
-        # The client maps a refused connection to ConnectionError, except while streaming.
-        raise BackendUnavailable(
-            f"Ollama is not reachable at {host} — start it with `ollama serve` "
-            "or set generator.ollama_host"
-        ) from None
-    except ollama.ResponseError as exc:
-        message = first_line(str(exc.error))
-        if exc.status_code == 404 or "not found" in message.lower():
+    except FathomError:
+        raise
+    except Exception as exc:
+        if (
+            deadline is not None
+            and deadline.expired
+            and not isinstance(exc, httpx.TimeoutException)
+        ):
             raise BackendUnavailable(
-                f"Ollama at {host} has no model {model!r} ({message}) — "
-                f"run `ollama pull {model}` or set generator.model"
+                f"Ollama at {host} did not finish the answer within generator.total_timeout_s = "
+                f"{gen.cfg.total_timeout_s:g} s ({len(''.join(received))} characters received) "
+                "— raise it, lower generator.max_tokens, or check the server"
             ) from None
-        raise FathomError(
-            f"Ollama at {host} refused the request for {model!r}: {message} "
-            f"(status {exc.status_code})"
-        ) from None
-    except httpx.HTTPError as exc:
-        raise BackendUnavailable(f"Ollama at {host}: {first_line(str(exc))}") from None
+        if isinstance(exc, httpx.TimeoutException):
+            raise BackendUnavailable(
+                f"Ollama at {host} did not answer within generator.timeout_s = "
+                f"{gen.cfg.timeout_s:g} s — raise it, or use a smaller model"
+            ) from None
+        if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError) and received:
+            raise BackendUnavailable(
+                f"Ollama at {host} dropped the connection in the middle of the answer "
+                f"({len(''.join(received))} characters received) — try again"
+            ) from None
+        if isinstance(exc, ConnectionError | httpx.ConnectError | httpx.RemoteProtocolError):
+            # The client maps a refused connection to ConnectionError, except while streaming.
+            raise BackendUnavailable(
+                f"Ollama is not reachable at {host} — start it with `ollama serve` "
+                "or set generator.ollama_host"
+            ) from None
+        if isinstance(exc, ollama.ResponseError):
+            message = first_line(str(exc.error))
+            if exc.status_code == 404 or "not found" in message.lower():
+                raise BackendUnavailable(
+                    f"Ollama at {host} has no model {model!r} ({message}) — "
+                    f"run `ollama pull {model}` or set generator.model"
+                ) from None
+            if exc.status_code in (429, 503) and not received:
+                raise _Busy(
+                    BackendUnavailable(
+                        f"Ollama at {host} is busy ({message}, status {exc.status_code}; "
+                        f"{gen.cfg.retries} retries) — try again later"
+                    )
+                ) from None
+            if "context" in message.lower() and exc.status_code == 400:
+                raise FathomError(
+                    f"Ollama at {host}: the prompt does not fit model {model!r} ({message}) — "
+                    "lower compress.budget_tokens or generator.context_window"
+                ) from None
+            raise FathomError(
+                f"Ollama at {host} refused the request for {model!r}: {message} "
+                f"(status {exc.status_code})"
+            ) from None
+        if isinstance(exc, ValueError | pydantic.ValidationError):  # JSONDecodeError included
+            raise BackendUnavailable(
+                f"Ollama at {host} sent a malformed reply ({type(exc).__name__}: "
+                f"{first_line(str(exc), 120)}) — is generator.ollama_host an Ollama server?"
+            ) from None
+        if isinstance(exc, httpx.HTTPError):
+            raise BackendUnavailable(f"Ollama at {host}: {first_line(str(exc))}") from None
+        raise

@@ -23,10 +23,12 @@ from stages.base import Draft, Hit
 from stages.config import GeneratorConfig
 from stages.errors import BackendUnavailable, FathomError
 from stages.generate.common import (
+    Deadline,
     check_fits,
     estimate_prompt_tokens,
     estimate_tokens,
     first_line,
+    incomplete_stream,
 )
 from stages.generate.prompt import build_messages, parse_citations
 
@@ -109,7 +111,8 @@ class OpenAIGenerator:
 
     def prompt_tokens(self, question: str, hits: list[Hit]) -> int:
         """Tokens of the chat prompt incl. per-message overhead (rounded up)."""
-        return estimate_prompt_tokens(build_messages(question, hits), self.count_tokens)
+        messages = build_messages(question, hits, self.cfg.framing)
+        return estimate_prompt_tokens(messages, self.count_tokens)
 
     def _where(self) -> str:
         return f"the OpenAI-compatible server at {self.base_url}" if self.base_url else "OpenAI"
@@ -159,14 +162,16 @@ class OpenAIGenerator:
     ) -> Draft:
         """Answer from ``hits``; streams when ``on_token`` is given."""
         t0 = time.perf_counter()
-        messages = build_messages(question, hits)
+        messages = build_messages(question, hits, self.cfg.framing)
         estimate = estimate_prompt_tokens(messages, self.count_tokens)
         check_fits(self.name, self.model, estimate, self.cfg.max_tokens, self.context_window)
         client = self._load()
         for attempt in (1, 2):
+            pieces: list[str] = []
+            deadline = Deadline(self.cfg.total_timeout_s, self._close_client)
             try:
-                with self._errors():
-                    result = self._complete(client, messages, on_token)
+                with self._errors(), self._stream_errors(deadline, pieces), deadline:
+                    result = self._complete(client, messages, on_token, deadline, pieces)
                 break
             except _OptionalParamRejected:
                 if attempt == 2:
@@ -191,9 +196,15 @@ class OpenAIGenerator:
         )
 
     def _complete(
-        self, client: Any, messages: list[dict[str, str]], on_token: Callable[[str], Any] | None
+        self,
+        client: Any,
+        messages: list[dict[str, str]],
+        on_token: Callable[[str], Any] | None,
+        deadline: Deadline,
+        pieces: list[str],
     ) -> tuple[str, Any, str | None, list[float], str]:
-        """``(text, usage or None, finish_reason, logprobs, model)`` of one request."""
+        """``(text, usage or None, finish_reason, logprobs, model)`` of one request; streamed
+        pieces are appended to ``pieces`` as they arrive."""
         logprobs: list[float] = []
         if on_token is None:
             response = client.chat.completions.create(**self._params(messages, stream=False))
@@ -207,11 +218,11 @@ class OpenAIGenerator:
                 logprobs,
                 response.model,
             )
-        pieces: list[str] = []
         usage: Any = None
         finish: str | None = None
         model = ""
         for chunk in client.chat.completions.create(**self._params(messages, stream=True)):
+            deadline.check()
             model = chunk.model or model
             if chunk.usage is not None:
                 usage = chunk.usage
@@ -223,7 +234,47 @@ class OpenAIGenerator:
                 if choice.logprobs and choice.logprobs.content:
                     logprobs += [t.logprob for t in choice.logprobs.content]
                 finish = choice.finish_reason or finish
+        if finish is None:  # every server sends a finish_reason last; a cut stream does not
+            raise incomplete_stream(self._where(), len("".join(pieces)))
         return "".join(pieces), usage, finish, logprobs, model
+
+    def _close_client(self) -> None:
+        """Close the HTTP connections (ends a read blocked on a stream past its deadline)."""
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    @contextlib.contextmanager
+    def _stream_errors(self, deadline: Deadline, pieces: list[str]) -> Iterator[None]:
+        """Name the failures the client leaves raw or vague: past the total deadline, a reply
+        that is not JSON, a connection dropped in the middle of the answer."""
+        import httpx
+        import openai
+
+        where = self._where()
+        try:
+            yield
+        except FathomError:
+            raise
+        except Exception as exc:
+            got = len("".join(pieces))
+            if deadline.expired and not isinstance(exc, openai.APITimeoutError):
+                raise BackendUnavailable(
+                    f"{where} did not finish the answer within generator.total_timeout_s = "
+                    f"{self.cfg.total_timeout_s:g} s ({got} characters received) — raise it, "
+                    "lower generator.max_tokens, or check the server"
+                ) from None
+            if isinstance(exc, ValueError):  # json.JSONDecodeError: not the API's JSON
+                raise BackendUnavailable(
+                    f"{where} sent a malformed reply ({type(exc).__name__}) — check that "
+                    "generator.base_url is an OpenAI-compatible API"
+                ) from None
+            if got and isinstance(exc, openai.APIConnectionError | httpx.HTTPError):
+                raise BackendUnavailable(
+                    f"{where} dropped the connection in the middle of the answer ({got} "
+                    "characters received) — try again"
+                ) from None
+            raise
 
     @contextlib.contextmanager
     def _errors(self) -> Iterator[None]:

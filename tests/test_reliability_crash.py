@@ -1,0 +1,195 @@
+"""Crash safety and concurrency: SIGKILL at seeded random points, two writers, readers mid-write.
+
+``FATHOM_KILL_TRIALS`` sets the number of kill points (default 20).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from index.collection import Collection, collections_root, writer_lock
+from stages.config import load_config
+from tests.test_index_crash import _write_corpus
+
+REPO = Path(__file__).resolve().parent.parent
+TRIALS = int(os.environ.get("FATHOM_KILL_TRIALS", "20"))
+
+
+def _cmd(folder: Path, name: str = "k", *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        str(REPO / "cli.py"),
+        "ingest",
+        str(folder),
+        "-c",
+        name,
+        "--embedder",
+        "hashing:64",
+        *extra,
+    ]
+
+
+def _texts(home: Path, name: str = "k") -> set[str]:
+    """The collection's chunk texts after a full consistency check (raises if unsound)."""
+    os.environ["FATHOM_HOME"] = str(home)  # the fathom_home fixture restores it
+    coll = Collection.open(load_config(), name)
+    try:
+        problems = coll.check()
+        assert problems == [], problems
+        return {c.text for c in coll.store.all()}
+    finally:
+        coll.close()
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A committed version-1 collection, the version-2 corpus, and how long a v2 ingest takes."""
+    root = tmp_path_factory.mktemp("kill")
+    corpus, home = root / "corpus", root / "home"
+    _write_corpus(corpus, 60, version=1)
+    env = {**os.environ, "FATHOM_HOME": str(home)}
+    subprocess.run(_cmd(corpus), check=True, env=env, capture_output=True, timeout=300)
+    _write_corpus(corpus, 80, version=2)
+    probe = root / "probe-home"
+    shutil.copytree(home, probe)
+    t0 = time.perf_counter()
+    subprocess.run(
+        _cmd(corpus),
+        check=True,
+        env={**env, "FATHOM_HOME": str(probe)},
+        capture_output=True,
+        timeout=300,
+    )
+    return {"corpus": corpus, "home": home, "seconds": time.perf_counter() - t0}
+
+
+@pytest.mark.parametrize("seed", range(TRIALS))
+def test_sigkill_at_a_random_point(template: dict, tmp_path: Path, seed: int) -> None:
+    """Kill anywhere from start-up to commit: the collection loads, passes check(), and holds
+    exactly version 1 or exactly version 2; the next ingest recovers and cleans up."""
+    home = tmp_path / "home"
+    shutil.copytree(template["home"], home)
+    v1 = _texts(home)
+    env = {**os.environ, "FATHOM_HOME": str(home)}
+    proc = subprocess.Popen(
+        _cmd(template["corpus"]), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    # Spread the kill points over the whole run, start-up included.
+    time.sleep(random.Random(seed).uniform(0.1, 1.05) * template["seconds"])
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    texts = _texts(home)
+    assert texts == v1 or (texts and all("Version 2" in t for t in texts))
+    if seed % 5 == 0:  # recovery costs a full ingest: checked on a quarter of the trials
+        subprocess.run(
+            _cmd(template["corpus"]), check=True, env=env, capture_output=True, timeout=300
+        )
+        assert all("Version 2" in t for t in _texts(home))
+        coll_dir = home / "collections" / "k"
+        dirs = sorted(p.name for p in coll_dir.iterdir() if p.is_dir())
+        assert not [d for d in dirs if d.startswith(".tmp-")], dirs
+
+
+def test_second_ingest_waits_for_the_lock(tmp_path: Path, fathom_home: Path) -> None:
+    corpus = tmp_path / "c"
+    _write_corpus(corpus, 5, version=1)
+    directory = collections_root(load_config()) / "k"
+    env = {**os.environ, "FATHOM_HOME": str(fathom_home)}
+    with writer_lock(directory, timeout=5):
+        proc = subprocess.Popen(
+            _cmd(corpus), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        time.sleep(3.0)
+        assert proc.poll() is None  # still waiting: the lock is held
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "waiting for another ingest of 'k'" in err
+    assert _texts(fathom_home)
+
+
+def test_second_ingest_fails_clearly_after_the_lock_timeout(
+    tmp_path: Path, fathom_home: Path
+) -> None:
+    corpus = tmp_path / "c"
+    _write_corpus(corpus, 5, version=1)
+    directory = collections_root(load_config()) / "k"
+    env = {**os.environ, "FATHOM_HOME": str(fathom_home), "FATHOM_INGEST__LOCK_TIMEOUT_S": "0.5"}
+    with writer_lock(directory, timeout=5):
+        proc = subprocess.run(
+            _cmd(corpus, "k", "--json"), env=env, capture_output=True, text=True, timeout=120
+        )
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "being written by another process" in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_two_concurrent_ingests_both_commit(tmp_path: Path, fathom_home: Path) -> None:
+    """Two writers started together into one collection: serialised, nothing lost."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    _write_corpus(a, 30, version=1)
+    _write_corpus(b, 30, version=2)
+    env = {**os.environ, "FATHOM_HOME": str(fathom_home)}
+    procs = [
+        subprocess.Popen(_cmd(d), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for d in (a, b)
+    ]
+    for p in procs:
+        p.communicate(timeout=300)
+        assert p.returncode == 0
+    texts = _texts(fathom_home)
+    assert any("Version 1" in t for t in texts) and any("Version 2" in t for t in texts)
+    os.environ["FATHOM_HOME"] = str(fathom_home)
+    assert Collection.open(load_config(), "k").manifest.counts()["documents"] == 60
+
+
+def test_reader_during_writes_sees_old_or_new(tmp_path: Path, fathom_home: Path) -> None:
+    """A reader that opens and fully loads the collection while a writer commits versions
+    again and again always sees one whole version: never a mix, never a crash."""
+    corpus = tmp_path / "c"
+    _write_corpus(corpus, 40, version=1)
+    env = {**os.environ, "FATHOM_HOME": str(fathom_home)}
+    subprocess.run(_cmd(corpus), check=True, env=env, capture_output=True, timeout=300)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            for version in (2, 3, 4, 5):
+                _write_corpus(corpus, 40, version=version)
+                subprocess.run(_cmd(corpus), check=True, env=env, capture_output=True, timeout=300)
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+        finally:
+            stop.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    cfg = load_config()
+    seen: set[int] = set()
+    reads = 0
+    while not stop.is_set() or reads == 0:
+        coll = Collection.open(cfg, "k")
+        try:
+            assert coll.check() == []
+            text = "\n".join(c.text for c in coll.store.all())
+        finally:
+            coll.close()
+        versions = {int(v) for v in re.findall(r"Version (\d+)", text)}
+        assert len(versions) == 1, versions
+        seen |= versions
+        reads += 1
+    writer.join()
+    assert not errors, errors
+    assert reads >= 3 and len(seen) >= 2, (reads, seen)
