@@ -383,6 +383,12 @@ def _with_ask_options(fn):
 @click.argument("question")
 @_with_ask_options
 @click.option("--rebuild", is_flag=True, help="Re-index TARGET before answering.")
+@click.option(
+    "--password",
+    default=None,
+    envvar="FATHOM_PDF_PASSWORD",
+    help="Password for an encrypted PDF TARGET (or set FATHOM_PDF_PASSWORD).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the answer and report as JSON.")
 @click.option("--no-stream", is_flag=True, help="Print the answer only when it is complete.")
 @click.pass_context
@@ -401,6 +407,7 @@ def ask(
     portfolio_mode: str | None,
     portfolio_ell: int | None,
     rebuild: bool,
+    password: str | None,
     as_json: bool,
     no_stream: bool,
 ) -> None:
@@ -420,7 +427,7 @@ def ask(
 
     # Index first (with its progress bars), then stream the answer on a quiet terminal.
     with _IngestProgress(enabled=not as_json) as prog:
-        name = resolve_target(cfg, target, progress=prog, rebuild=rebuild)
+        name = resolve_target(cfg, target, progress=prog, rebuild=rebuild, password=password)
     answer = run_ask(
         cfg,
         target,

@@ -133,18 +133,32 @@ def resolve_target(
     progress: Progress | None = None,
     rebuild: bool = False,
     embedder: Any | None = None,
+    password: str | None = None,
 ) -> str:
     """The collection for ``target``: a file or folder (ingested on first use, with
-    ``embedder`` when given) or a name."""
+    ``embedder`` when given; ``password`` opens encrypted PDFs) or a name."""
     from index.collection import collection_for, collections_root, ingest_paths
     from index.manifest import read_manifest
 
     path = Path(target)
     if path.exists():
         name = collection_for([path])
-        if rebuild or read_manifest(collections_root(cfg) / name) is None:
+        manifest = read_manifest(collections_root(cfg) / name)
+        # With a password, files that failed before (an encrypted PDF) are tried again.
+        retry = (
+            password is not None
+            and manifest is not None
+            and any(d.status == "failed" for d in manifest.documents)
+        )
+        if rebuild or manifest is None or retry:
             report = ingest_paths(
-                cfg, [path], name, rebuild=rebuild, progress=progress, embedder=embedder
+                cfg,
+                [path],
+                name,
+                rebuild=rebuild,
+                progress=progress,
+                embedder=embedder,
+                password=password,
             )
             if report.total_chunks == 0:
                 reasons = "; ".join(f.reason for f in report.files if f.reason) or "no text"

@@ -311,3 +311,15 @@ def test_200_mb_text_file_is_refused_in_bounded_memory(tmp_path: Path) -> None:
     assert files["huge.txt"]["status"] == "failed"
     assert "ingest.max_text_mb" in files["huge.txt"]["reason"]
     assert m.peak_mb < 250, m.peak_mb
+
+
+def test_ask_opens_an_encrypted_pdf_with_its_password(tmp_path: Path, minilm) -> None:
+    pdf = docgen.make_encrypted_pdf(tmp_path / "locked.pdf", password="s3cret")
+    base = ["ask", str(pdf), "What is behind the password?", "--generator", "extractive",
+            "--json"]  # fmt: skip
+    r = CliRunner().invoke(cli.main, base)
+    assert r.exit_code == 1 and "password" in r.output  # nothing could be indexed
+    r = CliRunner().invoke(cli.main, [*base, "--password", "s3cret"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["sources"] and "s3cret" not in r.stdout
