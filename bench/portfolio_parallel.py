@@ -34,6 +34,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--questions", default=None, help="JSONL (default: HotpotQA dev500)")
     ap.add_argument("--limit", type=int, default=200)
     ap.add_argument("--n", type=int, default=10, help="chunks per member")
+    ap.add_argument(
+        "--ell",
+        type=int,
+        default=None,
+        help="run the portfolio router's top ELL members per question (as `ask --portfolio` "
+        "does) instead of every member; needs --portfolio",
+    )
     ap.add_argument("--out", type=Path, default=default_out("portfolio_parallel"))
     args = ap.parse_args(argv)
     if args.home:
@@ -60,6 +67,25 @@ def main(argv: list[str] | None = None) -> int:
     questions = [q["question"] for q in read_jsonl(qfile)][: args.limit]
     qvecs = embedder.embed(questions)
     searcher = PoolSearcher(coll)
+    # Per question, the members to run: all of them, or the router's top ℓ (chosen before
+    # timing; the router's decision is not part of the members' cost).
+    chosen = [members] * len(questions)
+    if args.ell:
+        from router.portfolio_runtime import PortfolioRuntime
+        from stages.pipeline import Engine
+
+        if not args.portfolio:
+            ap.error("--ell needs --portfolio")
+        info = json.loads(Path(args.portfolio).read_text())
+        runtime = PortfolioRuntime(
+            info, coll, embedder_id_for(cfg.embedder), coll.manifest.embedder_dim, args.ell, "fuse"
+        )
+        engine = Engine(cfg, args.collection)
+        chosen = []
+        for q, v in zip(questions, qvecs, strict=True):
+            prepared = engine.prepare(q)
+            picked = runtime.choose(q, v, prepared.probe, prepared.type_probs)
+            chosen.append([pool[n] for n in picked])
     for q, v in zip(questions[:10], qvecs[:10], strict=True):  # warm-up: caches
         searcher.run_many(members, q, v, args.n)
         for m in members:
@@ -67,26 +93,27 @@ def main(argv: list[str] | None = None) -> int:
     log(f"{len(questions)} questions × members {', '.join(names)}")
     alone: dict[str, list[float]] = {m.name: [] for m in members}
     slowest, together, ratio, threads = [], [], [], []
-    for q, v in zip(questions, qvecs, strict=True):
+    for q, v, run in zip(questions, qvecs, chosen, strict=True):
         times = []
-        for m in members:
+        for m in run:
             t = time.perf_counter()
             searcher.rows(m, q, v, args.n)
             times.append((time.perf_counter() - t) * 1000)
             alone[m.name].append(times[-1])
         t = time.perf_counter()
-        searcher.run_many(members, q, v, args.n)
+        searcher.run_many(run, q, v, args.n)
         together.append((time.perf_counter() - t) * 1000)
         t = time.perf_counter()
-        searcher.run_many(members, q, v, args.n, parallel=True)
+        searcher.run_many(run, q, v, args.n, parallel=True)
         threads.append((time.perf_counter() - t) * 1000)
         slowest.append(max(times))
         ratio.append(together[-1] / slowest[-1])
-    rows = [[f"{name} alone", *percentiles(ts).values()] for name, ts in alone.items()]
+    what = f"router's top {args.ell}" if args.ell else f"all {len(members)}"
+    rows = [[f"{name} alone", *percentiles(ts).values()] for name, ts in alone.items() if ts]
     rows += [
         ["slowest member alone", *percentiles(slowest).values()],
-        [f"all {len(members)} together", *percentiles(together).values()],
-        [f"all {len(members)} together, in threads", *percentiles(threads).values()],
+        [f"{what} together", *percentiles(together).values()],
+        [f"{what} together, in threads", *percentiles(threads).values()],
         ["together / slowest (per question)", *percentiles(ratio).values()],
     ]
     keys = list(percentiles(slowest).keys())
@@ -101,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         {
             "bench": "portfolio_parallel",
             "members": names,
+            "ell": args.ell,
             "n_questions": len(questions),
             "alone_ms": {k: percentiles(v) for k, v in alone.items()},
             "slowest_ms": percentiles(slowest),
