@@ -51,15 +51,20 @@ _SOURCE_CLOSE = re.compile(r"</\s*source\s*>", re.IGNORECASE)
 _TEMPLATE_TOKEN = re.compile(r"<(\|)|(\|)>|</?s>|\[/?INST\]|<</?SYS>>", re.IGNORECASE)
 # "filtered" framing: sentences that read as orders to a language model, not as statements
 # about the world, are left out of the sources (the extractive backend never quotes them
-# either). Generic phrasings only; bench/reliability.py measures what it catches.
+# either). Generic phrasings only; bench/reliability.py measures what it catches. Statements
+# that merely use the words ("cells act as reservoirs", "language models are trained on text")
+# stay: on SQuAD, COVID-QA, HotpotQA and SciFact documents no sentence is left out.
 INSTRUCTION_LIKE = re.compile(
     r"\b(?:ignore|disregard|forget|override)\b.{0,40}?\b(?:instructions?|prompts?|rules|"
     r"above|previous|prior|earlier|sources?|context|documents?|everything)\b"
-    r"|\bsystem (?:prompt|message)s?\b|\byou are now\b|\bnew instructions?\b|\bact as\b"
+    r"|\bsystem (?:prompt|message)s?\b|\byou are now\b|\bnew instructions?\b"
+    r"|\b(?:act|behave|respond) as (?:an? )?(?:\w+ )?(?:AI|assistant|chatbot|language model)\b"
     r"|\b(?:always|only|exactly)\s+(?:answer|reply|respond|say)\b"
     r"|\b(?:answer|reply|respond)\s+(?:with\s+)?(?:only|exactly|always)\b"
     r"|\b(?:single|one) word\b|\bdo not mention\b"
-    r"|\b(?:AI|language) (?:model|assistant)s?\b|^\s*(?:assistant|system|user)\s*:"
+    r"|\b(?:to|for) (?:any|the|all|every) (?:AI|language) (?:models?|assistants?)\b"
+    r"|\byou are an? (?:AI|language model|assistant)\b|\bas an? (?:AI|language model)\b"
+    r"|^\s*(?:assistant|system|user)\s*:"
     r"|<\|",
     re.IGNORECASE | re.MULTILINE,
 )
