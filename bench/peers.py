@@ -40,6 +40,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import statistics
 import subprocess
@@ -382,7 +383,41 @@ def build(system: str, set_key: str, docs: Path, work: Path, home: Path, threads
             index_dir=str(index_dir),
         )
     result["index_mb"] = dir_size_mb(Path(result["index_dir"]))
+    (work / "logs" / f"build-{system}-{set_key}.json").write_text(json.dumps(result))
     return result
+
+
+_BUILT = re.compile(r"([\d.]+)s, (\d+) MB, (\d+) units, ([\d.]+) MB on disk")
+
+
+def recover_build(system: str, set_key: str, work: Path, home: Path, log_text: str) -> dict | None:
+    """A finished build of an interrupted run: its saved result, else the progress log's line
+    (wall to 0.1 s, RSS to 1 MB) and the child's own report."""
+    saved = work / "logs" / f"build-{system}-{set_key}.json"
+    if saved.is_file():
+        return json.loads(saved.read_text())
+    marker = f"{set_key}: building {system}\n"
+    if marker not in log_text:
+        return None
+    m = _BUILT.search(log_text.split(marker, 1)[1].split("\n", 1)[0])
+    if m is None:
+        return None
+    logs = work / "logs" / f"ingest-{system}-{set_key}"
+    if system == "fathom":
+        report = json.loads(logs.with_suffix(".out").read_text())
+        phases, index_dir = report["seconds"], home / "collections" / fathom_name(set_key)
+    else:
+        child = json.loads(logs.with_suffix(".json").read_text())
+        phases = {k: child[k] for k in ("import_s", "setup_s", "build_s")}
+        index_dir = work / "indexes" / f"{system}-{set_key}"
+    return {
+        "wall_s": float(m[1]),
+        "peak_rss_mb": float(m[2]),
+        "units": int(m[3]),
+        "phases_s": phases,
+        "index_dir": str(index_dir),
+        "index_mb": float(m[4]),
+    }
 
 
 def query(
@@ -496,6 +531,88 @@ def cold_start(
     return {label: {"median_s": statistics.median(v), "runs": v} for label, v in times.items()}
 
 
+def summarize(set_key: str, built: dict, run: dict, questions, system: str, counter) -> dict:
+    """One system's row on one set from its build and its query run."""
+    res = {
+        "build": built,
+        "load_s": run["load_s"],
+        "latency_ms": {
+            "p50": pct(run["ms"], 50),
+            "p95": pct(run["ms"], 95),
+            "mean": statistics.fmean(run["ms"]),
+        },
+        "query_peak_rss_mb": run["peak_rss_mb_self"],
+    }
+    if set_key == "scifact":
+        res["ndcg@10"] = score_beir(questions, run)
+    else:
+        max_k = FATHOM_MAX_K if system == "fathom" else LATENCY_K
+        res.update(score_answers(questions, run, counter, max_k))
+    return res
+
+
+def log_result(res: dict) -> None:
+    from common import log
+
+    log(
+        f"  P95 {res['latency_ms']['p95']:.1f} ms"
+        + (
+            f", nDCG@10 {res['ndcg@10']:.3f}"
+            if "ndcg@10" in res
+            else f", recall@5 {res['recall'][5]:.3f} ({res['tokens'][5]:.0f} tokens)"
+        )
+    )
+
+
+def assemble(args, root: Path, work: Path, sets: list[str], systems: list[str], counter) -> dict:
+    """Results of an interrupted run from its work folder and progress log (``--assemble``):
+    finished builds and query runs are read back, cold start is measured anew on the first
+    answer set."""
+    from common import log
+
+    home = work / "fathom-home"
+    log_text = args.assemble.read_text()
+    cold_set = next((s for s in sets if s in ANSWER_SETS), None)  # one set: cold start is slow
+    results: dict = {"sets": {}, "assembled_from": str(args.assemble), "args": vars(args)}
+    for set_key in sets:
+        qn = 0 if set_key == "scifact" and not args.quick else args.questions
+        questions = load_set(root, set_key, qn)
+        docs = sorted(work.glob("scifact-*.jsonl")) if set_key == "scifact" else []
+        docs_path = docs[0] if docs else root / SETS[set_key] / "docs.jsonl"
+        entry: dict = {
+            "documents": len(read_records(docs_path)),
+            "questions": len(questions),
+            "systems": {},
+        }
+        built: dict[str, dict] = {}
+        for system in systems:
+            b = recover_build(system, set_key, work, home, log_text)
+            out = work / "logs" / f"query-{system}-{set_key}.json"
+            if b is None or not out.is_file():
+                log(f"{set_key}: {system} did not finish; left out")
+                continue
+            built[system] = b
+            run = json.loads(out.read_text())
+            entry["systems"][system] = summarize(set_key, b, run, questions, system, counter)
+        if not entry["systems"]:
+            continue
+        if set_key == cold_set and args.cold_runs:
+            log(f"{set_key}: cold start")
+            entry["cold_start"] = cold_start(
+                list(built),
+                set_key,
+                questions[0].question,
+                built,
+                work,
+                home,
+                args.threads,
+                args.cold_runs,
+            )
+        results["sets"][set_key] = entry
+    results["args"] = {k: str(v) for k, v in vars(args).items()}
+    return results
+
+
 def matched_k(fathom: dict, peer_tokens: float) -> int:
     """Fathom's k whose mean context tokens are closest to ``peer_tokens``."""
     return min(fathom["tokens"], key=lambda k: abs(fathom["tokens"][k] / peer_tokens - 1))
@@ -585,6 +702,14 @@ def parent(argv: list[str]) -> int:
     ap.add_argument("--work", type=Path, default=None, help="keep indexes here (default: temp)")
     ap.add_argument("--out", type=Path, default=default_out("peers"))
     ap.add_argument("--md", type=Path, default=None, help="also write the tables as Markdown")
+    ap.add_argument(
+        "--assemble",
+        type=Path,
+        default=None,
+        metavar="LOG",
+        help="tables from an interrupted run: --work DIR of that run and its progress log "
+        "(finished builds and queries are read back; cold start is measured anew)",
+    )
     args = ap.parse_args(argv)
     if args.quick:
         args.questions, args.scifact_docs, args.cold_runs = 100, 600, 2
@@ -603,10 +728,15 @@ def parent(argv: list[str]) -> int:
     counter = token_counter_for(model_path())
     t_start = time.perf_counter()
     results: dict = {"sets": {}, "args": {k: str(v) for k, v in vars(args).items()}}
-    if "fathom" in systems:
+    if args.assemble:
+        if args.work is None:
+            raise SystemExit("--assemble needs --work DIR (the interrupted run's)")
+        results = assemble(args, root, work, sets, systems, counter)
+        sets = list(results["sets"])
+    elif "fathom" in systems:
         log("fathom: exporting the ONNX query model once (not timed)")
         export_query_model(work, home, args.threads)
-    for set_key in sets:
+    for set_key in [] if args.assemble else sets:
         qn = 0 if set_key == "scifact" and not args.quick else args.questions
         questions = load_set(root, set_key, qn)
         docs = prepare_docs(root, set_key, work, questions, args.scifact_docs)
@@ -625,30 +755,9 @@ def parent(argv: list[str]) -> int:
         for system in systems:
             log(f"{set_key}: querying {system}")
             run = query(system, set_key, questions, built[system], work, home, args.threads)
-            res = {
-                "build": built[system],
-                "load_s": run["load_s"],
-                "latency_ms": {
-                    "p50": pct(run["ms"], 50),
-                    "p95": pct(run["ms"], 95),
-                    "mean": statistics.fmean(run["ms"]),
-                },
-                "query_peak_rss_mb": run["peak_rss_mb_self"],
-            }
-            if set_key == "scifact":
-                res["ndcg@10"] = score_beir(questions, run)
-            else:
-                max_k = FATHOM_MAX_K if system == "fathom" else LATENCY_K
-                res.update(score_answers(questions, run, counter, max_k))
+            res = summarize(set_key, built[system], run, questions, system, counter)
             entry["systems"][system] = res
-            log(
-                f"  P95 {res['latency_ms']['p95']:.1f} ms"
-                + (
-                    f", nDCG@10 {res['ndcg@10']:.3f}"
-                    if "ndcg@10" in res
-                    else f", recall@5 {res['recall'][5]:.3f} ({res['tokens'][5]:.0f} tokens)"
-                )
-            )
+            log_result(res)
         if set_key in ("squad", "covidqa"):
             log(f"{set_key}: cold start")
             entry["cold_start"] = cold_start(
@@ -662,6 +771,7 @@ def parent(argv: list[str]) -> int:
                 args.cold_runs,
             )
         results["sets"][set_key] = entry
+        (work / "partial.json").write_text(json.dumps(results, default=str))
     results["total_s"] = time.perf_counter() - t_start
     results["versions"] = versions()
     results["machine"] = machine_info() | {"threads": args.threads}
@@ -901,6 +1011,16 @@ def write_markdown(path: Path, results: dict, tables: list[tuple], argv: list[st
         f"{m['threads']} threads for every system; measured {m['time']}; load average at "
         f"start {m.get('loadavg_start')}.",
         "",
+        *(
+            [
+                f"Assembled from the interrupted run logged in `{results['assembled_from']}`: "
+                "builds and query runs as that run measured them, cold start measured "
+                "afterwards (same machine, same indexes).",
+                "",
+            ]
+            if "assembled_from" in results
+            else []
+        ),
         "Versions: " + ", ".join(f"{k} {v}" for k, v in results["versions"].items()),
         "",
     ]
