@@ -790,7 +790,7 @@ def ingest_paths(
     from chunking import make_chunker
     from index.embed import make_embedder
 
-    embedder = embedder or make_embedder(cfg.embedder)
+    embedder = embedder or make_embedder(cfg.embedder, cfg.models_path())
     chunker = make_chunker(cfg.chunker, embedder.token_counter())
     report = ingest(
         cfg, paths, name, embedder, chunker, rebuild=rebuild, progress=progress, password=password

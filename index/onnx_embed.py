@@ -169,6 +169,10 @@ class OnnxEmbedder:
                 opts.intra_op_num_threads = self.threads or min(4, os.cpu_count() or 1)
                 opts.inter_op_num_threads = 1
                 opts.log_severity_level = 3
+                # Idle worker threads sleep instead of spinning: on a small shared CPU a spinning
+                # thread burns the core the other one needs (query P50 7-10 ms vs 42-46 ms under
+                # load on 2 cores, bench/peers.py).
+                opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
                 self._session = ort.InferenceSession(
                     str(self.directory / "model.onnx"), opts, providers=["CPUExecutionProvider"]
                 )

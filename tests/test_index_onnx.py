@@ -89,3 +89,20 @@ def test_search_after_ingest_does_not_import_torch(
     hits = json.loads(lines[0])["hits"]
     assert "Owls" in hits[0]["text"]
     assert json.loads(lines[-1]) == {"torch": False, "st": False}
+
+
+def test_ingest_embedder_uses_the_export(minilm, models_cache: Path) -> None:
+    """With an export, ``make_embedder(cfg, models)`` embeds through ONNX Runtime (no torch
+    model loaded) with the same vectors and token counter; ``query_backend = torch`` opts out."""
+    from index.embed import make_embedder
+
+    ensure_onnx_export(minilm, models_cache)
+    cfg = load_config(overrides={"embedder.cache_dir": str(models_cache)})
+    emb = make_embedder(cfg.embedder, cfg.models_path())
+    a, b = minilm.embed(TEXTS), emb.embed(TEXTS)
+    assert emb._model is None and emb.dim == minilm.dim and emb.id == minilm.id
+    cos = (a * b).sum(axis=1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    assert cos.min() > 0.9999, cos
+    assert emb.token_counter().id == minilm.token_counter().id  # manifests stay compatible
+    cfg.embedder.query_backend = "torch"
+    assert make_embedder(cfg.embedder, cfg.models_path()).onnx_dir is None
