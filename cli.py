@@ -1430,7 +1430,7 @@ def collections_views(ctx: click.Context, name: str, build: tuple[str, ...], as_
     for w in wanted:
         if specs[w].granularity == "sentences" and embedder is None:
             coll = Collection.open(cfg, name, expect_embedder=embedder_id_for(cfg.embedder))
-            embedder = make_embedder(cfg.embedder)  # batched, as ingest embeds
+            embedder = make_embedder(cfg.embedder, cfg.models_path())  # as ingest embeds
         t = time.perf_counter()
         view = build_view(coll, specs[w], embedder)
         click.echo(f"view {w}: {len(view)} units in {time.perf_counter() - t:.1f} s", err=True)
