@@ -564,6 +564,9 @@ def ingest(
             or new_failed - old_failed
         )
         if not changed:
+            # A writer killed after its commit but before its clean-up left the previous
+            # generation behind; nothing else would ever remove it.
+            _collect_garbage(directory, keep=old.data_dir_name)
             report.generation = old.generation
             report.total_chunks = old.n_chunks
             timings["total"] = time.perf_counter() - t0

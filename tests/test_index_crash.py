@@ -77,3 +77,20 @@ def test_sigkill_mid_ingest_keeps_previous_or_new_version(
     assert coll.check() == [] and coll.manifest.counts()["documents"] == 180
     leftovers = [p.name for p in coll.directory.iterdir() if p.is_dir()]
     assert leftovers == [coll.manifest.data_dir_name]
+
+
+def test_an_unchanged_ingest_removes_what_a_killed_writer_left(tmp_path: Path, fathom_home) -> None:
+    """Killed between its commit and its clean-up, a writer leaves the old generation and its
+    temporary build; the next ingest, even with nothing to change, removes them."""
+    folder = tmp_path / "corpus"
+    _write_corpus(folder, 3, version=1)
+    env = {**os.environ, "FATHOM_HOME": str(fathom_home)}
+    subprocess.run(_ingest_cmd(folder), check=True, env=env, capture_output=True, timeout=300)
+    coll = Collection.open(load_config(), "k")
+    live = coll.manifest.data_dir_name
+    (coll.directory / "gen-000000").mkdir()
+    (coll.directory / "gen-000000" / "chunks.jsonl").write_text("")
+    (coll.directory / ".tmp-gen-000009").mkdir()
+    subprocess.run(_ingest_cmd(folder), check=True, env=env, capture_output=True, timeout=300)
+    assert sorted(p.name for p in coll.directory.iterdir() if p.is_dir()) == [live]
+    assert Collection.open(load_config(), "k").check() == []
