@@ -296,31 +296,6 @@ def fuzzing(work: Path, n: int, timeout: float) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 
-def _corpus(folder: Path, n: int, version: int) -> None:
-    folder.mkdir(exist_ok=True)
-    rng = random.Random(version)
-    words = docgen.WORDS
-    for i in range(n):
-        paras = [
-            " ".join(rng.choice(words) for _ in range(60)) + f". Version {version} file {i}."
-            for _ in range(4)
-        ]
-        (folder / f"f{i:04d}.txt").write_text("\n\n".join(paras))
-
-
-def _cmd(folder: Path, name: str = "k") -> list[str]:
-    return [
-        sys.executable,
-        str(REPO / "cli.py"),
-        "ingest",
-        str(folder),
-        "-c",
-        name,
-        "--embedder",
-        "hashing:64",
-    ]
-
-
 _VERSIONS_CHILD = """
 import json, re, sys
 sys.path.insert(0, sys.argv[1])
@@ -349,15 +324,20 @@ def _versions(home: Path, name: str = "k") -> tuple[bool, list[int]]:
 
 def kill_trials(work: Path, trials: int) -> dict:
     corpus, template = work / "corpus", work / "template"
-    _corpus(corpus, 60, version=1)
+    docgen.make_versioned_corpus(corpus, 60, version=1)
     env = {**os.environ, "FATHOM_HOME": str(template)}
-    subprocess.run(_cmd(corpus), check=True, env=env, capture_output=True, timeout=600)
-    _corpus(corpus, 80, version=2)
+    subprocess.run(
+        docgen.ingest_command(corpus), check=True, env=env, capture_output=True, timeout=600
+    )
+    docgen.make_versioned_corpus(corpus, 80, version=2)
     probe = work / "probe"
     shutil.copytree(template, probe)
     t0 = time.perf_counter()
     subprocess.run(
-        _cmd(corpus), check=True, env={**env, "FATHOM_HOME": str(probe)}, capture_output=True
+        docgen.ingest_command(corpus),
+        check=True,
+        env={**env, "FATHOM_HOME": str(probe)},
+        capture_output=True,
     )
     full = time.perf_counter() - t0
     outcomes: Counter[str] = Counter()
@@ -366,7 +346,7 @@ def kill_trials(work: Path, trials: int) -> dict:
         home = work / f"trial{seed}"
         shutil.copytree(template, home)
         proc = subprocess.Popen(
-            _cmd(corpus),
+            docgen.ingest_command(corpus),
             env={**env, "FATHOM_HOME": str(home)},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -393,11 +373,13 @@ def kill_trials(work: Path, trials: int) -> dict:
 def concurrency(work: Path) -> dict:
     home = work / "conc-home"
     a, b = work / "ca", work / "cb"
-    _corpus(a, 30, version=1)
-    _corpus(b, 30, version=2)
+    docgen.make_versioned_corpus(a, 30, version=1)
+    docgen.make_versioned_corpus(b, 30, version=2)
     env = {**os.environ, "FATHOM_HOME": str(home)}
     procs = [
-        subprocess.Popen(_cmd(d), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        subprocess.Popen(
+            docgen.ingest_command(d), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         for d in (a, b)
     ]
     codes = [p.wait(timeout=600) for p in procs]
@@ -406,15 +388,19 @@ def concurrency(work: Path) -> dict:
     # A reader that loads the whole collection again and again while a writer commits.
     reader_home = work / "read-home"
     corpus = work / "cr"
-    _corpus(corpus, 40, version=1)
+    docgen.make_versioned_corpus(corpus, 40, version=1)
     renv = {**os.environ, "FATHOM_HOME": str(reader_home)}
-    subprocess.run(_cmd(corpus), check=True, env=renv, capture_output=True, timeout=600)
+    subprocess.run(
+        docgen.ingest_command(corpus), check=True, env=renv, capture_output=True, timeout=600
+    )
     done = threading.Event()
 
     def write() -> None:
         for version in (2, 3, 4, 5):
-            _corpus(corpus, 40, version=version)
-            subprocess.run(_cmd(corpus), env=renv, capture_output=True, timeout=600)
+            docgen.make_versioned_corpus(corpus, 40, version=version)
+            subprocess.run(
+                docgen.ingest_command(corpus), env=renv, capture_output=True, timeout=600
+            )
         done.set()
 
     writer = threading.Thread(target=write)

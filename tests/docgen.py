@@ -211,12 +211,9 @@ def make_truncated_pdf(path: str | Path) -> Path:
     return path
 
 
-def make_zero_page_pdf(path: str | Path) -> Path:
-    """A syntactically valid PDF whose page tree has no pages (PyMuPDF refuses to write one)."""
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [] /Count 0 >>",
-    ]
+def _write_raw_pdf(path: str | Path, objects: list[bytes]) -> Path:
+    """A PDF file from raw object bodies (object i + 1 is ``objects[i]``; 1 is the catalog),
+    with its cross-reference table and trailer."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for i, body in enumerate(objects, 1):
@@ -233,6 +230,15 @@ def make_zero_page_pdf(path: str | Path) -> Path:
     path = Path(path)
     path.write_bytes(bytes(out))
     return path
+
+
+def make_zero_page_pdf(path: str | Path) -> Path:
+    """A syntactically valid PDF whose page tree has no pages (PyMuPDF refuses to write one)."""
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [] /Count 0 >>",
+    ]
+    return _write_raw_pdf(path, objects)
 
 
 # A three-page document exercising pages, hyphenation, headings, a table and running headers.
@@ -762,6 +768,33 @@ WORDS = (
 ).split()
 
 
+def make_versioned_corpus(folder: str | Path, n: int, version: int) -> Path:
+    """``n`` text files ``f0000.txt`` … of four paragraphs each, every paragraph ending in
+    "Version <version> file <i>." — so a reader can tell which ingest's text it sees."""
+    import random
+
+    folder = Path(folder)
+    folder.mkdir(exist_ok=True)
+    rng = random.Random(version)
+    for i in range(n):
+        paras = [
+            " ".join(rng.choice(WORDS) for _ in range(60)) + f". Version {version} file {i}."
+            for _ in range(4)
+        ]
+        (folder / f"f{i:04d}.txt").write_text("\n\n".join(paras))
+    return folder
+
+
+def ingest_command(folder: str | Path, name: str = "k", *extra: str) -> list[str]:
+    """``python cli.py ingest FOLDER -c NAME --embedder hashing:64 [extra]`` for a subprocess
+    (the hashing embedder needs no model, so crash trials spend their time ingesting)."""
+    import sys
+
+    cli = Path(__file__).resolve().parent.parent / "cli.py"
+    return [sys.executable, str(cli), "ingest", str(folder), "-c", name,
+            "--embedder", "hashing:64", *extra]  # fmt: skip
+
+
 def make_many_page_pdf(path: str | Path, pages: int = 5000, seed: int = 0) -> Path:
     """A PDF with ``pages`` pages, each with its own line of words, written as raw PDF syntax.
 
@@ -790,22 +823,7 @@ def make_many_page_pdf(path: str | Path, pages: int = 5000, seed: int = 0) -> Pa
         )
         kids.append(b"%d 0 R" % page_id)
     objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(kids), pages)
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for i, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    for off in offsets:
-        out += b"%010d 00000 n \n" % off
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1,
-        xref,
-    )
-    path = Path(path)
-    path.write_bytes(bytes(out))
-    return path
+    return _write_raw_pdf(path, objects)
 
 
 def mutate(data: bytes, seed: int) -> tuple[bytes, str]:

@@ -6,7 +6,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,34 +13,8 @@ import pytest
 
 from index.collection import Collection
 from stages.config import load_config
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-def _write_corpus(folder: Path, n: int, version: int) -> None:
-    folder.mkdir(exist_ok=True)
-    rng = random.Random(version)
-    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
-    for i in range(n):
-        paras = [
-            " ".join(rng.choice(words) for _ in range(60)) + f". Version {version} file {i}."
-            for _ in range(4)
-        ]
-        (folder / f"f{i:04d}.txt").write_text("\n\n".join(paras))
-
-
-def _ingest_cmd(folder: Path) -> list[str]:
-    return [
-        sys.executable,
-        str(REPO / "cli.py"),
-        "ingest",
-        str(folder),
-        "-c",
-        "k",
-        "--embedder",
-        "hashing:64",
-        "--json",
-    ]
+from tests.docgen import ingest_command
+from tests.docgen import make_versioned_corpus as _write_corpus
 
 
 @pytest.mark.slow
@@ -52,7 +25,9 @@ def test_sigkill_mid_ingest_keeps_previous_or_new_version(
     folder = tmp_path / "corpus"
     _write_corpus(folder, 150, version=1)
     env = {**os.environ, "FATHOM_HOME": str(fathom_home)}
-    subprocess.run(_ingest_cmd(folder), check=True, env=env, capture_output=True, timeout=300)
+    subprocess.run(
+        ingest_command(folder, "k", "--json"), check=True, env=env, capture_output=True, timeout=300
+    )
     cfg = load_config()
     v1 = Collection.open(cfg, "k")
     v1_texts = {c.text for c in v1.store.all()}
@@ -60,7 +35,10 @@ def test_sigkill_mid_ingest_keeps_previous_or_new_version(
 
     _write_corpus(folder, 180, version=2)
     proc = subprocess.Popen(
-        _ingest_cmd(folder), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        ingest_command(folder, "k", "--json"),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     time.sleep(random.Random(seed).uniform(0.3, 3.0))
     proc.send_signal(signal.SIGKILL)
@@ -72,7 +50,9 @@ def test_sigkill_mid_ingest_keeps_previous_or_new_version(
     assert texts == v1_texts or all("Version 2" in t for t in texts)
     coll.close()
     # The next ingest recovers: it completes and cleans up the interrupted build.
-    subprocess.run(_ingest_cmd(folder), check=True, env=env, capture_output=True, timeout=300)
+    subprocess.run(
+        ingest_command(folder, "k", "--json"), check=True, env=env, capture_output=True, timeout=300
+    )
     coll = Collection.open(cfg, "k")
     assert coll.check() == [] and coll.manifest.counts()["documents"] == 180
     leftovers = [p.name for p in coll.directory.iterdir() if p.is_dir()]
@@ -85,12 +65,16 @@ def test_an_unchanged_ingest_removes_what_a_killed_writer_left(tmp_path: Path, f
     folder = tmp_path / "corpus"
     _write_corpus(folder, 3, version=1)
     env = {**os.environ, "FATHOM_HOME": str(fathom_home)}
-    subprocess.run(_ingest_cmd(folder), check=True, env=env, capture_output=True, timeout=300)
+    subprocess.run(
+        ingest_command(folder, "k", "--json"), check=True, env=env, capture_output=True, timeout=300
+    )
     coll = Collection.open(load_config(), "k")
     live = coll.manifest.data_dir_name
     (coll.directory / "gen-000000").mkdir()
     (coll.directory / "gen-000000" / "chunks.jsonl").write_text("")
     (coll.directory / ".tmp-gen-000009").mkdir()
-    subprocess.run(_ingest_cmd(folder), check=True, env=env, capture_output=True, timeout=300)
+    subprocess.run(
+        ingest_command(folder, "k", "--json"), check=True, env=env, capture_output=True, timeout=300
+    )
     assert sorted(p.name for p in coll.directory.iterdir() if p.is_dir()) == [live]
     assert Collection.open(load_config(), "k").check() == []

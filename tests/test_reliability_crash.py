@@ -11,7 +11,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -20,24 +19,10 @@ import pytest
 
 from index.collection import Collection, collections_root, writer_lock
 from stages.config import load_config
-from tests.test_index_crash import _write_corpus
+from tests.docgen import ingest_command as _cmd
+from tests.docgen import make_versioned_corpus as _write_corpus
 
-REPO = Path(__file__).resolve().parent.parent
 TRIALS = int(os.environ.get("FATHOM_KILL_TRIALS", "20"))
-
-
-def _cmd(folder: Path, name: str = "k", *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        str(REPO / "cli.py"),
-        "ingest",
-        str(folder),
-        "-c",
-        name,
-        "--embedder",
-        "hashing:64",
-        *extra,
-    ]
 
 
 def _texts(home: Path, name: str = "k") -> set[str]:
@@ -193,3 +178,4 @@ def test_reader_during_writes_sees_old_or_new(tmp_path: Path, fathom_home: Path)
     writer.join()
     assert not errors, errors
     assert reads >= 3 and len(seen) >= 2, (reads, seen)
+
