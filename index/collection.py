@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,9 @@ if TYPE_CHECKING:
     from stages.config import Config
 
 FATHOM_VERSION = "0.1.0"
+# In each generation: readers hold a shared flock on it while the collection is open, so a
+# writer's clean-up leaves a generation in use alone (a later ingest removes it).
+READERS = ".readers"
 
 
 def fathom_version() -> str:
@@ -114,6 +118,23 @@ class Collection:
         self._store: ChunkStore | None = None
         self._dense: DenseIndex | None = None
         self._bm25: Bm25Index | None = None
+        self._release: weakref.finalize | None = None  # closes the reader lock's fd
+
+    def _hold(self) -> bool:
+        """Take the shared reader lock on this generation; False when the generation is gone
+        (a writer's clean-up removed it first) and the manifest must be read again."""
+        try:
+            fd = os.open(self.data_dir / READERS, os.O_RDONLY)
+        except FileNotFoundError:
+            # A generation written before reader locks existed, or one already removed.
+            return self.data_dir.is_dir()
+        fcntl.flock(fd, fcntl.LOCK_SH)  # waits only while a clean-up is deciding
+        if not (self.data_dir / READERS).exists():
+            os.close(fd)
+            return False
+        # Released by close(), or when the collection is garbage-collected unclosed.
+        self._release = weakref.finalize(self, os.close, fd)
+        return True
 
     @property
     def name(self) -> str:
@@ -131,7 +152,7 @@ class Collection:
                     f"create it with `fathom ingest PATH --collection {name}`"
                 )
             coll = cls(directory, manifest, cfg)
-            if coll.data_dir.is_dir():
+            if coll.data_dir.is_dir() and coll._hold():
                 break
             time.sleep(0.05)  # a writer committed and removed our generation: read again
         else:
@@ -224,6 +245,9 @@ class Collection:
         if self._store is not None:
             self._store.close()
             self._store = None
+        if self._release is not None:
+            self._release()  # closes the fd: releases the shared lock
+            self._release = None
 
 
 def list_collections(cfg: Config) -> list[Manifest]:
@@ -741,6 +765,7 @@ def _write_generation(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     write_chunks(tmp, chunks)
+    (tmp / READERS).touch()
     dense = DenseIndex.build(vectors, cfg.index)
     dense.save(tmp)
     texts = [embed_input(c, manifest.embed_title_prefix) for c in chunks]
@@ -771,12 +796,34 @@ def _max_generation(directory: Path) -> int:
 
 
 def _collect_garbage(directory: Path, keep: str) -> None:
-    """Remove generations and temporary builds other than ``keep`` (caller holds the lock)."""
+    """Remove generations and temporary builds other than ``keep`` (caller holds the writer
+    lock). A generation a reader still has open is left for a later ingest."""
     for child in directory.iterdir():
         if child.name == keep or not child.is_dir():
             continue
-        if child.name.startswith("gen-") or child.name.startswith(".tmp-"):
+        if child.name.startswith(".tmp-"):
             shutil.rmtree(child, ignore_errors=True)
+        elif child.name.startswith("gen-"):
+            _remove_unread(child)
+
+
+def _remove_unread(generation: Path) -> None:
+    """Remove ``generation`` unless a reader holds its shared lock."""
+    try:
+        fd = os.open(generation / READERS, os.O_RDONLY)
+    except FileNotFoundError:
+        shutil.rmtree(generation, ignore_errors=True)  # no reader lock to respect
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return  # in use
+    else:
+        # Readers that opened the file but wait for the lock see it gone and re-read.
+        (generation / READERS).unlink(missing_ok=True)
+        shutil.rmtree(generation, ignore_errors=True)
+    finally:
+        os.close(fd)
 
 
 def ingest_paths(

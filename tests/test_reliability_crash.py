@@ -179,3 +179,26 @@ def test_reader_during_writes_sees_old_or_new(tmp_path: Path, fathom_home: Path)
     assert not errors, errors
     assert reads >= 3 and len(seen) >= 2, (reads, seen)
 
+
+def test_an_open_reader_keeps_its_generation_until_it_closes(
+    tmp_path: Path, fathom_home: Path
+) -> None:
+    """Indexes load lazily: a reader that opened version 1 must still load them after a writer
+    committed version 2. The writer's clean-up leaves version 1 while it is open, and the next
+    ingest removes it once the reader has closed."""
+    corpus = tmp_path / "c"
+    _write_corpus(corpus, 5, version=1)
+    env = {**os.environ, "FATHOM_HOME": str(fathom_home)}
+    subprocess.run(_cmd(corpus), check=True, env=env, capture_output=True, timeout=300)
+    reader = Collection.open(load_config(), "k")  # nothing loaded yet
+    old = reader.manifest.data_dir_name
+    _write_corpus(corpus, 5, version=2)
+    subprocess.run(_cmd(corpus), check=True, env=env, capture_output=True, timeout=300)
+    assert reader.check() == []  # loads dense.faiss and bm25/ of version 1 now
+    assert all("Version 1" in c.text for c in reader.store.all())
+    gens = sorted(p.name for p in reader.directory.iterdir() if p.name.startswith("gen-"))
+    assert old in gens and len(gens) == 2
+    reader.close()
+    subprocess.run(_cmd(corpus), check=True, env=env, capture_output=True, timeout=300)
+    gens = sorted(p.name for p in reader.directory.iterdir() if p.name.startswith("gen-"))
+    assert gens == [Collection.open(load_config(), "k").manifest.data_dir_name] != [old]
