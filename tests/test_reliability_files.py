@@ -195,7 +195,8 @@ def test_per_file_time_limit(tmp_path: Path) -> None:
     folder = tmp_path / "in"
     folder.mkdir()
     (folder / "good.txt").write_text(GOOD)
-    docgen.make_many_page_pdf(folder / "slow.pdf", pages=5000)
+    # 30,000 pages take seconds to parse on any machine here; 5,000 sometimes fit in 0.2 s.
+    docgen.make_many_page_pdf(folder / "slow.pdf", pages=30000)
     t0 = time.perf_counter()
     files = _files(
         CliRunner().invoke(
