@@ -523,7 +523,10 @@ def _resolve_collection(cfg: Any, settings: EvalSettings, progress: Progress | N
     from index.ray_embed import RayEmbedder
 
     with ray_session(settings.workers, settings.ray_address):
-        embedder = RayEmbedder(make_embedder(cfg.embedder), cfg.embedder, settings.workers)
+        models = cfg.models_path()
+        embedder = RayEmbedder(
+            make_embedder(cfg.embedder, models), cfg.embedder, settings.workers, models=models
+        )
         try:
             return resolve_target(cfg, settings.docs, progress=progress, embedder=embedder)
         finally:

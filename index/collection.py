@@ -166,6 +166,13 @@ class Collection:
                 f"{expect_embedder!r} is configured — use --embedder {manifest.embedder_id} or "
                 f"re-ingest with `fathom ingest ... --collection {name} --rebuild`"
             )
+        if expect_embedder and cfg.embedder.precision != manifest.embedder_precision:
+            raise IndexMismatchError(
+                f"collection {name!r} was embedded at embedder.precision = "
+                f"{manifest.embedder_precision!r}, but {cfg.embedder.precision!r} is configured — "
+                f"set FATHOM_EMBEDDER__PRECISION={manifest.embedder_precision} (or "
+                "[embedder] precision in fathom.toml) or re-ingest with --rebuild"
+            )
         return coll
 
     @property
@@ -646,10 +653,20 @@ def _check_compatible(
         raise IndexMismatchError(
             f"collection {name!r} was chunked with {old.chunker}, not {chunker_params} — {fix}"
         )
+    if old.embedder_precision != embedder_precision(embedder):
+        raise IndexMismatchError(
+            f"collection {name!r} was embedded at precision {old.embedder_precision!r}, not "
+            f"{embedder_precision(embedder)!r} — {fix}"
+        )
     if old.embed_title_prefix != cfg.embedder.title_prefix:
         raise IndexMismatchError(
             f"collection {name!r} has embedder.title_prefix = {old.embed_title_prefix} — {fix}"
         )
+
+
+def embedder_precision(embedder: Embedder) -> str:
+    """The ``embedder.precision`` an embedder (or the one a wrapper such as Ray's holds) runs."""
+    return getattr(getattr(embedder, "inner", embedder), "precision", "fp32")
 
 
 def _embed_all(embedder: Embedder, chunks: list[Chunk], cfg: Config, emit: Progress):
@@ -734,6 +751,7 @@ def _assemble(
         generation=generation,
         fathom_version=FATHOM_VERSION,
         embedder_id=embedder.id,
+        embedder_precision=embedder_precision(embedder),
         embedder_dim=dim,
         embed_title_prefix=cfg.embedder.title_prefix,
         chunker=chunker_params,

@@ -66,13 +66,20 @@ class SentenceTransformerEmbedder:
     """
 
     def __init__(
-        self, name: str, batch_size: int = 64, device: str = "cpu", onnx_dir: Path | None = None
+        self,
+        name: str,
+        batch_size: int = 64,
+        device: str = "cpu",
+        onnx_dir: Path | None = None,
+        precision: str = "fp32",
     ) -> None:
         self.name = name
         self.target, self.id = resolve_model(name)
         self.batch_size = batch_size
         self.device = device
         self.onnx_dir = onnx_dir
+        # "int8" runs the quantized ONNX model only; fp32 falls back to sentence-transformers.
+        self.precision = precision
         self._onnx = None
         self._model = None
         self._dim: int | None = None
@@ -82,7 +89,7 @@ class SentenceTransformerEmbedder:
         if self._onnx is None and self.onnx_dir is not None:
             from index.onnx_embed import OnnxEmbedder
 
-            self._onnx = OnnxEmbedder(self.onnx_dir)
+            self._onnx = OnnxEmbedder(self.onnx_dir, precision=self.precision)
         return self._onnx
 
     def _load(self):
@@ -140,6 +147,11 @@ class SentenceTransformerEmbedder:
         onnx = self._onnx_backend()
         if onnx is not None:
             return onnx.embed(texts, batch_size=ONNX_INGEST_BATCH)
+        if self.precision != "fp32":
+            raise BackendUnavailable(
+                f"embedder.precision = {self.precision!r} needs the model's ONNX export, "
+                f"which {self.name!r} does not have (no local model folder to export from)"
+            )
         model = self._load()
         out = model.encode(
             texts,
@@ -224,20 +236,41 @@ def make_embedder(
         dim = name.partition(":")[2] or "384"
         if not dim.isdigit():
             raise ConfigError(f"embedder.name = {name!r}: expected hashing:<dimension>")
+        if cfg.precision != "fp32":
+            raise ConfigError(f"embedder.precision = {cfg.precision!r}: {name!r} has no weights")
         return HashingEmbedder(int(dim))
     if not name:
         raise ConfigError("embedder.name is empty")
     # Keep torch from spawning more threads than there are cores on small machines.
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     onnx = None
+    if cfg.precision != "fp32":
+        _check_quantizable(cfg, models)
     if models is not None and cfg.device == "cpu" and cfg.query_backend != "torch":
         from index.onnx_embed import onnx_dir, onnx_ready
 
         candidate = onnx_dir(models, resolve_model(name)[1])
         onnx = candidate if onnx_ready(candidate, resolve_model(name)[1]) else None
-    return SentenceTransformerEmbedder(
-        name, batch_size=cfg.batch_size, device=cfg.device, onnx_dir=onnx
+    embedder = SentenceTransformerEmbedder(
+        name, batch_size=cfg.batch_size, device=cfg.device, onnx_dir=onnx, precision=cfg.precision
     )
+    if cfg.precision != "fp32" and onnx is None and models is not None:
+        # Quantized vectors come from the ONNX export only: make it now, before any embedding.
+        embedder.onnx_dir = ensure_onnx_export(embedder, models)
+    return embedder
+
+
+def _check_quantizable(cfg: EmbedderConfig, models: Path | None) -> None:
+    if models is None:
+        raise ConfigError(
+            f"embedder.precision = {cfg.precision!r} runs the ONNX export; this caller gives no "
+            "models folder to keep it in"
+        )
+    if cfg.device != "cpu" or cfg.query_backend == "torch":
+        raise ConfigError(
+            f"embedder.precision = {cfg.precision!r} runs ONNX Runtime on the CPU: it needs "
+            "embedder.device = 'cpu' and embedder.query_backend 'auto' or 'onnx'"
+        )
 
 
 def embedder_id_for(cfg: EmbedderConfig) -> str:
@@ -257,7 +290,9 @@ def make_query_embedder(cfg: EmbedderConfig, models: Path):
         return make_embedder(cfg)
     directory = onnx_dir(models, emb_id)
     if cfg.query_backend != "torch" and onnx_ready(directory, emb_id):
-        return OnnxEmbedder(directory)
+        return OnnxEmbedder(directory, precision=cfg.precision)
+    if cfg.precision != "fp32":
+        return make_embedder(cfg, models)  # exports (and quantizes) the model now
     if cfg.query_backend == "onnx":
         raise BackendUnavailable(
             f"embedder.query_backend = 'onnx' but {directory} holds no export of {emb_id!r} — "

@@ -63,6 +63,8 @@ class Manifest:
     created: str
     updated: str
     format_version: int = FORMAT_VERSION
+    # embedder.precision the chunks were embedded at; queries must use the same.
+    embedder_precision: str = "fp32"
 
     @property
     def data_dir_name(self) -> str:

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 META = "fathom.json"
 FORMAT = 1
+# Model file per ``embedder.precision``; the int8 file is derived from the fp32 one on first use.
+MODEL_FILES = {"fp32": "model.onnx", "int8": "model.int8.onnx"}
+INT8_META = "model.int8.json"
 
 
 def model_slug(embedder_id: str) -> str:
@@ -127,6 +130,55 @@ def export_onnx(st_model: Any, model_dir: Path, embedder_id: str, out_dir: Path)
     return out_dir
 
 
+def quantize_int8(directory: Path) -> Path:
+    """Write ``model.int8.onnx`` beside an fp32 export: dynamic int8 quantization (ONNX
+    Runtime's default operators: the MatMul weights, signed and per output channel, and the
+    embedding tables), activations quantized per call. A quarter of the fp32 file's size.
+
+    Dynamic quantization needs no calibration data, so it is deterministic for a given export.
+    Written to a temporary name and renamed into place (concurrent callers race harmlessly).
+    """
+    import logging
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    out = directory / MODEL_FILES["int8"]
+    tmp = directory / f".{out.name}.{os.getpid()}.{threading.get_ident()}.tmp"
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # "consider pre-processing": shape inference fails on BERT
+    try:
+        quantize_dynamic(
+            str(directory / MODEL_FILES["fp32"]),
+            str(tmp),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+        )
+        meta = {
+            "source_sha256": json.loads((directory / META).read_text())["sha256"]["model.onnx"],
+            "sha256": file_sha256(tmp),
+            "method": "onnxruntime quantize_dynamic, QInt8 weights, per channel",
+        }
+        meta_tmp = tmp.with_suffix(".json.tmp")
+        meta_tmp.write_text(json.dumps(meta, indent=1))
+        os.replace(tmp, out)
+        os.replace(meta_tmp, directory / INT8_META)
+    finally:
+        root.setLevel(level)
+        tmp.unlink(missing_ok=True)
+    return out
+
+
+def int8_ready(directory: Path) -> bool:
+    """True when ``directory`` holds an int8 model derived from its current fp32 export."""
+    try:
+        meta = json.loads((directory / INT8_META).read_text())
+        source = json.loads((directory / META).read_text())["sha256"]["model.onnx"]
+    except (OSError, json.JSONDecodeError, KeyError):
+        return False
+    return meta.get("source_sha256") == source and (directory / MODEL_FILES["int8"]).is_file()
+
+
 def onnx_ready(directory: Path, embedder_id: str) -> bool:
     """True when ``directory`` holds a complete export for ``embedder_id``."""
     try:
@@ -139,9 +191,20 @@ def onnx_ready(directory: Path, embedder_id: str) -> bool:
 class OnnxEmbedder:
     """Embeds with ONNX Runtime; same vectors as the sentence-transformers model it came from."""
 
-    def __init__(self, directory: Path, verify: bool = False, threads: int | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        verify: bool = False,
+        threads: int | None = None,
+        precision: str = "fp32",
+    ) -> None:
+        if precision not in MODEL_FILES:
+            raise ValueError(f"precision {precision!r}: expected one of {sorted(MODEL_FILES)}")
         self.directory = directory
         self.meta = json.loads((directory / META).read_text())
+        self.precision = precision
+        if precision != "fp32" and not int8_ready(directory):
+            quantize_int8(directory)
         self.id = self.meta["embedder_id"]
         self.dim = int(self.meta["dim"])
         self.name = self.id
@@ -150,7 +213,12 @@ class OnnxEmbedder:
         self._tokenizer = None
         self._lock = threading.Lock()
         if verify:
-            for f, want in self.meta["sha256"].items():
+            sums = dict(self.meta["sha256"])
+            if precision != "fp32":
+                sums[MODEL_FILES[precision]] = json.loads((directory / INT8_META).read_text())[
+                    "sha256"
+                ]
+            for f, want in sums.items():
                 if file_sha256(directory / f) != want:
                     raise BackendUnavailable(
                         f"{directory / f}: checksum mismatch — delete {directory} to re-export"
@@ -174,7 +242,9 @@ class OnnxEmbedder:
                 # load on 2 cores, bench/peers.py).
                 opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
                 self._session = ort.InferenceSession(
-                    str(self.directory / "model.onnx"), opts, providers=["CPUExecutionProvider"]
+                    str(self.directory / MODEL_FILES[self.precision]),
+                    opts,
+                    providers=["CPUExecutionProvider"],
                 )
                 self._tokenizer = tok
         return self._session, self._tokenizer

@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import numpy as np
 
     from stages.config import EmbedderConfig
@@ -19,11 +21,15 @@ if TYPE_CHECKING:
 class _EmbedActor:
     """Holds one embedder built from the configuration; embeds shards."""
 
-    def __init__(self, cfg: dict[str, Any]) -> None:
+    def __init__(self, cfg: dict[str, Any], models: str | None) -> None:
+        from pathlib import Path
+
         from index.embed import make_embedder
         from stages.config import EmbedderConfig
 
-        self.embedder = make_embedder(EmbedderConfig(**cfg))
+        # The models folder gives the actors the ONNX export (and the int8 model) the local
+        # embedder uses, so remote vectors match a local ingest's.
+        self.embedder = make_embedder(EmbedderConfig(**cfg), Path(models) if models else None)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         return self.embedder.embed(texts)
@@ -32,7 +38,9 @@ class _EmbedActor:
 class RayEmbedder:
     """``embed`` on ``actors`` Ray actors; the rest from ``inner`` (the local embedder)."""
 
-    def __init__(self, inner: Any, cfg: EmbedderConfig, actors: int = 2) -> None:
+    def __init__(
+        self, inner: Any, cfg: EmbedderConfig, actors: int = 2, models: Path | None = None
+    ) -> None:
         import dataclasses
 
         import ray
@@ -40,7 +48,10 @@ class RayEmbedder:
         self.inner = inner
         self.id = inner.id
         remote = ray.remote(num_cpus=1)(_EmbedActor)
-        self._actors = [remote.remote(dataclasses.asdict(cfg)) for _ in range(max(1, actors))]
+        where = str(models) if models else None
+        self._actors = [
+            remote.remote(dataclasses.asdict(cfg), where) for _ in range(max(1, actors))
+        ]
         self.shards = 0  # shards embedded remotely (for tests and logs)
 
     @property
