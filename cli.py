@@ -998,6 +998,18 @@ def policy_sweep(ctx: click.Context, **opts: Any) -> None:
 )
 @click.option("--epsilon", type=click.FloatRange(0, 1), default=0.0, show_default=True)
 @click.option("--slo-ms", type=click.FloatRange(min=0, min_open=True), default=None)
+@click.option(
+    "--strict-slo",
+    is_flag=True,
+    help="forest: the SLO comes first in the oracle labels (the best budget among those that "
+    "meet it), not only among budgets as good as the best.",
+)
+@click.option(
+    "--most-likely",
+    is_flag=True,
+    help="forest: decide by the most likely oracle label (skip when 'none suffices' wins) "
+    "instead of --confidence or --lambda; suits --strict-slo.",
+)
 @click.option("--trees", type=click.IntRange(1), default=100, show_default=True)
 @click.option("--max-depth", type=click.IntRange(1), default=10, show_default=True)
 @click.option("--confidence", type=click.FloatRange(0, 1), default=0.9, show_default=True)
@@ -1046,6 +1058,8 @@ def policy_train(ctx: click.Context, **opts: Any) -> None:
         sweep,
         epsilon=opts["epsilon"],
         slo_ms=opts["slo_ms"],
+        strict_slo=opts["strict_slo"],
+        most_likely=opts["most_likely"],
         n_trees=opts["trees"],
         max_depth=opts["max_depth"],
         seed=opts["seed"],

@@ -10,6 +10,7 @@
 | ``strategy`` | the router's per-type default, with the feedback loop (Fathom's own default) |
 | ``forest[:PATH][@C]`` | the learned forest policy at PATH (default: the shipped one), at |
 | ``forest[:PATH]@lambda=L`` | confidence C or by cost λ = L per 1000 tokens (default: its own) |
+| ``forest[:PATH]@likely`` | or by the most likely oracle label (for SLO-first forests) |
 | ``reinforce:PATH`` | the REINFORCE controller at PATH (greedy) |
 | ``utility:PATH[@PRESET]`` | the utility router at PATH with a weight preset (quality, balanced, |
 | | latency, cost; default: the file's) |
@@ -30,7 +31,7 @@ _SPEC = re.compile(
     r"^(?:(?P<none>none)|fixed:(?P<k>\d+)|(?P<gap>gap)(?::(?P<a>\d+)-(?P<b>\d+))?|"
     r"threshold:p(?P<p>\d+(?:\.\d+)?)(?::(?P<tk>\d+))?|(?P<strategy>strategy)|"
     r"(?P<forest>forest)(?::(?P<fpath>[^@+]+))?"
-    r"(?:@(?P<conf>0?\.\d+|1(?:\.0*)?)|@lambda=(?P<fcost>\d*\.?\d+))?|"
+    r"(?:@(?P<conf>0?\.\d+|1(?:\.0*)?)|@lambda=(?P<fcost>\d*\.?\d+)|(?P<likely>@likely))?|"
     r"(?P<utility>utility):(?P<upath>[^@+]+)(?:@(?P<preset>[a-z]+))?|"
     r"(?P<reinforce>reinforce):(?P<rpath>[^@+]+))"
     r"(?P<fb>\+fb)?$"
@@ -51,6 +52,7 @@ class StrategySpec:
     path: str | None = None  # a learned policy's file
     confidence: float | None = None
     cost: float | None = None  # a forest's λ per 1000 tokens
+    most_likely: bool = False  # a forest's most-likely-label rule
     preset: str | None = None  # utility weights
 
     @property
@@ -68,7 +70,8 @@ def parse_strategy(spec: str) -> StrategySpec:
     if not m:
         raise ConfigError(
             f"strategy {spec!r}: expected none, fixed:K, gap[:A-B], threshold:pNN[:K], "
-            "strategy, forest[:PATH][@C|@lambda=L] or utility:PATH[@PRESET] (optionally with +fb)"
+            "strategy, forest[:PATH][@C|@lambda=L|@likely] or utility:PATH[@PRESET] "
+            "(optionally with +fb)"
         )
     fb = bool(m["fb"])
     if m["none"]:
@@ -95,7 +98,15 @@ def parse_strategy(spec: str) -> StrategySpec:
     if m["forest"]:
         conf = float(m["conf"]) if m["conf"] else None
         cost = float(m["fcost"]) if m["fcost"] else None
-        return StrategySpec(s, "forest", path=m["fpath"], confidence=conf, cost=cost, feedback=fb)
+        return StrategySpec(
+            s,
+            "forest",
+            path=m["fpath"],
+            confidence=conf,
+            cost=cost,
+            most_likely=bool(m["likely"]),
+            feedback=fb,
+        )
     return StrategySpec(s, "strategy", feedback=True)
 
 
@@ -138,10 +149,12 @@ def make_policy(
 
         policy = ForestPolicy.load(spec.path or default_policy_path(), expect_embedder=embedder)
         if spec.confidence is not None:
-            policy.confidence, policy.cost = spec.confidence, None
+            policy.confidence, policy.cost, policy.most_likely = spec.confidence, None, False
         if spec.cost is not None:
-            policy.cost = spec.cost
+            policy.cost, policy.most_likely = spec.cost, False
             policy._tokens()  # fails now, clearly, when the forest has no token costs
+        if spec.most_likely:
+            policy.most_likely = True
         policy.name = spec.name
         return policy, None
     if spec.kind == "reinforce":

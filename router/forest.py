@@ -52,15 +52,27 @@ def oracle_labels(
     latency: np.ndarray | None = None,
     epsilon: float = 0.0,
     slo_ms: float | None = None,
+    strict_slo: bool = False,
 ) -> np.ndarray:
     """Per question, the index of the smallest budget whose quality is within ``epsilon`` of
     the best and whose latency is ≤ ``slo_ms``; the fastest-enough best when none meets it.
+
+    With ``strict_slo`` the SLO comes first: "the best" is the best among the budgets that meet
+    the SLO (the fastest budget when none does), so a question whose good answers are all too
+    slow is labelled with a fast budget rather than a slow good one.
 
     ``quality`` and ``latency``: ``(n_questions, n_budgets)``, budgets ascending.
     """
     import numpy as np
 
     q = np.asarray(quality, dtype=np.float64)
+    if strict_slo and slo_ms is not None and latency is not None:
+        lat = np.asarray(latency, dtype=np.float64)
+        fast = lat <= slo_ms
+        fast = np.where(fast.any(axis=1, keepdims=True), fast, lat <= lat.min(axis=1)[:, None])
+        masked = np.where(fast, q, -np.inf)
+        ok = fast & (masked >= masked.max(axis=1, keepdims=True) - epsilon - 1e-12)
+        return ok.argmax(axis=1)
     ok = q >= q.max(axis=1, keepdims=True) - epsilon - 1e-12
     if slo_ms is not None and latency is not None:
         within = ok & (np.asarray(latency) <= slo_ms)
@@ -91,6 +103,10 @@ class ForestPolicy:
     meta: dict[str, Any] = field(default_factory=dict)
     cost: float | None = None  # λ per 1000 context tokens: the cost rule; None: confidence
     budget_tokens: tuple[float, ...] = ()  # mean context tokens per budget (the cost rule)
+    # The most-likely rule: the oracle label the forest finds most probable ("no budget
+    # suffices" → the smallest budget). Suits SLO-first labels, whose cumulative probabilities
+    # mix fast and slow reasons for a budget; off: the confidence or cost rule.
+    most_likely: bool = False
     name: str = "forest"
     _ready: bool = field(default=False, repr=False)  # the global arrays below are built
     _roots: Any = field(default=None, repr=False)  # each tree's root, global id
@@ -118,6 +134,7 @@ class ForestPolicy:
         meta: dict[str, Any] | None = None,
         cost: float | None = None,
         budget_tokens: tuple[float, ...] = (),
+        most_likely: bool = False,
     ) -> ForestPolicy:
         """Fit the forest on ``features`` ``(n, d)`` and labels ``(n,)``: budget indices, or
         ``len(budgets)`` where no budget suffices."""
@@ -155,6 +172,7 @@ class ForestPolicy:
         )
         policy = cls.from_sklearn(model, budgets, feature_names, confidence, info)
         policy.cost = cost
+        policy.most_likely = most_likely
         policy.budget_tokens = tuple(float(t) for t in budget_tokens)
         return policy
 
@@ -294,14 +312,23 @@ class ForestPolicy:
         return [(self.feature_names[j], float(xs[j]), float(contrib[j])) for j in top if contrib[j]]
 
     def choose(
-        self, proba: np.ndarray, confidence: float | None = None, cost: float | None = None
+        self,
+        proba: np.ndarray,
+        confidence: float | None = None,
+        cost: float | None = None,
+        most_likely: bool | None = None,
     ) -> np.ndarray:
         """Budget index per row of ``predict_proba`` under the policy's rule (or the one
-        given): with a ``cost`` λ, the argmax of P(enough by b) − λ · tokens(b) / 1000; else
+        given): with a ``cost`` λ, the argmax of P(enough by b) − λ · tokens(b) / 1000; with
+        ``most_likely``, the most probable label ("none suffices" → the smallest budget); else
         the smallest budget whose P(enough by b) ≥ ``confidence``, the deepest when none is."""
         import numpy as np
 
         p = np.atleast_2d(np.asarray(proba, dtype=np.float64))
+        given = confidence is not None or cost is not None
+        if most_likely or (most_likely is None and not given and self.most_likely):
+            top = p.argmax(axis=1)
+            return np.where(top >= len(self.budgets), 0, top)
         cum = np.cumsum(p[:, : len(self.budgets)], axis=1)
         lam = self.cost if cost is None and confidence is None else cost
         if lam is not None:
@@ -322,6 +349,8 @@ class ForestPolicy:
 
     @property
     def rule(self) -> str:
+        if self.most_likely:
+            return "most likely label"
         return (
             f"cost λ = {self.cost:g}"
             if self.cost is not None
@@ -345,7 +374,16 @@ class ForestPolicy:
         nb = len(self.budgets)
         cum = [float(sum(proba[: j + 1])) for j in range(nb)]
         k = min(self.budgets[i], len(probe.hits))
-        if self.cost is not None:
+        if self.most_likely:
+            order = sorted(range(nb + 1), key=lambda j: -proba[j])
+            runner = next(j for j in order if j != i and j < nb) if nb > 1 else i
+            label = "no budget suffices" if proba[nb] > proba[i] else f"k = {self.budgets[i]}"
+            reason = (
+                f"forest: {label} is the most likely oracle label (P = "
+                f"{float(max(proba[i], proba[nb])):.2f}); runner-up k = {self.budgets[runner]} "
+                f"(P = {float(proba[runner]):.2f})"
+            )
+        elif self.cost is not None:
             tokens = self._tokens()
             utility = [cum[j] - self.cost * float(tokens[j]) / 1000.0 for j in range(nb)]
             runner = max((j for j in range(nb) if j != i), key=lambda j: utility[j])
@@ -403,6 +441,7 @@ class ForestPolicy:
             {
                 "confidence": self.confidence,
                 "cost": self.cost,
+                "most_likely": self.most_likely,
                 "budget_tokens": list(self.budget_tokens),
                 "n_trees": len(self.trees),
                 **self.meta,
@@ -439,6 +478,7 @@ class ForestPolicy:
                 "feature_schema",
                 "confidence",
                 "cost",
+                "most_likely",
                 "budget_tokens",
                 "n_trees",
             )
@@ -451,6 +491,7 @@ class ForestPolicy:
             info,
             cost=meta.get("cost"),
             budget_tokens=tuple(meta.get("budget_tokens") or ()),
+            most_likely=bool(meta.get("most_likely", False)),
         )
 
 

@@ -161,6 +161,8 @@ def train_forest(
     confidence: float = 0.9,
     embedder: str = "",
     cost: float | None = None,
+    strict_slo: bool = False,
+    most_likely: bool = False,
 ) -> Any:
     """A ``ForestPolicy`` imitating the sweep's oracle labels, deciding by ``cost`` λ when
     given (else by ``confidence``), with the sweep's mean context tokens per budget."""
@@ -177,7 +179,9 @@ def train_forest(
     features = sweep.features
     latency, tokens = sweep.latency, sweep.tokens
     labels = np.full(len(sweep.qids), len(sweep.budgets), dtype=np.int64)
-    labels[reachable] = oracle_labels(sweep.quality[reachable], latency[reachable], epsilon, slo_ms)
+    labels[reachable] = oracle_labels(
+        sweep.quality[reachable], latency[reachable], epsilon, slo_ms, strict_slo
+    )
     meta = {
         "embedder": embedder,
         "fathom_version": fathom_version(),
@@ -189,6 +193,7 @@ def train_forest(
         },
         "epsilon": epsilon,
         "slo_ms": slo_ms,
+        "strict_slo": strict_slo,
         "training_data": {
             "questions": sweep.run.get("questions"),
             "docs": sweep.run.get("docs"),
@@ -218,6 +223,7 @@ def train_forest(
         meta=meta,
         cost=cost,
         budget_tokens=tuple(float(t) for t in sweep.tokens.mean(axis=0)),
+        most_likely=most_likely,
     )
 
 

@@ -26,6 +26,12 @@ def test_oracle_label_is_the_smallest_sufficient_budget() -> None:
     # Within the SLO when possible: question 0's k = 1 is too slow and nothing as good is fast
     # enough, so the best stays; question 3 takes the fastest good-enough budget.
     assert oracle_labels(q, lat, epsilon=0.15, slo_ms=5).tolist() == [1, 3, 0, 1]
+    # SLO first: question 0's only fast budget is 0; question 1's budgets 0-3 are all fast.
+    assert oracle_labels(q, lat, epsilon=0.15, slo_ms=5, strict_slo=True).tolist() == [0, 3, 0, 1]
+    # Nothing meets the SLO: the fastest budget, whatever its quality.
+    slow = np.array([[9, 8, 7, 6]], dtype=float)
+    assert oracle_labels(q[:1], slow, slo_ms=5, strict_slo=True).tolist() == [3]
+    assert oracle_labels(q[:1], slow, slo_ms=5).tolist() == [1]
 
 
 def _data(n: int = 300, seed: int = 0):
@@ -83,6 +89,29 @@ def test_cost_rule_buys_depth_only_where_it_pays() -> None:
     no_costs = ForestPolicy.train(x, y, BUDGETS, FEATURE_NAMES, n_trees=3)
     with pytest.raises(FathomError, match="token costs"):
         no_costs.choose(proba, cost=0.1)
+
+
+def test_most_likely_rule_takes_the_likeliest_label_and_skips_when_none_suffices(
+    tmp_path,
+) -> None:
+    from evaluation.strategies import make_policy, parse_strategy
+
+    x, y = _data()
+    policy = ForestPolicy.train(x, y, BUDGETS, FEATURE_NAMES, n_trees=5, most_likely=True)
+    proba = np.array([[0.2, 0.3, 0.4, 0.1, 0.0], [0.1, 0.1, 0.1, 0.2, 0.5]])
+    # Label 2 is likeliest although P(enough by 1) = 0.5; "none suffices" → skip (budget 0).
+    assert policy.choose(proba).tolist() == [2, 0]
+    assert policy.choose(proba, confidence=0.5).tolist() == [1, 3]  # an explicit rule wins
+    assert policy.rule == "most likely label"
+    loaded = ForestPolicy.load(policy.save(tmp_path / "ml"))
+    assert loaded.most_likely and loaded.choose(proba).tolist() == [2, 0]
+    assert not ForestPolicy.load(
+        ForestPolicy.train(x, y, BUDGETS, FEATURE_NAMES, n_trees=2).save(tmp_path / "c")
+    ).most_likely
+    # In eval: `forest:PATH@likely` turns it on; `@0.5` on a most-likely forest turns it off.
+    spec = parse_strategy(f"forest:{tmp_path / 'c.npz'}@likely")
+    assert spec.most_likely and make_policy(spec)[0].most_likely
+    assert not make_policy(parse_strategy(f"forest:{tmp_path / 'ml.npz'}@0.5"))[0].most_likely
 
 
 def test_training_is_deterministic_for_a_seed(tmp_path) -> None:

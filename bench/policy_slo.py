@@ -1,0 +1,132 @@
+"""Depth policies under a latency SLO with a real generator (issue #5's llama.cpp item).
+
+Two sweeps from ``fathom policy sweep --generator llamacpp --judge f1`` (a training half and a
+held-out half, split by document) log every question's F1 and end-to-end latency at every
+budget. The SLO is the median end-to-end latency of k* on the held-out half (k* = the fixed
+budget with the best mean F1 there, ties → smaller), unless ``--slo-ms`` gives one. The forest
+is trained on the training half with oracle labels under that SLO (the smallest budget within ε
+of the question's best F1 whose latency meets the SLO); every policy is then scored by lookup on
+the held-out rows — the budget it chooses and that budget's measured F1 and latency — so all
+rows use the same questions and the same generations. SLO compliance is the share of questions
+whose chosen budget's end-to-end latency is ≤ the SLO. 95 % intervals: bootstrap over questions.
+
+    python bench/policy_slo.py --train DIR [--train DIR …] --test DIR [--slo-ms MS]
+        [--epsilons 0,0.1] [--confidences 0.5,0.7,0.9] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from common import default_out, log, machine_info, print_table, write_json
+
+N_BOOT = 1000
+
+
+def score(test: Any, choice: np.ndarray, slo: float, boot: np.ndarray) -> dict[str, Any]:
+    """Mean F1, SLO compliance and latency of the budget indices ``choice`` on ``test``."""
+    n = len(choice)
+    q = test.quality[np.arange(n), choice].astype(np.float64)
+    ms = test.latency[np.arange(n), choice].astype(np.float64)
+    met = (ms <= slo).astype(np.float64)
+    return {
+        "f1": float(q.mean()),
+        "f1_ci": np.quantile([q[r].mean() for r in boot], [0.025, 0.975]).tolist(),
+        "compliance": float(met.mean()),
+        "compliance_ci": np.quantile([met[r].mean() for r in boot], [0.025, 0.975]).tolist(),
+        "p50_ms": float(np.percentile(ms, 50)),
+        "p95_ms": float(np.percentile(ms, 95)),
+        "mean_k": float(np.asarray(test.budgets)[choice].mean()),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--train", action="append", required=True, help="training sweep folder")
+    ap.add_argument("--test", required=True, help="held-out sweep folder")
+    ap.add_argument("--quality", default="f1", help="row metric (as in policy train)")
+    ap.add_argument("--slo-ms", type=float, default=None, help="default: k*'s median latency")
+    ap.add_argument("--epsilons", default="0,0.1")
+    ap.add_argument("--confidences", default="0.5,0.7,0.9")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=default_out("policy_slo"))
+    args = ap.parse_args(argv)
+
+    from router.train_policy import combine_sweeps, load_sweep, train_forest
+
+    train = combine_sweeps([load_sweep(d, quality=args.quality) for d in args.train])
+    test = load_sweep(args.test, quality=args.quality)
+    n = len(test.qids)
+    fq = test.quality.mean(axis=0)
+    kstar = int(np.argmax(fq))  # ties → the smaller budget
+    slo = args.slo_ms or float(np.median(test.latency[:, kstar]))
+    log(
+        f"train {len(train.qids)} questions, test {n}; k* = {test.budgets[kstar]} "
+        f"(F1 {fq[kstar]:.3f}); SLO {slo:.0f} ms"
+    )
+    boot = np.random.default_rng(args.seed).integers(0, n, size=(N_BOOT, n))
+    rows: dict[str, dict[str, Any]] = {}
+    for j, b in enumerate(test.budgets):
+        rows["none" if b == 0 else f"fixed:{b}"] = score(test, np.full(n, j), slo, boot)
+    for strict in (False, True):
+        for eps in (float(x) for x in args.epsilons.split(",")):
+            forest = train_forest(train, epsilon=eps, slo_ms=slo, seed=args.seed, strict_slo=strict)
+            proba = forest.predict_proba(test.features)
+            tag = f"forest{' strict' if strict else ''} ε={eps:g}"
+            for c in (float(x) for x in args.confidences.split(",")):
+                choice = forest.choose(proba, confidence=c)
+                rows[f"{tag} c={c:g}"] = score(test, choice, slo, boot)
+            mode = proba.argmax(axis=1)
+            mode = np.where(mode >= len(test.budgets), 0, mode)
+            rows[f"{tag} mode"] = score(test, mode, slo, boot)
+    # The oracle under the same labels: what perfect imitation would reach.
+    from router.forest import oracle_labels
+
+    for strict in (False, True):
+        oracle = oracle_labels(test.quality, test.latency, 0.0, slo, strict)
+        rows[f"oracle{' strict' if strict else ''} (ε=0)"] = score(test, oracle, slo, boot)
+
+    table = []
+    for label, r in rows.items():
+        table.append(
+            [
+                label,
+                f"{r['f1']:.3f} [{r['f1_ci'][0]:.3f}, {r['f1_ci'][1]:.3f}]",
+                f"{100 * (r['f1'] - fq[kstar]):+.1f}",
+                f"{100 * r['compliance']:.0f} % [{100 * r['compliance_ci'][0]:.0f}, "
+                f"{100 * r['compliance_ci'][1]:.0f}]",
+                f"{r['p50_ms']:.0f}",
+                f"{r['p95_ms']:.0f}",
+                f"{r['mean_k']:.2f}",
+            ]
+        )
+    title = (
+        f"{Path(args.test).name}: {n} held-out questions, k* = fixed:{test.budgets[kstar]}, "
+        f"SLO {slo:.0f} ms"
+    )
+    cols = ["policy", "F1 [95% CI]", "Δ F1 pts vs k*", "SLO met [95% CI]", "P50 ms", "P95 ms"]
+    print_table(title, [*cols, "mean k"], table)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_json(
+        args.out / "policy_slo.json",
+        {
+            "machine": machine_info(),
+            "train": args.train,
+            "test": args.test,
+            "n_train": len(train.qids),
+            "n_test": n,
+            "kstar": f"fixed:{test.budgets[kstar]}",
+            "kstar_f1": float(fq[kstar]),
+            "slo_ms": slo,
+            "rows": rows,
+        },
+    )
+    log(f"results in {args.out}/")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
