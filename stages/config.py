@@ -32,10 +32,10 @@ class EmbedderConfig:
     # Query-time backend: "auto" uses the ONNX export when one exists (no torch import), else
     # sentence-transformers; "onnx" requires the export; "torch" always uses sentence-transformers.
     query_backend: Literal["auto", "onnx", "torch"] = "auto"
-    # Weights the ONNX path runs: "fp32" (the model as published) or "int8" (dynamic int8
-    # quantization of its matrix multiplies: about 2x faster queries and 1.7x faster ingest on
-    # a 2-core CPU, about 1 point lower dense recall; docs/results/peers/int8.md). Recorded in
-    # the collection: its queries must use the precision its chunks were embedded with.
+    # Weights the ONNX path runs: "fp32" (the model as published) or "int8" (ONNX Runtime's
+    # dynamic int8 quantization: 0.6x the ingest CPU and 0.57-0.79x the query P95 on 2 cores,
+    # 0-0.7 points less recall@5; docs/results/peers/). Recorded in the collection: its
+    # queries must use the precision its chunks were embedded with.
     precision: Literal["fp32", "int8"] = "fp32"
     # Where exported query-path models live (default: FATHOM_HOME/models).
     cache_dir: str = ""
