@@ -7,6 +7,7 @@ and logs go to stderr. Exit codes: 0 ok, 1 an expected failure (FathomError), 2 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -1157,7 +1158,7 @@ def portfolio_build(ctx: click.Context, **opts: Any) -> None:
     from evaluation.data import load_questions
     from evaluation.runner import split_by_document
     from index.collection import Collection
-    from index.embed import embedder_id_for, make_query_embedder
+    from index.embed import embedder_id_for, query_embedder_for
     from router.classify import QueryClassifier
     from router.portfolio_build import build_portfolio
     from stages.errors import ConfigError
@@ -1181,7 +1182,7 @@ def portfolio_build(ctx: click.Context, **opts: Any) -> None:
     coll = Collection.open(cfg, name, expect_embedder=embedder_id)
     info = build_portfolio(
         coll,
-        make_query_embedder(cfg.embedder, cfg.models_path()),
+        query_embedder_for(cfg, coll),
         embedder_id,
         QueryClassifier.from_config(cfg),
         questions,
@@ -1217,7 +1218,7 @@ def portfolio_eval(ctx: click.Context, path: str, **opts: Any) -> None:
     from evaluation.data import load_questions
     from evaluation.runner import split_by_document
     from index.collection import Collection
-    from index.embed import embedder_id_for, make_query_embedder
+    from index.embed import embedder_id_for, query_embedder_for
     from router.classify import QueryClassifier
     from router.portfolio_build import evaluate_portfolio, load_portfolio
     from router.portfolio_runtime import resolve_portfolio
@@ -1239,7 +1240,7 @@ def portfolio_eval(ctx: click.Context, path: str, **opts: Any) -> None:
     result = evaluate_portfolio(
         info,
         coll,
-        make_query_embedder(cfg.embedder, cfg.models_path()),
+        query_embedder_for(cfg, coll),
         embedder_id,
         QueryClassifier.from_config(cfg),
         questions,
@@ -1444,7 +1445,11 @@ def collections_views(ctx: click.Context, name: str, build: tuple[str, ...], as_
     for w in wanted:
         if specs[w].granularity == "sentences" and embedder is None:
             coll = Collection.open(cfg, name, expect_embedder=embedder_id_for(cfg.embedder))
-            embedder = make_embedder(cfg.embedder, cfg.models_path())  # as ingest embeds
+            # As ingest embedded the collection: its model at its precision.
+            embedder = make_embedder(
+                dataclasses.replace(cfg.embedder, precision=coll.manifest.embedder_precision),
+                cfg.models_path(),
+            )
         t = time.perf_counter()
         view = build_view(coll, specs[w], embedder)
         click.echo(f"view {w}: {len(view)} units in {time.perf_counter() - t:.1f} s", err=True)

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["FATHOM_HOME"] = args.home
 
     from index.collection import Collection
-    from index.embed import embedder_id_for, make_query_embedder
+    from index.embed import embedder_id_for, query_embedder_for
     from router.portfolio_pool import PoolSearcher, pool_for
     from stages.config import load_config
 
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     coll = Collection.open(cfg, args.collection, expect_embedder=embedder_id_for(cfg.embedder))
     pool = {m.name: m for m in pool_for(coll)}
     members = [pool[n] for n in names]
-    embedder = make_query_embedder(cfg.embedder, cfg.models_path())
+    embedder = query_embedder_for(cfg, coll)
     qfile = Path(args.questions) if args.questions else (
         data_dir(args.data) / "hotpotqa_dev500" / "questions.jsonl"
     )  # fmt: skip

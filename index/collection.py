@@ -166,13 +166,6 @@ class Collection:
                 f"{expect_embedder!r} is configured — use --embedder {manifest.embedder_id} or "
                 f"re-ingest with `fathom ingest ... --collection {name} --rebuild`"
             )
-        if expect_embedder and cfg.embedder.precision != manifest.embedder_precision:
-            raise IndexMismatchError(
-                f"collection {name!r} was embedded at embedder.precision = "
-                f"{manifest.embedder_precision!r}, but {cfg.embedder.precision!r} is configured — "
-                f"set FATHOM_EMBEDDER__PRECISION={manifest.embedder_precision} (or "
-                "[embedder] precision in fathom.toml) or re-ingest with --rebuild"
-            )
         return coll
 
     @property

@@ -12,7 +12,7 @@ import os
 import re
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from stages.base import content_id
 from stages.errors import BackendUnavailable, ConfigError
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from stages.base import TokenCounter
-    from stages.config import EmbedderConfig
+    from stages.config import Config, EmbedderConfig
 
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
 _MINILM_ALIASES = {"all-minilm-l6-v2", MINILM_ID.lower(), "minilm"}
@@ -299,6 +299,18 @@ def make_query_embedder(cfg: EmbedderConfig, models: Path):
             "run `fathom ingest` once (it exports the model) or set query_backend = 'auto'"
         )
     return make_embedder(cfg)
+
+
+def query_embedder_for(cfg: Config, collection: Any):
+    """The query-path embedder for ``collection``: the configured model at the precision the
+    collection's chunks were embedded with (its manifest's, whatever ``embedder.precision``
+    says), so a query never mixes fp32 and int8 vectors."""
+    import dataclasses
+
+    precision = collection.manifest.embedder_precision
+    return make_query_embedder(
+        dataclasses.replace(cfg.embedder, precision=precision), cfg.models_path()
+    )
 
 
 def ensure_onnx_export(embedder, models: Path) -> Path | None:

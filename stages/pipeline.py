@@ -194,14 +194,14 @@ class Engine:
 
     def __init__(self, cfg: Config, collection: str, generator: Any | None = None) -> None:
         from index.collection import Collection
-        from index.embed import embedder_id_for, make_query_embedder
+        from index.embed import embedder_id_for, query_embedder_for
         from stages.retrieve import retriever_for
 
         self.cfg = cfg
         self.collection = Collection.open(
             cfg, collection, expect_embedder=embedder_id_for(cfg.embedder)
         )
-        self.embedder = make_query_embedder(cfg.embedder, cfg.models_path())
+        self.embedder = query_embedder_for(cfg, self.collection)
         self.retriever = retriever_for(cfg, self.collection, self.embedder)
         self._generator = generator
         self._policy: Any = False  # not loaded yet (None: the strategy default)

@@ -163,11 +163,11 @@ class CollectionRetriever:
 def open_retriever(cfg, name: str, mode: SearchMode | None = None) -> CollectionRetriever:
     """A retriever over collection ``name`` using the embedder it was built with."""
     from index.collection import Collection
-    from index.embed import embedder_id_for, make_query_embedder
+    from index.embed import embedder_id_for, query_embedder_for
 
     mode = mode or cfg.retrieval.mode
     coll = Collection.open(cfg, name, expect_embedder=embedder_id_for(cfg.embedder))
-    embedder = make_query_embedder(cfg.embedder, cfg.models_path()) if mode != "bm25" else None
+    embedder = query_embedder_for(cfg, coll) if mode != "bm25" else None
     return retriever_for(cfg, coll, embedder, mode)
 
 

@@ -16,7 +16,7 @@ from index.embed import ensure_onnx_export, make_embedder, make_query_embedder
 from index.manifest import file_sha256
 from index.onnx_embed import MODEL_FILES, OnnxEmbedder, int8_ready, quantize_int8
 from stages.config import load_config
-from stages.errors import ConfigError, IndexMismatchError
+from stages.errors import ConfigError
 
 TEXTS = [
     "What are the key findings of the report?",
@@ -88,9 +88,16 @@ def test_int8_collection_records_its_precision_and_refuses_mixing(
     assert res.exit_code == 0, res.output
     assert "Owls" in json.loads(res.output)["hits"][0]["text"]
 
+    # Queries follow the collection whatever embedder.precision says now ...
     monkeypatch.setenv("FATHOM_EMBEDDER__PRECISION", "fp32")
-    with pytest.raises(IndexMismatchError, match="precision"):
-        Collection.open(load_config(), "q8", expect_embedder=minilm.id)
+    from stages.retrieve import open_retriever
+
+    retriever = open_retriever(load_config(), "q8")
+    assert retriever.embedder.precision == "int8"
+    retriever.collection.close()
+    res = runner.invoke(cli.main, ["search", "q8", "nocturnal birds", "-k", "1", "--json"])
+    assert res.exit_code == 0 and "Owls" in json.loads(res.output)["hits"][0]["text"]
+    # ... but adding documents at another precision would mix vectors: refused.
     (folder / "c.txt").write_text("Salmon swim upstream to spawn in the rivers where they hatched.")
     res = runner.invoke(cli.main, ["ingest", str(folder), "-c", "q8", "--json"])
     assert res.exit_code != 0 and "precision" in res.output, res.output
