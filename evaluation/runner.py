@@ -147,6 +147,30 @@ def config_fingerprint(cfg: Any) -> dict[str, Any]:
     return out
 
 
+def same_config(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether a run recorded with fingerprint ``old`` may be resumed under ``new``: equal,
+    except that a setting added to Fathom since (absent from ``old``) may hold its default —
+    settings are added with defaults that keep the old behaviour."""
+    from stages.config import Config
+
+    default = config_fingerprint(Config())
+    for section, values in new.items():
+        before = old.get(section)
+        if before is None:
+            if values != default.get(section):
+                return False
+            continue
+        for key, value in values.items():
+            if key in before:
+                if before[key] != value:
+                    return False
+            elif value != default.get(section, {}).get(key):
+                return False
+        if set(before) - set(values):
+            return False
+    return set(old) <= set(new)
+
+
 # ---------------------------------------------------------------------------------------------
 # Rows
 # ---------------------------------------------------------------------------------------------
@@ -583,7 +607,15 @@ def plan_run(
         old = json.loads(run_path.read_text(encoding="utf-8"))
         # Keys added after format 1 shipped default to their old meaning.
         defaults = {"doc_split": None, "split_seed": 0, "features": False}
-        diff = [k for k, v in identity.items() if old.get(k, defaults.get(k)) != v]
+        diff = [
+            k
+            for k, v in identity.items()
+            if not (
+                same_config(old.get(k) or {}, v)
+                if k == "config"
+                else old.get(k, defaults.get(k)) == v
+            )
+        ]
         if diff:
             raise FathomError(
                 f"{out}: holds a different run (it differs in {', '.join(diff)}) — give a new "

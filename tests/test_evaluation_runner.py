@@ -177,6 +177,25 @@ def test_a_different_run_in_the_same_folder_is_refused(ecfg, qa_set, tmp_path):
         run_eval(ecfg, settings(qa_set, out, strategies=["fixed:2"], limit=5))
 
 
+def test_a_run_from_before_a_setting_existed_resumes_at_its_default(ecfg, qa_set, tmp_path):
+    from evaluation.runner import same_config
+
+    out = tmp_path / "run"
+    run_eval(ecfg, settings(qa_set, out, strategies=["fixed:1"], limit=4))
+    run = json.loads((out / "run.json").read_text())
+    # As if the run were recorded before `embedder.precision` was added.
+    del run["config"]["embedder"]["precision"]
+    (out / "run.json").write_text(json.dumps(run))
+    run_eval(ecfg, settings(qa_set, out, strategies=["fixed:1"], limit=4))  # resumes
+    ecfg.embedder.precision = "int8"  # not the default: another run
+    with pytest.raises(FathomError, match="differs in config"):
+        run_eval(ecfg, settings(qa_set, out, strategies=["fixed:1"], limit=4))
+    new = {"a": {"x": 1, "y": 2}}
+    assert same_config({"a": {"x": 1, "y": 2}}, new)
+    assert not same_config({"a": {"x": 1, "y": 3}}, new)
+    assert not same_config({"a": {"x": 1, "y": 2, "z": 0}}, new)  # a setting went away
+
+
 def test_generation_cache_replays_identical_prompts(ecfg, qa_set, tmp_path):
     """With a real model (SmolLM2 through llama.cpp, short answers): a strategy that sends
     fixed:2's prompt pays nothing, and a second run replays everything."""
