@@ -484,7 +484,7 @@ def _render_answer(answer, streamed: bool) -> None:
         f"[bold]Confidence[/bold] {conf['score']:.2f}"
         + (" (abstained)" if conf.get("abstained") else "")
         + f" · {len(tr.rounds)} round(s) · backend {tr.backend} · model {tr.model} · "
-        f"reranker {tr.reranker}",
+        f"reranker {tr.reranker} · embedder {tr.embedder}",
         highlight=False,
     )
     if tr.portfolio:

@@ -47,6 +47,7 @@ class Trace:
     backend: str = ""
     model: str = ""
     reranker: str = ""
+    embedder: str = ""  # the query embedder: model id, with " (int8)" when quantized
     notices: list[str] = field(default_factory=list)
     hops: list[str] = field(default_factory=list)
     rounds: list[dict[str, Any]] = field(default_factory=list)
@@ -73,6 +74,7 @@ class Trace:
             "backend": self.backend,
             "model": self.model,
             "reranker": self.reranker,
+            "embedder": self.embedder,
             "notices": list(self.notices),
             "hops": list(self.hops),
             "rounds": list(self.rounds),
@@ -425,6 +427,10 @@ class Engine:
         emit = on_event or (lambda *a, **kw: None)
         trace = Trace(
             question=question, collection=self.collection.name, currency=self.cfg.prices.currency
+        )
+        precision = self.collection.manifest.embedder_precision
+        trace.embedder = self.collection.manifest.embedder_id + (
+            f" ({precision})" if precision != "fp32" else ""
         )
         no_retrieval = k == 0
         for stage, ms in prepared.stages_ms.items():

@@ -97,6 +97,12 @@ def test_int8_collection_records_its_precision_and_refuses_mixing(
     retriever.collection.close()
     res = runner.invoke(cli.main, ["search", "q8", "nocturnal birds", "-k", "1", "--json"])
     assert res.exit_code == 0 and "Owls" in json.loads(res.output)["hits"][0]["text"]
+    res = runner.invoke(
+        cli.main,
+        ["ask", "q8", "Which birds hunt at night?", "--generator", "extractive", "--json"],
+    )
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["trace"]["embedder"] == f"{minilm.id} (int8)"  # reported
     # ... but adding documents at another precision would mix vectors: refused.
     (folder / "c.txt").write_text("Salmon swim upstream to spawn in the rivers where they hatched.")
     res = runner.invoke(cli.main, ["ingest", str(folder), "-c", "q8", "--json"])
