@@ -154,21 +154,10 @@ def same_config(old: dict[str, Any], new: dict[str, Any]) -> bool:
     from stages.config import Config
 
     default = config_fingerprint(Config())
-    for section, values in new.items():
-        before = old.get(section)
-        if before is None:
-            if values != default.get(section):
-                return False
-            continue
-        for key, value in values.items():
-            if key in before:
-                if before[key] != value:
-                    return False
-            elif value != default.get(section, {}).get(key):
-                return False
-        if set(before) - set(values):
-            return False
-    return set(old) <= set(new)
+    filled = {section: {**default.get(section, {}), **values} for section, values in old.items()}
+    for section in new:
+        filled.setdefault(section, default.get(section))
+    return filled == new
 
 
 # ---------------------------------------------------------------------------------------------

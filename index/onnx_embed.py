@@ -144,6 +144,7 @@ def quantize_int8(directory: Path) -> Path:
 
     out = directory / MODEL_FILES["int8"]
     tmp = directory / f".{out.name}.{os.getpid()}.{threading.get_ident()}.tmp"
+    meta_tmp = tmp.with_suffix(".json.tmp")
     root = logging.getLogger()
     level = root.level
     root.setLevel(logging.ERROR)  # "consider pre-processing": shape inference fails on BERT
@@ -159,13 +160,13 @@ def quantize_int8(directory: Path) -> Path:
             "sha256": file_sha256(tmp),
             "method": "onnxruntime quantize_dynamic, QInt8 weights, per channel",
         }
-        meta_tmp = tmp.with_suffix(".json.tmp")
         meta_tmp.write_text(json.dumps(meta, indent=1))
         os.replace(tmp, out)
         os.replace(meta_tmp, directory / INT8_META)
     finally:
         root.setLevel(level)
         tmp.unlink(missing_ok=True)
+        meta_tmp.unlink(missing_ok=True)
     return out
 
 
