@@ -6,7 +6,7 @@ Systems (each built from the same ``docs.jsonl`` records):
   chunker, title prefix); queried through ``stages.retrieve.open_retriever`` (its query path:
   the ONNX export of the same model) and, for cold start, ``python cli.py search``.
 - ``fathom-int8``: the same at ``embedder.precision = "int8"`` (every child process of it gets
-  ``FATHOM_EMBEDDER__PRECISION=int8``; its query process passes the precision to the config):
+  ``FATHOM_EMBEDDER__PRECISION=int8``; queries follow the collection's precision):
   ingest and queries embed with the dynamically quantized ONNX model, into collection
   ``peers-<set>-int8`` in the same FATHOM_HOME; cold start labelled ``fathom-int8 search``. The
   equal-context and acceptance tables have rows for each Fathom variant, always against
@@ -229,15 +229,14 @@ class PeerSearcher:
 class FathomSearcher:
     """Fathom's query path over a built collection (``open_retriever``: ONNX query embedder)."""
 
-    def __init__(self, home: Path, name: str, precision: str) -> None:
+    def __init__(self, home: Path, name: str) -> None:
         sys.path.insert(0, str(HERE))
         from common import bench_config
 
         from stages.retrieve import open_retriever
 
-        # bench_config ignores FATHOM_* variables, so the precision is passed on explicitly.
-        cfg = bench_config(home, {"embedder.precision": precision})
-        self.retriever = open_retriever(cfg, name)
+        # The query embedder runs at the collection's precision (fp32 or int8).
+        self.retriever = open_retriever(bench_config(home), name)
 
     def search(self, query: str, k: int) -> list[tuple[str, str]]:
         from evaluation.runner import source_id
@@ -252,7 +251,7 @@ def child_query(system: str, target: str, spec_path: Path, threads: int) -> dict
     t0 = time.perf_counter()
     if is_fathom(system):
         home, name = target.split("::")
-        searcher = FathomSearcher(Path(home), name, FATHOM_PRECISION[system])
+        searcher = FathomSearcher(Path(home), name)
     else:
         searcher = PeerSearcher(system, Path(target), threads)
     load_s = time.perf_counter() - t0
