@@ -57,24 +57,34 @@ def convex_fuse(
     """
     import numpy as np
 
-    fused: dict[int, float] = {}
-    ranks: dict[int, dict[str, int]] = {}
-    scores: dict[int, dict[str, float]] = {}
-    for name, (sc, rows) in ranked.items():
-        if len(rows) == 0:
-            continue
+    lists = [(name, sc, rows) for name, (sc, rows) in ranked.items() if len(rows)]
+    if not lists:
+        return []
+    row_parts, value_parts = [], []
+    for name, sc, rows in lists:
         sc64 = np.asarray(sc, dtype=np.float64)
         lo, hi = float(sc64.min()), float(sc64.max())
         norm = (sc64 - lo) / (hi - lo) if hi > lo else np.ones_like(sc64)
-        w = float(weights.get(name, 0.0))
-        for rank, (z, s, row) in enumerate(
-            zip(norm.tolist(), sc64.tolist(), rows.tolist(), strict=True), start=1
-        ):
-            fused[row] = fused.get(row, 0.0) + w * z
-            ranks.setdefault(row, {})[name] = rank
-            scores.setdefault(row, {})[name] = float(s)
-    order = sorted(fused, key=lambda r: (-fused[r], r))[:k]
-    return [(r, fused[r], ranks[r], scores[r]) for r in order]
+        row_parts.append(np.asarray(rows, dtype=np.int64))
+        value_parts.append(float(weights.get(name, 0.0)) * norm)
+    # One pass over every (row, weighted score), summed per row in list order (as a loop would).
+    unique, inverse = np.unique(np.concatenate(row_parts), return_inverse=True)
+    fused = np.bincount(inverse, weights=np.concatenate(value_parts), minlength=len(unique))
+    order = np.lexsort((unique, -fused))[:k]
+    # Ranks and raw scores only for the rows returned.
+    where = [{row: i for i, row in enumerate(rows.tolist())} for rows in row_parts]
+    out = []
+    for i in order.tolist():
+        row = int(unique[i])
+        ranks: dict[str, int] = {}
+        scores: dict[str, float] = {}
+        for (name, sc, _rows), pos in zip(lists, where, strict=True):
+            j = pos.get(row)
+            if j is not None:
+                ranks[name] = j + 1
+                scores[name] = float(sc[j])
+        out.append((row, float(fused[i]), ranks, scores))
+    return out
 
 
 class CollectionRetriever:

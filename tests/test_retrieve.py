@@ -137,6 +137,45 @@ def test_convex_fusion_normalises_each_list_and_weights_them() -> None:
     assert convex_fuse(flat, {"dense": 0.9, "bm25": 0.1}, 1)[0][1] == pytest.approx(1.0)
 
 
+def _convex_reference(ranked, weights, k):
+    """The fusion as a plain loop over every hit (the definition, for the test below)."""
+    import numpy as np
+
+    fused, ranks, scores = {}, {}, {}
+    for name, (sc, rows) in ranked.items():
+        if len(rows) == 0:
+            continue
+        sc64 = np.asarray(sc, dtype=np.float64)
+        lo, hi = float(sc64.min()), float(sc64.max())
+        norm = (sc64 - lo) / (hi - lo) if hi > lo else np.ones_like(sc64)
+        hits = zip(norm.tolist(), sc64.tolist(), rows.tolist(), strict=True)
+        for rank, (z, s, row) in enumerate(hits, 1):
+            fused[row] = fused.get(row, 0.0) + float(weights.get(name, 0.0)) * z
+            ranks.setdefault(row, {})[name] = rank
+            scores.setdefault(row, {})[name] = s
+    order = sorted(fused, key=lambda r: (-fused[r], r))[:k]
+    return [(r, fused[r], ranks[r], scores[r]) for r in order]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_convex_fusion_equals_the_loop_definition_exactly(seed: int) -> None:
+    import numpy as np
+
+    from stages.retrieve import convex_fuse
+
+    rng = np.random.default_rng(seed)
+    ranked = {}
+    for name in ("dense", "bm25", "extra")[: rng.integers(1, 4)]:
+        n = int(rng.integers(0, 60))
+        rows = rng.choice(80, size=n, replace=False)
+        # Coarse scores make ties (within and across lists) common.
+        sc = np.sort(rng.integers(0, 6, size=n).astype(np.float32))[::-1]
+        ranked[name] = (sc, rows)
+    weights = {name: float(rng.random()) for name in ranked}
+    for k in (1, 5, 200):
+        assert convex_fuse(ranked, weights, k) == _convex_reference(ranked, weights, k)
+
+
 def test_retriever_rejects_unknown_fusion(coll: Collection) -> None:
     from stages.errors import ConfigError
 
