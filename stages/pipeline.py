@@ -603,6 +603,11 @@ class Engine:
             if note not in trace.notices:
                 trace.notices.append(note)
         trace.add_ms("feedback", _ms(t))
+        source = getattr(self.generator, "template_source", "")
+        if source and not source.startswith("the file's"):
+            note = f"{draft.model}: the GGUF has no chat template; prompted with {source}"
+            if note not in trace.notices:
+                trace.notices.append(note)
         trace.rounds.append(_round(k, draft, conf, len(kept)))
         return kept, draft, conf
 

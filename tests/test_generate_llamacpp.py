@@ -98,3 +98,32 @@ def test_missing_model_file_is_a_clear_error(tmp_path) -> None:
         LlamaCppGenerator(GeneratorConfig(model=str(tmp_path / "nope.gguf")))
     with pytest.raises(BackendUnavailable, match=r"no \.gguf file"):
         LlamaCppGenerator(GeneratorConfig(model=str(tmp_path)))
+
+
+def test_a_gguf_without_a_chat_template_gets_its_familys_format() -> None:
+    """A Gemma GGUF with no ``tokenizer.chat_template`` (base models, older conversions) is
+    prompted in Gemma's turns, not ChatML, which Gemma reads as plain text."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    from stages.generate.common import CHATML_TEMPLATE, chat_template_for
+
+    messages = [
+        {"role": "system", "content": "Answer from the sources."},
+        {"role": "user", "content": "Who wrote it?"},
+    ]
+    template, source = chat_template_for({"general.architecture": "gemma3"})
+    assert "gemma3" in source
+    prompt = Jinja2ChatFormatter(template, eos_token="<eos>", bos_token="<bos>")(
+        messages=messages
+    ).prompt
+    assert prompt == (
+        "<bos><start_of_turn>user\nAnswer from the sources.\n\nWho wrote it?<end_of_turn>\n"
+        "<start_of_turn>model\n"
+    )
+    # The file's own template wins; an unknown family falls back to ChatML, and says so.
+    assert (
+        chat_template_for({"tokenizer.chat_template": "X", "general.architecture": "gemma3"})[0]
+        == "X"
+    )
+    template, source = chat_template_for({"general.architecture": "mystery"})
+    assert template == CHATML_TEMPLATE and "ChatML" in source

@@ -33,6 +33,37 @@ CHATML_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 
+# Gemma's turn format (the template Google ships with Gemma 2 and 3): no system role, so a system
+# message opens the first user turn.
+GEMMA_TEMPLATE = (
+    "{{ bos_token }}"
+    "{% if messages[0]['role'] == 'system' %}"
+    "{% set first_user_prefix = messages[0]['content'] + '\n\n' %}"
+    "{% set loop_messages = messages[1:] %}"
+    "{% else %}{% set first_user_prefix = '' %}{% set loop_messages = messages %}{% endif %}"
+    "{% for message in loop_messages %}"
+    "{% set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
+    "{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else '') }}"
+    "{{ message['content'] | trim }}{{ '<end_of_turn>\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}"
+)
+# For GGUF files without ``tokenizer.chat_template``: the family's own format by architecture.
+TEMPLATES_BY_ARCHITECTURE = {arch: GEMMA_TEMPLATE for arch in ("gemma", "gemma2", "gemma3")}
+
+
+def chat_template_for(metadata: dict[str, str]) -> tuple[str, str]:
+    """``(template, source)`` for a GGUF's metadata: its own chat template, else its model
+    family's (by ``general.architecture``), else ChatML."""
+    own = metadata.get("tokenizer.chat_template")
+    if own:
+        return own, "the file's chat template"
+    arch = metadata.get("general.architecture", "")
+    if arch in TEMPLATES_BY_ARCHITECTURE:
+        return TEMPLATES_BY_ARCHITECTURE[arch], f"the {arch} chat format"
+    return CHATML_TEMPLATE, "ChatML"
+
+
 _PIECE = re.compile(
     r"(?P<digit>\d)|(?P<word>[A-Za-z]+)|(?P<wide>[^\x00-\x7f])|(?P<glue> (?=[A-Za-z]))"
     r"|(?P<space>\s+)|(?P<other>.)",

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from stages.base import Draft, Hit
 from stages.config import GeneratorConfig
 from stages.errors import BackendUnavailable
-from stages.generate.common import CHATML_TEMPLATE, check_fits, resolve_gguf
+from stages.generate.common import chat_template_for, check_fits, resolve_gguf
 from stages.generate.prompt import build_messages, parse_citations
 
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ class LlamaCppGenerator:
         self._llm: Llama | None = None
         self._vocab: Llama | None = None
         self._formatter: Any = None
+        self.template_source = ""  # where the chat template came from (set on first use)
         self._lock = threading.RLock()
 
     def __repr__(self) -> str:
@@ -126,8 +127,9 @@ class LlamaCppGenerator:
             def text_of(token: int) -> str:
                 return llama_cpp.llama_vocab_get_text(vocab, token).decode() if token >= 0 else ""
 
+            template, self.template_source = chat_template_for(tok.metadata)
             self._formatter = Jinja2ChatFormatter(
-                template=tok.metadata.get("tokenizer.chat_template") or CHATML_TEMPLATE,
+                template=template,
                 eos_token=text_of(tok.token_eos()),
                 bos_token=text_of(tok.token_bos()),
             )
