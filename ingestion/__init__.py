@@ -14,6 +14,7 @@ import re
 import signal
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,22 +117,28 @@ def time_limit(name: str, seconds: float | None) -> Iterator[None]:
         return
 
     armed = [True]
+    out_of_time = ParseError(
+        name,
+        f"took longer than {seconds:g} s to read (ingest.file_timeout_s)",
+        "raise ingest.file_timeout_s, or split or convert the file",
+    )
 
     def on_alarm(signum: int, frame: object) -> None:
         if armed[0]:
             raise _OutOfTime
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
+    start = time.monotonic()
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
         armed[0] = False  # an alarm due right now must not fire outside the block
+        # The alarm's exception can be swallowed when it lands in a library's Python callback
+        # run from C (PyMuPDF's), and the work then finishes: late is still too late.
+        if time.monotonic() - start > seconds:
+            raise out_of_time
     except _OutOfTime:
-        raise ParseError(
-            name,
-            f"took longer than {seconds:g} s to read (ingest.file_timeout_s)",
-            "raise ingest.file_timeout_s, or split or convert the file",
-        ) from None
+        raise out_of_time from None
     finally:
         armed[0] = False
         signal.setitimer(signal.ITIMER_REAL, 0)

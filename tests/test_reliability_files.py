@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -188,6 +189,22 @@ def test_five_thousand_page_pdf_loads_with_every_page(tmp_path: Path) -> None:
     assert len(doc.pages) == 5000
     last = doc.pages[-1]
     assert doc.text[last.start : last.end].startswith("page5000 ")
+
+
+def test_time_limit_holds_when_a_library_swallows_the_alarm() -> None:
+    """PyMuPDF runs Python callbacks from C and drops their exceptions: an alarm landing in one
+    is lost and the parse goes on to the end. The file must still fail, late as it is."""
+    from ingestion import time_limit
+    from stages.errors import ParseError
+
+    with pytest.raises(ParseError, match="file_timeout_s"), time_limit("slow.pdf", 0.05):
+        end = time.monotonic() + 0.3
+        while time.monotonic() < end:
+            # What such a callback wrapper does with any exception raised inside it.
+            with contextlib.suppress(BaseException):
+                time.sleep(0.01)
+    with time_limit("quick.pdf", 5.0):  # within the limit: nothing happens
+        time.sleep(0.01)
 
 
 def test_per_file_time_limit(tmp_path: Path) -> None:
