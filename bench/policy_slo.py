@@ -79,9 +79,8 @@ def main(argv: list[str] | None = None) -> int:
             for c in (float(x) for x in args.confidences.split(",")):
                 choice = forest.choose(proba, confidence=c)
                 rows[f"{tag} c={c:g}"] = score(test, choice, slo, boot)
-            mode = proba.argmax(axis=1)
-            mode = np.where(mode >= len(test.budgets), 0, mode)
-            rows[f"{tag} mode"] = score(test, mode, slo, boot)
+            likely = forest.choose(proba, most_likely=True)
+            rows[f"{tag} mode"] = score(test, likely, slo, boot)
     # The oracle under the same labels: what perfect imitation would reach.
     from router.forest import oracle_labels
 
