@@ -55,6 +55,9 @@ class CachingGenerator:
         from stages.generate.prompt import build_messages
 
         payload = {
+            # 2: drafts are timed from an empty KV cache (``forget``); older ones may carry a
+            # time that reused the previous prompt's prefix, so they are not replayed.
+            "format": 2,
             "backend": self.name,
             "model": self.model,
             "settings": self.settings,

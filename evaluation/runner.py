@@ -296,6 +296,10 @@ class QuestionWorker:
         out = []
         for spec in specs:
             policy, k = self.policies[spec.name]
+            # Each row is timed as an answer of its own: no KV cache kept from the last one.
+            forget = getattr(self.generator, "forget", None)
+            if forget:
+                forget()
             take = getattr(self.generator, "take_replayed_ms", None)
             if take:
                 take()

@@ -219,6 +219,26 @@ def test_generation_cache_replays_identical_prompts(ecfg, qa_set, tmp_path):
     assert not any(r["cached_generation"] for r in rows_of(tmp_path / "c"))
 
 
+def test_every_row_is_generated_from_an_empty_kv_cache(ecfg, qa_set, tmp_path, monkeypatch):
+    """llama.cpp reuses the longest prefix a prompt shares with the last one; a sweep sends one
+    question's budgets in a row, so without ``forget`` fixed:2 would be timed on a prompt whose
+    system message and first source were already evaluated for fixed:1."""
+    from stages.generate.llamacpp import LlamaCppGenerator
+
+    cached: list[int] = []
+    real = LlamaCppGenerator.generate
+
+    def spy(self, question, hits, on_token=None):
+        cached.append(self._llm.n_tokens if self._llm is not None else 0)
+        return real(self, question, hits, on_token)
+
+    monkeypatch.setattr(LlamaCppGenerator, "generate", spy)
+    ecfg.generator.backend = "llamacpp"
+    ecfg.generator.max_tokens = 6
+    run_eval(ecfg, settings(qa_set, tmp_path / "kv", strategies=["fixed:1", "fixed:2"], limit=2))
+    assert len(cached) >= 4 and cached == [0] * len(cached)
+
+
 def test_extractive_answers_are_not_cached(ecfg, qa_set, tmp_path):
     run_eval(ecfg, settings(qa_set, tmp_path / "x", strategies=["fixed:1"], limit=3, cache=True))
     run_eval(ecfg, settings(qa_set, tmp_path / "y", strategies=["fixed:1"], limit=3, cache=True))

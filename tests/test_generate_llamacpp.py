@@ -127,3 +127,13 @@ def test_a_gguf_without_a_chat_template_gets_its_familys_format() -> None:
     )
     template, source = chat_template_for({"general.architecture": "mystery"})
     assert template == CHATML_TEMPLATE and "ChatML" in source
+
+
+@pytest.mark.slow
+def test_forget_drops_the_kv_cache(gen: LlamaCppGenerator) -> None:
+    hits = eiffel_hits()
+    gen.generate(QUESTION, hits[:1])
+    assert gen._llm is not None and gen._llm.n_tokens > 0
+    gen.forget()
+    assert gen._llm.n_tokens == 0
+    LlamaCppGenerator(GeneratorConfig()).forget()  # nothing loaded: nothing to drop

@@ -159,6 +159,20 @@ class LlamaCppGenerator:
 
     # -- generation --------------------------------------------------------------------------
 
+    def forget(self) -> None:
+        """Drop the KV cache, so the next prompt is evaluated in full.
+
+        llama.cpp keeps the last prompt's keys and values and skips re-evaluating the longest
+        prefix the next prompt shares with it. Within one answer that is a real saving (a
+        feedback pass re-sends the same sources), but between measured runs it is not: a sweep
+        sends one question's budgets in a row, and k = 2's prompt would reuse k = 1's system
+        message and first source, so k = 2 looked faster than k = 1. The evaluation harness
+        calls this before every measured answer, as a one-question ``ask`` starts empty.
+        """
+        with self._lock:
+            if self._llm is not None:
+                self._llm.reset()
+
     def generate(
         self, question: str, hits: list[Hit], on_token: Callable[[str], Any] | None = None
     ) -> Draft:
