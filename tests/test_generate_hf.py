@@ -135,3 +135,14 @@ def test_default_is_the_packaged_smollm2_gguf() -> None:
     d = g.generate(QUESTION, eiffel_hits())
     assert "paris" in d.text.lower()
     assert d.logprobs is not None and len(d.logprobs) == d.completion_tokens
+
+
+def test_an_answer_past_the_total_timeout_is_an_error(tiny_model: Path) -> None:
+    """generator.total_timeout_s bounds a whole in-process answer, as it does for the servers."""
+    free = HuggingFaceGenerator(GeneratorConfig(model=str(tiny_model), max_tokens=40))
+    assert free.generate(QUESTION, eiffel_hits()).completion_tokens >= 2  # it would go on
+    cut = HuggingFaceGenerator(
+        GeneratorConfig(model=str(tiny_model), max_tokens=40, total_timeout_s=1e-6)
+    )
+    with pytest.raises(BackendUnavailable, match="total_timeout_s = 1e-06 s"):
+        cut.generate(QUESTION, eiffel_hits())

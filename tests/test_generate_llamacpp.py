@@ -137,3 +137,14 @@ def test_forget_drops_the_kv_cache(gen: LlamaCppGenerator) -> None:
     gen.forget()
     assert gen._llm.n_tokens == 0
     LlamaCppGenerator(GeneratorConfig()).forget()  # nothing loaded: nothing to drop
+
+
+@pytest.mark.slow
+def test_an_answer_past_the_total_timeout_is_an_error() -> None:
+    """generator.total_timeout_s bounds a whole in-process answer, as it does for the servers:
+    a prompt of four sources cannot be evaluated in a millisecond."""
+    g = LlamaCppGenerator(
+        GeneratorConfig(max_tokens=24, context_window=2048, threads=1, total_timeout_s=0.001)
+    )
+    with pytest.raises(BackendUnavailable, match=r"total_timeout_s = 0\.001 s \(0 tokens"):
+        g.generate(QUESTION, eiffel_hits())

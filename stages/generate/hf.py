@@ -183,8 +183,13 @@ class HuggingFaceGenerator:
             eos = tok.eos_token_id
         eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
         sample = self.cfg.temperature > 0
+        # generator.total_timeout_s bounds a whole answer as it does for the servers:
+        # transformers stops at max_time, and an answer cut short by it is an error.
+        limit = self.cfg.total_timeout_s
+        started = time.monotonic()
         gen_cfg = GenerationConfig(
             max_new_tokens=self.cfg.max_tokens,
+            max_time=limit if limit > 0 else None,
             do_sample=sample,
             temperature=self.cfg.temperature if sample else None,
             top_p=None,
@@ -212,6 +217,12 @@ class HuggingFaceGenerator:
         finish = "length"
         if new and new[-1] in eos_ids:
             new, logprobs, finish = new[:-1], logprobs[:-1], "stop"
+        elif 0 < limit <= time.monotonic() - started and len(new) < self.cfg.max_tokens:
+            raise BackendUnavailable(
+                f"{self.model} did not finish the answer within generator.total_timeout_s = "
+                f"{limit:g} s ({len(new)} tokens generated) — raise it, lower "
+                "generator.max_tokens, or use a smaller model"
+            )
         return new, logprobs, finish
 
     def _stream(

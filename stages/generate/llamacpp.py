@@ -211,9 +211,19 @@ class LlamaCppGenerator:
         out: list[int] = []
         logprobs: list[float] = []
         finish = "length"
+        # generator.total_timeout_s bounds a whole answer here as it does for the servers; it is
+        # checked as each token arrives (the prompt's evaluation cannot be interrupted).
+        limit = self.cfg.total_timeout_s
+        end = time.monotonic() + limit if limit > 0 else math.inf
         for token in llm.generate(
             ids, temp=max(self.cfg.temperature, 0.0), repeat_penalty=self.cfg.repeat_penalty
         ):
+            if time.monotonic() >= end:
+                raise BackendUnavailable(
+                    f"llama.cpp did not finish the answer within generator.total_timeout_s = "
+                    f"{limit:g} s ({len(out)} tokens generated) — raise it, lower "
+                    "generator.max_tokens, or use a smaller model"
+                )
             # Any end-of-generation or control token (a new turn's header) ends the answer.
             if llama_cpp.llama_vocab_is_eog(vocab, token) or (
                 llama_cpp.llama_vocab_get_attr(vocab, token) & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
