@@ -490,33 +490,42 @@ class Engine:
             draft, used = self._map_reduce(question, budget, trace, on_token)
             conf = self.scorer.score(draft, used)
             trace.rounds.append(_round(decision.k, draft, conf, len(used)))
-        elif pf is not None and pf["mode"] == "select":
-            used, draft, conf = self._select(
-                prepared, decision.k, budget, trace, on_token, use_rerank
-            )
         else:
+            if pf is not None and pf["mode"] == "select":
+                # Deeper means each member answers from more of its own results.
+                deepest = max(len(pf["hits"][name]) for name in pf["members"])
+
+                def attempt(kk: int, escalated: bool):
+                    if escalated and on_token is not None:
+                        on_token("\n")
+                    return self._select(prepared, kk, budget, trace, on_token, use_rerank)
+
+            else:
+                deepest = len(candidates)
+
+                def attempt(kk: int, escalated: bool):
+                    return self._generate_round(
+                        question, candidates, kk, budget, trace, on_token, escalated=escalated
+                    )
+
             kk = decision.k
-            used, draft, conf = self._generate_round(
-                question, candidates, kk, budget, trace, on_token
-            )
+            used, draft, conf = attempt(kk, False)
             rounds = 0
             fb = self.cfg.feedback
             while (
                 (fb.enabled if feedback is None else feedback)
                 and conf.score < fb.threshold
                 and rounds < fb.max_rounds
-                and kk < min(len(candidates), strategy.k_max * 2)
+                and kk < min(deepest, strategy.k_max * 2)
             ):
                 rounds += 1
                 t = time.perf_counter()
                 new_k = max(kk + 1, math.ceil(max(kk, 1) * fb.growth), strategy.k_min)
-                new_k = min(new_k, len(candidates))
+                new_k = min(new_k, deepest)
                 emit("escalate", confidence=conf.score, k=new_k)
                 trace.add_ms("feedback", _ms(t))
                 kk = new_k
-                used, draft, conf = self._generate_round(
-                    question, candidates, kk, budget, trace, on_token, escalated=True
-                )
+                used, draft, conf = attempt(kk, True)
             if kk != decision.k:
                 trace.decision = Decision(
                     k=kk,

@@ -77,6 +77,23 @@ def test_ask_select_keeps_the_best_supported_member_answer(built) -> None:
     assert q.answers[0] in out["answer"]
 
 
+def test_select_deepens_every_member_when_confidence_is_low(built, monkeypatch) -> None:
+    """The feedback loop holds in select mode too: a question the documents do not answer gets
+    each member answering again from deeper in its own results."""
+    runner, info, _docs, _qfile = built
+    question = "What is the airspeed velocity of an unladen swallow?"
+    args = ("--generator", "extractive", "--k", "1", "--portfolio-mode", "select")
+    monkeypatch.setenv("FATHOM_FEEDBACK__ENABLED", "false")
+    once = _ask(runner, info, question, *args)
+    assert len(once["trace"]["rounds"]) == 2  # one answer per member, no second round
+    monkeypatch.setenv("FATHOM_FEEDBACK__ENABLED", "true")
+    out = _ask(runner, info, question, *args)
+    rounds = out["trace"]["rounds"]
+    assert len(rounds) > 2 and len(rounds) % 2 == 0  # whole rounds of both members
+    assert [r["k"] for r in rounds][:2] == [1, 1] and rounds[-1]["k"] > 1
+    assert "feedback deepened to k = " in out["trace"]["decision"]["reason"]
+
+
 @pytest.mark.slow
 def test_ask_select_with_a_language_model_picks_or_merges(built, monkeypatch) -> None:
     runner, info, _docs, qfile = built
