@@ -454,9 +454,9 @@ def _render_answer(answer, streamed: bool) -> None:
     tr = answer.trace
     if streamed:
         out.print()
-    final_differs = len(tr.rounds) > 1
+    final_differs = tr.passes > 1
     if not streamed or final_differs:
-        title = "Answer" if not final_differs else f"Answer (after {len(tr.rounds)} rounds)"
+        title = "Answer" if not final_differs else f"Answer (after {tr.passes} rounds)"
         out.print(Panel(_plain(answer.text), title=title, expand=False))
     if answer.sources:
         table = Table(title="Sources", title_justify="left")
@@ -483,7 +483,7 @@ def _render_answer(answer, streamed: bool) -> None:
     out.print(
         f"[bold]Confidence[/bold] {conf['score']:.2f}"
         + (" (abstained)" if conf.get("abstained") else "")
-        + f" · {len(tr.rounds)} round(s) · backend {tr.backend} · model {tr.model} · "
+        + f" · {tr.passes} round(s) · backend {tr.backend} · model {tr.model} · "
         f"reranker {tr.reranker} · embedder {tr.embedder}",
         highlight=False,
     )

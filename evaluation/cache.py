@@ -33,6 +33,11 @@ class CachingGenerator:
         )
         self.hits = 0
         self.misses = 0
+        # A draft is stored only when generated from an empty KV cache (after ``forget``), so a
+        # replay stands for a cold generation: a feedback round that reused the previous
+        # round's prefix is faster than the same prompt asked on its own. A backend that keeps
+        # no cache Fathom can drop (a server) is taken as it comes.
+        self._cold = not callable(getattr(inner, "forget", None))
         self.replayed_ms = 0.0  # generation time the replays stood in for (since last reset)
 
     # The Generator protocol, delegated.
@@ -50,6 +55,13 @@ class CachingGenerator:
         if name == "inner":  # not set yet (during unpickling): avoid recursion
             raise AttributeError(name)
         return getattr(self.inner, name)
+
+    def forget(self) -> None:
+        """Drop the wrapped generator's KV cache (when it keeps one)."""
+        forget = getattr(self.inner, "forget", None)
+        if callable(forget):
+            forget()
+            self._cold = True
 
     def key(self, question: str, hits: list[Hit]) -> str:
         from stages.generate.prompt import build_messages
@@ -79,9 +91,12 @@ class CachingGenerator:
             return draft
         draft = self.inner.generate(question, hits, on_token=on_token)
         self.misses += 1
-        self._db.execute(
-            "INSERT OR REPLACE INTO drafts (key, draft) VALUES (?, ?)", (key, _draft_json(draft))
-        )
+        if self._cold:
+            self._db.execute(
+                "INSERT OR REPLACE INTO drafts (key, draft) VALUES (?, ?)",
+                (key, _draft_json(draft)),
+            )
+        self._cold = not callable(getattr(self.inner, "forget", None))
         return draft
 
     def take_replayed_ms(self) -> float:

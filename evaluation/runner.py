@@ -126,6 +126,9 @@ def _baseline(settings: EvalSettings, specs: list[StrategySpec]) -> str:
     return (fixed[len(fixed) // 2] if fixed else specs[0]).name
 
 
+TIMING_FORMAT = 2  # how rows are timed; a run is only resumed under the same
+
+
 def _generator_settings(cfg: Any) -> dict[str, Any]:
     g = cfg.generator
     return {
@@ -588,6 +591,9 @@ def plan_run(
         "split_seed": settings.split_seed,
         "features": settings.features,
         "config": config_fingerprint(cfg),
+        # 2: every row is timed from an empty KV cache (QuestionWorker.rows); runs before that
+        # may have timed deeper budgets on their shallower neighbour's cached prefix.
+        "timing": TIMING_FORMAT,
     }
     # Settings that do not change the rows; they may change between resumes.
     mutable = {
@@ -599,7 +605,7 @@ def plan_run(
     if run_path.exists():
         old = json.loads(run_path.read_text(encoding="utf-8"))
         # Keys added after format 1 shipped default to their old meaning.
-        defaults = {"doc_split": None, "split_seed": 0, "features": False}
+        defaults = {"doc_split": None, "split_seed": 0, "features": False, "timing": 1}
         diff = [
             k
             for k, v in identity.items()

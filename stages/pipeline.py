@@ -60,6 +60,13 @@ class Trace:
     def total_ms(self) -> float:
         return sum(self.stages_ms.values())
 
+    @property
+    def passes(self) -> int:
+        """How many depths the answer was generated at: 1, plus one per feedback deepening.
+        (``rounds`` has every generation; in portfolio select mode that is each member's
+        answer and the selection, all at the same depth.)"""
+        return len({r["k"] for r in self.rounds})
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "query_type": self.query_type,
@@ -461,7 +468,13 @@ class Engine:
         candidates = list(pf["fused"]) if pf and pf["mode"] == "fuse" else list(probe.hits)
         use_rerank = self.cfg.rerank.enabled if rerank is None else rerank
         use_rerank = use_rerank and strategy.rerank and decision.k > 0 and len(candidates) > 1
-        if use_rerank:
+        select = pf is not None and pf["mode"] == "select"
+        if use_rerank and select:
+            # Each member's own results are reranked in _select; the probe's are not used.
+            trace.reranker = self.reranker().name
+            if self._rerank_notice and self._rerank_notice not in trace.notices:
+                trace.notices.append(self._rerank_notice)
+        elif use_rerank:
             reranker = self.reranker()
             memo = prepared.memo.get("rerank")
             if memo is None:  # the same for every depth: rerank once per prepared question
@@ -491,14 +504,15 @@ class Engine:
             conf = self.scorer.score(draft, used)
             trace.rounds.append(_round(decision.k, draft, conf, len(used)))
         else:
-            if pf is not None and pf["mode"] == "select":
+            if select:
                 # Deeper means each member answers from more of its own results.
                 deepest = max(len(pf["hits"][name]) for name in pf["members"])
+                answered: dict[tuple[str, int], Any] = {}  # (member, depth) → its answer
 
                 def attempt(kk: int, escalated: bool):
                     if escalated and on_token is not None:
                         on_token("\n")
-                    return self._select(prepared, kk, budget, trace, on_token, use_rerank)
+                    return self._select(prepared, kk, budget, trace, on_token, use_rerank, answered)
 
             else:
                 deepest = len(candidates)
@@ -628,12 +642,14 @@ class Engine:
         trace: Trace,
         on_token: TokenSink | None,
         use_rerank: bool,
+        answered: dict[tuple[str, int], Any],
     ):
         """Portfolio ``select`` mode: one answer per chosen member from its own top ``k`` (at
         once when the generator is a server), then the generator picks or merges them over the
         union of their sources, renumbered so the candidates' citations stay valid. Without a
         language model (the extractive answerer), the candidate with the highest support
-        confidence wins."""
+        confidence wins. ``answered`` carries member answers across feedback rounds of one
+        answer, so a member with no deeper results is not asked the same prompt again."""
         from stages.generate.prompt import parse_citations
 
         question = prepared.question
@@ -642,6 +658,12 @@ class Engine:
 
         def member_answer(name: str, sub: Trace) -> tuple[str, list[Hit], Any, Any]:
             hits = list(pf["hits"][name])
+            # A member with fewer hits than a deeper round asks for gives the same prompt
+            # again: its answer from the last round stands (and costs nothing more).
+            depth = min(k, len(hits))
+            done = answered.get((name, depth))
+            if done is not None:
+                return name, *done
             if use_rerank and len(hits) > 1:
                 memo = prepared.memo.get(f"rerank:{name}")
                 if memo is None:
@@ -649,9 +671,10 @@ class Engine:
                     head = hits[: self.cfg.rerank.candidates]
                     memo = (self.reranker().rerank(question, head) + hits[len(head) :], _ms(t))
                     prepared.memo[f"rerank:{name}"] = memo
+                    sub.add_ms("rerank", memo[1])  # charged once, not again per round
                 hits = list(memo[0])
-                sub.add_ms("rerank", memo[1])
             used, draft, conf = self._generate_round(question, hits, k, budget, sub, None)
+            answered[(name, depth)] = (used, draft, conf)
             return name, used, draft, conf
 
         names = list(pf["members"])
@@ -682,9 +705,10 @@ class Engine:
             best = max(range(len(candidates)), key=lambda i: candidates[i][3].score)
             name, used, draft, conf = candidates[best]
             trace.tokens["context"] = subs[best].tokens["context"]
-            trace.notices.append(
+            _notice(
+                trace,
                 f"portfolio select: kept the answer from {name} (highest support "
-                f"confidence, {conf.score:.2f}, of {len(candidates)} members)"
+                f"confidence, {conf.score:.2f}, of {len(candidates)} members)",
             )
             if on_token is not None:
                 on_token(draft.text)
@@ -732,9 +756,10 @@ class Engine:
         conf = self.scorer.score(draft, kept, self.vectors(kept))
         trace.add_ms("feedback", _ms(t))
         trace.rounds.append(_round(k, draft, conf, len(kept)))
-        trace.notices.append(
+        _notice(
+            trace,
             f"portfolio select: {gen.model} chose among the answers of "
-            f"{', '.join(c[0] for c in candidates)}"
+            f"{', '.join(c[0] for c in candidates)}",
         )
         return kept, draft, conf
 
@@ -906,6 +931,12 @@ def _render_sources(hits: list[Hit]) -> str:
     return "\n\n".join(render_source(i, h) for i, h in enumerate(hits, start=1))
 
 
+def _notice(trace: Trace, text: str) -> None:
+    """Add a portfolio-select notice, replacing the one an earlier (shallower) round left."""
+    trace.notices[:] = [n for n in trace.notices if not n.startswith("portfolio select:")]
+    trace.notices.append(text)
+
+
 def _round(k: int, draft: Draft, conf: Any, n_sources: int) -> dict[str, Any]:
     return {
         "k": k,
@@ -986,7 +1017,7 @@ def record(cfg: Config, target: str, answer: Answer) -> None:
             "backend": tr.backend,
             "model": tr.model,
             "confidence": answer.confidence.get("score"),
-            "rounds": len(tr.rounds),
+            "rounds": tr.passes,
             "answer": answer.text,
         }
     )

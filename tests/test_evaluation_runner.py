@@ -275,6 +275,53 @@ def test_caching_generator_counts_and_replays(tmp_path):
     gen2.close()
 
 
+def test_cache_keeps_only_generations_from_an_empty_kv_cache(tmp_path):
+    """A feedback round reuses the previous round's prefix and is timed faster than the same
+    prompt on its own: such a draft is not stored, so no later row replays its time."""
+
+    class Forgetful:
+        name, model = "fake", "fake-1"
+        context_window = 2048
+        calls = forgot = 0
+
+        def count_tokens(self, texts):
+            return [len(t.split()) for t in texts]
+
+        def prompt_tokens(self, question, hits):
+            return 10
+
+        def generate(self, question, hits, on_token=None):
+            Forgetful.calls += 1
+            return Draft(f"a{Forgetful.calls}", (), 10, 2, "fake", "fake-1", "stop", ms=40.0)
+
+        def forget(self):
+            Forgetful.forgot += 1
+
+    gen = CachingGenerator(Forgetful(), tmp_path / "c.db")
+    gen.generate("warm?", [])  # nothing forgotten yet: the inner cache may be warm
+    gen.forget()
+    gen.generate("q1?", [])  # cold: stored
+    gen.generate("q2?", [])  # the same answer's second round: warm, not stored
+    gen.forget()
+    assert gen.generate("q1?", []).text == "a2"  # replayed
+    assert gen.generate("q2?", []).text == "a4"  # generated again
+    gen.forget()
+    assert gen.generate("warm?", []).text == "a5"
+    assert (gen.hits, gen.misses, Forgetful.forgot) == (1, 5, 3)
+    gen.close()
+
+
+def test_a_run_timed_before_cold_kv_rows_is_not_resumed(ecfg, qa_set, tmp_path):
+    s = settings(qa_set, tmp_path / "old", strategies=["fixed:1"], limit=2)
+    run_eval(ecfg, s)
+    run = json.loads((tmp_path / "old" / "run.json").read_text())
+    assert run["timing"] == 2
+    del run["timing"]  # as a run recorded before timing format 2
+    (tmp_path / "old" / "run.json").write_text(json.dumps(run))
+    with pytest.raises(FathomError, match="differs in timing"):
+        run_eval(ecfg, s)
+
+
 def test_strategy_specs_parse_and_reject():
     specs = parse_strategies("none,fixed:3,gap,gap:2-6,threshold:p20,threshold:p80:8,strategy")
     assert [s.kind for s in specs] == [

@@ -199,3 +199,19 @@ def test_configured_budget_caps_the_context(tmp_path: Path, minilm) -> None:
         answer = ask(cfg, str(doc), question, k=8, rerank=False)
         sizes[budget] = answer.trace.tokens["context"]
     assert 0 < sizes[60] <= 60 < sizes[0]
+
+
+def test_passes_count_depths_not_generations() -> None:
+    """History, `stats` and the report count feedback passes: in portfolio select mode one pass
+    is every member's answer plus the selection, all at the same k."""
+    from stages.pipeline import Trace
+
+    def rounds(*ks: int) -> list[dict]:
+        return [{"k": k} for k in ks]
+
+    assert Trace("q?", "c", rounds=rounds(3)).passes == 1
+    # Plain feedback: one generation a pass.
+    assert Trace("q?", "c", rounds=rounds(3, 6, 12)).passes == 3
+    # Select: two members and the selection.
+    assert Trace("q?", "c", rounds=rounds(2, 2, 2)).passes == 1
+    assert Trace("q?", "c", rounds=rounds(2, 2, 2, 4, 4, 4)).passes == 2

@@ -220,8 +220,8 @@ class HuggingFaceGenerator:
         elif 0 < limit <= time.monotonic() - started and len(new) < self.cfg.max_tokens:
             raise BackendUnavailable(
                 f"{self.model} did not finish the answer within generator.total_timeout_s = "
-                f"{limit:g} s ({len(new)} tokens generated) — raise it, lower "
-                "generator.max_tokens, or use a smaller model"
+                f"{limit:g} s ({len(new)} of at most {self.cfg.max_tokens} tokens generated) — "
+                "raise it, lower generator.max_tokens, or use a smaller model"
             )
         return new, logprobs, finish
 

@@ -218,12 +218,6 @@ class LlamaCppGenerator:
         for token in llm.generate(
             ids, temp=max(self.cfg.temperature, 0.0), repeat_penalty=self.cfg.repeat_penalty
         ):
-            if time.monotonic() >= end:
-                raise BackendUnavailable(
-                    f"llama.cpp did not finish the answer within generator.total_timeout_s = "
-                    f"{limit:g} s ({len(out)} tokens generated) — raise it, lower "
-                    "generator.max_tokens, or use a smaller model"
-                )
             # Any end-of-generation or control token (a new turn's header) ends the answer.
             if llama_cpp.llama_vocab_is_eog(vocab, token) or (
                 llama_cpp.llama_vocab_get_attr(vocab, token) & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
@@ -245,6 +239,13 @@ class LlamaCppGenerator:
                     on_token(piece)
             if len(out) >= self.cfg.max_tokens:
                 break
+            # Checked after the answer-ending cases: an answer that is complete is kept.
+            if time.monotonic() >= end:
+                raise BackendUnavailable(
+                    f"llama.cpp did not finish the answer within generator.total_timeout_s = "
+                    f"{limit:g} s ({len(out)} of at most {self.cfg.max_tokens} tokens "
+                    "generated) — raise it, lower generator.max_tokens, or use a smaller model"
+                )
         tail = decoder.decode(b"", final=True)
         if tail:
             pieces.append(tail)
