@@ -245,32 +245,38 @@ def test_extractive_answers_are_not_cached(ecfg, qa_set, tmp_path):
     assert not any(r["cached_generation"] for r in rows_of(tmp_path / "y"))
 
 
+class _Counting:
+    """A fake generator: "answer N" for the N-th generation of this instance."""
+
+    name, model = "fake", "fake-1"
+    context_window = 2048
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def count_tokens(self, texts):
+        return [len(t.split()) for t in texts]
+
+    def prompt_tokens(self, question, hits):
+        return 10
+
+    def generate(self, question, hits, on_token=None):
+        self.calls += 1
+        return Draft(f"answer {self.calls}", (), 10, 2, "fake", "fake-1", "stop", ms=40.0)
+
+
 def test_caching_generator_counts_and_replays(tmp_path):
-    class Counting:
-        name, model = "fake", "fake-1"
-        context_window = 2048
-        calls = 0
-
-        def count_tokens(self, texts):
-            return [len(t.split()) for t in texts]
-
-        def prompt_tokens(self, question, hits):
-            return 10
-
-        def generate(self, question, hits, on_token=None):
-            Counting.calls += 1
-            return Draft(f"answer {Counting.calls}", (), 10, 2, "fake", "fake-1", "stop", ms=40.0)
-
-    gen = CachingGenerator(Counting(), tmp_path / "c.db", {"temperature": 0.0})
+    counting = _Counting()
+    gen = CachingGenerator(counting, tmp_path / "c.db", {"temperature": 0.0})
     first = gen.generate("q?", [])
     again = gen.generate("q?", [])
     other = gen.generate("another q?", [])
     assert (first.text, again.text, other.text) == ("answer 1", "answer 1", "answer 2")
-    assert (gen.hits, gen.misses, Counting.calls) == (1, 2, 2)
+    assert (gen.hits, gen.misses, counting.calls) == (1, 2, 2)
     assert 0 < gen.take_replayed_ms() <= 40.0 and gen.take_replayed_ms() == 0.0
     gen.close()
     # A different setting is a different key.
-    gen2 = CachingGenerator(Counting(), tmp_path / "c.db", {"temperature": 0.7})
+    gen2 = CachingGenerator(counting, tmp_path / "c.db", {"temperature": 0.7})
     assert gen2.generate("q?", []).text == "answer 3"
     gen2.close()
 
@@ -279,35 +285,24 @@ def test_cache_keeps_only_generations_from_an_empty_kv_cache(tmp_path):
     """A feedback round reuses the previous round's prefix and is timed faster than the same
     prompt on its own: such a draft is not stored, so no later row replays its time."""
 
-    class Forgetful:
-        name, model = "fake", "fake-1"
-        context_window = 2048
-        calls = forgot = 0
-
-        def count_tokens(self, texts):
-            return [len(t.split()) for t in texts]
-
-        def prompt_tokens(self, question, hits):
-            return 10
-
-        def generate(self, question, hits, on_token=None):
-            Forgetful.calls += 1
-            return Draft(f"a{Forgetful.calls}", (), 10, 2, "fake", "fake-1", "stop", ms=40.0)
+    class Forgetful(_Counting):
+        forgot = 0
 
         def forget(self):
-            Forgetful.forgot += 1
+            self.forgot += 1
 
-    gen = CachingGenerator(Forgetful(), tmp_path / "c.db")
+    inner = Forgetful()
+    gen = CachingGenerator(inner, tmp_path / "c.db")
     gen.generate("warm?", [])  # nothing forgotten yet: the inner cache may be warm
     gen.forget()
     gen.generate("q1?", [])  # cold: stored
     gen.generate("q2?", [])  # the same answer's second round: warm, not stored
     gen.forget()
-    assert gen.generate("q1?", []).text == "a2"  # replayed
-    assert gen.generate("q2?", []).text == "a4"  # generated again
+    assert gen.generate("q1?", []).text == "answer 2"  # replayed
+    assert gen.generate("q2?", []).text == "answer 4"  # generated again
     gen.forget()
-    assert gen.generate("warm?", []).text == "a5"
-    assert (gen.hits, gen.misses, Forgetful.forgot) == (1, 5, 3)
+    assert gen.generate("warm?", []).text == "answer 5"
+    assert (gen.hits, gen.misses, inner.forgot) == (1, 5, 3)
     gen.close()
 
 
