@@ -10,6 +10,14 @@ the held-out rows — the budget it chooses and that budget's measured F1 and la
 rows use the same questions and the same generations. SLO compliance is the share of questions
 whose chosen budget's end-to-end latency is ≤ the SLO. 95 % intervals: bootstrap over questions.
 
+A second table projects what an answer cut at the deadline would give ("… cut at SLO"): each
+held-out row keeps the completion tokens that fit before the SLO, at the per-completion-token
+time fitted on the held-out rows themselves (generate ms against prompt and completion tokens;
+the fit's R² is printed), and its F1 is recomputed on the shortened answer (re-tokenized with
+the packaged SmolLM2 tokenizer when the sweep used it, else cut in proportion to words). It is a
+projection from measured rows, not a measurement of a deadline-aware generator: an answer whose
+prompt alone runs past the SLO still misses it.
+
     python bench/policy_slo.py --train DIR [--train DIR …] --test DIR [--slo-ms MS]
         [--epsilons 0,0.1] [--confidences 0.5,0.7,0.9] [--out DIR]
 """
@@ -43,6 +51,91 @@ def score(test: Any, choice: np.ndarray, slo: float, boot: np.ndarray) -> dict[s
     }
 
 
+def deadline_projection(test_dir: str, test: Any, slo: float) -> tuple[Any, dict[str, Any]]:
+    """``test`` with every row's answer cut where its time would pass ``slo`` (module doc)."""
+    import dataclasses
+    import json
+
+    from evaluation.metrics import f1
+
+    rows = {}
+    for line in (Path(test_dir) / "log.jsonl").read_text(encoding="utf-8").splitlines():
+        r = json.loads(line)
+        rows[(r["qid"], r["k"])] = r
+    picked = [rows[(q, b)] for q in test.qids for b in test.budgets]
+    gen = np.array([r["stages_ms"].get("generate", 0.0) for r in picked])
+    prompt = np.array([r["tokens"]["prompt"] for r in picked], dtype=np.float64)
+    out = np.array([r["tokens"]["completion"] for r in picked], dtype=np.float64)
+    design = np.c_[np.ones(len(gen)), prompt, out]
+    coef = np.linalg.lstsq(design, gen, rcond=None)[0]
+    r2 = 1.0 - float(np.var(gen - design @ coef) / np.var(gen))
+    per_token = float(coef[2])
+    cut = _cutter(test.run)
+    quality = np.array(test.quality, dtype=np.float64)
+    latency = np.array(test.latency, dtype=np.float64)
+    n_cut = 0
+    for i, q in enumerate(test.qids):
+        for j, b in enumerate(test.budgets):
+            r = rows[(q, b)]
+            o = r["tokens"]["completion"]
+            before = r["total_ms"] - per_token * o  # everything but the answer's tokens
+            fits = max(0, int((slo - before) / per_token + 1e-9))  # no float loss of a token
+            if o > fits:
+                n_cut += 1
+                quality[i, j] = f1(cut(r["answer"], fits, o), r["gold_answers"])
+                latency[i, j] = before + per_token * fits
+    fit = {
+        "ms_per_completion_token": per_token,
+        "ms_per_prompt_token": float(coef[1]),
+        "r2": r2,
+        "rows_cut": n_cut,
+        "rows": len(picked),
+    }
+    return dataclasses.replace(test, quality=quality, latency=latency), fit
+
+
+def _cutter(run: dict[str, Any]):
+    """``cut(answer, keep, of)``: the answer's first ``keep`` of its ``of`` tokens."""
+    from stages.generate.common import packaged_gguf
+
+    path = packaged_gguf()
+    model = (run.get("generator") or {}).get("model", "")
+    if path is not None and model == path.name:
+        from llama_cpp import Llama
+
+        vocab = Llama(str(path), vocab_only=True, verbose=False)
+
+        def cut(answer: str, keep: int, of: int) -> str:
+            ids = vocab.tokenize(answer.encode("utf-8"), add_bos=False, special=False)
+            return vocab.detokenize(ids[:keep]).decode("utf-8", errors="ignore")
+
+        return cut
+
+    def cut_words(answer: str, keep: int, of: int) -> str:
+        words = answer.split()
+        return " ".join(words[: len(words) * keep // max(of, 1)])
+
+    return cut_words
+
+
+def _table(rows: dict[str, dict[str, Any]], kstar_f1: float) -> list[list[str]]:
+    table = []
+    for label, r in rows.items():
+        table.append(
+            [
+                label,
+                f"{r['f1']:.3f} [{r['f1_ci'][0]:.3f}, {r['f1_ci'][1]:.3f}]",
+                f"{100 * (r['f1'] - kstar_f1):+.1f}",
+                f"{100 * r['compliance']:.0f} % [{100 * r['compliance_ci'][0]:.0f}, "
+                f"{100 * r['compliance_ci'][1]:.0f}]",
+                f"{r['p50_ms']:.0f}",
+                f"{r['p95_ms']:.0f}",
+                f"{r['mean_k']:.2f}",
+            ]
+        )
+    return table
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--train", action="append", required=True, help="training sweep folder")
@@ -69,45 +162,52 @@ def main(argv: list[str] | None = None) -> int:
     )
     boot = np.random.default_rng(args.seed).integers(0, n, size=(N_BOOT, n))
     rows: dict[str, dict[str, Any]] = {}
+    choices: dict[str, np.ndarray] = {}
     for j, b in enumerate(test.budgets):
-        rows["none" if b == 0 else f"fixed:{b}"] = score(test, np.full(n, j), slo, boot)
+        choices["none" if b == 0 else f"fixed:{b}"] = np.full(n, j)
     for strict in (False, True):
         for eps in (float(x) for x in args.epsilons.split(",")):
             forest = train_forest(train, epsilon=eps, slo_ms=slo, seed=args.seed, strict_slo=strict)
             proba = forest.predict_proba(test.features)
             tag = f"forest{' strict' if strict else ''} ε={eps:g}"
             for c in (float(x) for x in args.confidences.split(",")):
-                choice = forest.choose(proba, confidence=c)
-                rows[f"{tag} c={c:g}"] = score(test, choice, slo, boot)
-            likely = forest.choose(proba, most_likely=True)
-            rows[f"{tag} mode"] = score(test, likely, slo, boot)
+                choices[f"{tag} c={c:g}"] = forest.choose(proba, confidence=c)
+            choices[f"{tag} mode"] = forest.choose(proba, most_likely=True)
     # The oracle under the same labels: what perfect imitation would reach.
     from router.forest import oracle_labels
 
     for strict in (False, True):
         oracle = oracle_labels(test.quality, test.latency, 0.0, slo, strict)
-        rows[f"oracle{' strict' if strict else ''} (ε=0)"] = score(test, oracle, slo, boot)
+        choices[f"oracle{' strict' if strict else ''} (ε=0)"] = oracle
+    rows = {label: score(test, choice, slo, boot) for label, choice in choices.items()}
 
-    table = []
-    for label, r in rows.items():
-        table.append(
-            [
-                label,
-                f"{r['f1']:.3f} [{r['f1_ci'][0]:.3f}, {r['f1_ci'][1]:.3f}]",
-                f"{100 * (r['f1'] - fq[kstar]):+.1f}",
-                f"{100 * r['compliance']:.0f} % [{100 * r['compliance_ci'][0]:.0f}, "
-                f"{100 * r['compliance_ci'][1]:.0f}]",
-                f"{r['p50_ms']:.0f}",
-                f"{r['p95_ms']:.0f}",
-                f"{r['mean_k']:.2f}",
-            ]
-        )
     title = (
         f"{Path(args.test).name}: {n} held-out questions, k* = fixed:{test.budgets[kstar]}, "
         f"SLO {slo:.0f} ms"
     )
     cols = ["policy", "F1 [95% CI]", "Δ F1 pts vs k*", "SLO met [95% CI]", "P50 ms", "P95 ms"]
-    print_table(title, [*cols, "mean k"], table)
+    print_table(title, [*cols, "mean k"], _table(rows, fq[kstar]))
+
+    # The same choices with every answer cut at the deadline (projected; module doc).
+    projected: dict[str, dict[str, Any]] = {}
+    fit: dict[str, Any] = {}
+    if args.quality == "f1":
+        capped, fit = deadline_projection(args.test, test, slo)
+        log(
+            f"deadline projection: {fit['ms_per_completion_token']:.1f} ms per completion "
+            f"token, {fit['ms_per_prompt_token']:.2f} per prompt token (R² {fit['r2']:.3f}); "
+            f"{fit['rows_cut']} of {fit['rows']} rows cut"
+        )
+        projected = {
+            f"{label} cut at SLO": score(capped, choice, slo, boot)
+            for label, choice in choices.items()
+            if not label.startswith("oracle")
+        }
+        print_table(
+            f"{title}, answers cut at the SLO (projected from the measured rows)",
+            [*cols, "mean k"],
+            _table(projected, fq[kstar]),
+        )
     args.out.mkdir(parents=True, exist_ok=True)
     write_json(
         args.out / "policy_slo.json",
@@ -121,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
             "kstar_f1": float(fq[kstar]),
             "slo_ms": slo,
             "rows": rows,
+            "deadline_projection": {"fit": fit, "rows": projected},
         },
     )
     log(f"results in {args.out}/")
