@@ -278,9 +278,18 @@ def search(
 
 
 def _ask_overrides(
-    generator, model, embedder, budget_tokens, policy=None, portfolio=None, mode=None, ell=None
+    generator,
+    model,
+    embedder,
+    budget_tokens,
+    policy=None,
+    portfolio=None,
+    mode=None,
+    ell=None,
+    deadline_ms=None,
 ) -> dict[str, Any]:
     return {
+        "generator.deadline_ms": deadline_ms,
         "retrieval.policy": policy,
         "retrieval.portfolio": portfolio,
         "retrieval.portfolio_mode": mode,
@@ -346,6 +355,13 @@ _ASK_OPTIONS = [
     ),
     click.option("--no-rerank", is_flag=True, help="Skip the reranker."),
     click.option(
+        "--deadline-ms",
+        type=click.FloatRange(min=0),
+        default=None,
+        help="End-to-end time budget for the answer: llama.cpp and transformers stop "
+        "generating when the ask has taken this long (the report says the answer was cut).",
+    ),
+    click.option(
         "--policy",
         default=None,
         help="Depth policy: a policy file, 'strategy', or 'auto' (the shipped learned policy "
@@ -403,6 +419,7 @@ def ask(
     embedder: str | None,
     budget_tokens: int | None,
     no_rerank: bool,
+    deadline_ms: float | None,
     policy: str | None,
     portfolio: str | None,
     portfolio_mode: str | None,
@@ -419,7 +436,7 @@ def ask(
         ctx,
         **_ask_overrides(
             generator, model, embedder, budget_tokens, policy, portfolio, portfolio_mode,
-            portfolio_ell,
+            portfolio_ell, deadline_ms,
         ),
     )  # fmt: skip
     err = _stderr_console()
@@ -524,6 +541,7 @@ def chat(
     embedder: str | None,
     budget_tokens: int | None,
     no_rerank: bool,
+    deadline_ms: float | None,
     policy: str | None,
     portfolio: str | None,
     portfolio_mode: str | None,
@@ -536,7 +554,7 @@ def chat(
         ctx,
         **_ask_overrides(
             generator, model, embedder, budget_tokens, policy, portfolio, portfolio_mode,
-            portfolio_ell,
+            portfolio_ell, deadline_ms,
         ),
     )  # fmt: skip
     err = _stderr_console()

@@ -78,20 +78,31 @@ class CachingGenerator:
         blob = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")
         return hashlib.sha256(blob).hexdigest()
 
-    def generate(self, question: str, hits: list[Hit], on_token: Any | None = None) -> Draft:
+    def generate(
+        self,
+        question: str,
+        hits: list[Hit],
+        on_token: Any | None = None,
+        time_budget_ms: float | None = None,
+    ) -> Draft:
+        """A replay when the prompt was generated before (and, with ``time_budget_ms``, that
+        generation fitted the budget); else the wrapped generator's answer, stored when it was
+        generated cold and not cut by a deadline (a cut depends on this run's timing)."""
         t0 = time.perf_counter()
         key = self.key(question, hits)
         row = self._db.execute("SELECT draft FROM drafts WHERE key = ?", (key,)).fetchone()
         if row is not None:
             draft = _draft_from_json(row[0])
-            self.hits += 1
-            self.replayed_ms += max(0.0, draft.ms - (time.perf_counter() - t0) * 1000)
-            if on_token is not None:
-                on_token(draft.text)
-            return draft
-        draft = self.inner.generate(question, hits, on_token=on_token)
+            if time_budget_ms is None or draft.ms <= time_budget_ms:
+                self.hits += 1
+                self.replayed_ms += max(0.0, draft.ms - (time.perf_counter() - t0) * 1000)
+                if on_token is not None:
+                    on_token(draft.text)
+                return draft
+        extra = {} if time_budget_ms is None else {"time_budget_ms": time_budget_ms}
+        draft = self.inner.generate(question, hits, on_token=on_token, **extra)
         self.misses += 1
-        if self._cold:
+        if self._cold and draft.finish_reason != "deadline":
             self._db.execute(
                 "INSERT OR REPLACE INTO drafts (key, draft) VALUES (?, ?)",
                 (key, _draft_json(draft)),

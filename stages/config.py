@@ -107,6 +107,10 @@ class GeneratorConfig:
     retries: int = 2
     seed: int = 0
     threads: int = 0  # 0: half the machine's cores
+    # An end-to-end latency budget for one answer, in ms (0: none). The in-process backends
+    # (llama.cpp, transformers) stop generating when the ask has taken this long, and the
+    # report says the answer was cut; no feedback round starts past it.
+    deadline_ms: float = 0.0
 
 
 @dataclass

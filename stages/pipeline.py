@@ -528,6 +528,7 @@ class Engine:
             fb = self.cfg.feedback
             while (
                 (fb.enabled if feedback is None else feedback)
+                and not self._past_deadline(trace)
                 and conf.score < fb.threshold
                 and rounds < fb.max_rounds
                 and kk < min(deepest, strategy.k_max * 2)
@@ -585,6 +586,36 @@ class Engine:
             )
         return max(0, min(wanted, room))
 
+    def _time_budget(self, trace: Trace) -> dict[str, float]:
+        """``{"time_budget_ms": …}`` for a generate call: what ``generator.deadline_ms`` leaves
+        after the stages ``trace`` has timed so far ({} without a deadline, or when the backend
+        cannot stop on time — the report says so)."""
+        deadline = self.cfg.generator.deadline_ms
+        if deadline <= 0:
+            return {}
+        if not getattr(self.generator, "supports_deadline", False):
+            note = (
+                f"generator.deadline_ms = {deadline:g} is held by the in-process backends "
+                f"(llamacpp, huggingface) only; {self.generator.name} answered in full"
+            )
+            if note not in trace.notices:
+                trace.notices.append(note)
+            return {}
+        return {"time_budget_ms": max(0.0, deadline - trace.total_ms)}
+
+    def _past_deadline(self, trace: Trace) -> bool:
+        deadline = self.cfg.generator.deadline_ms
+        return deadline > 0 and trace.total_ms >= deadline
+
+    def _note_cut(self, draft: Draft, trace: Trace) -> None:
+        if draft.finish_reason == "deadline":
+            note = (
+                f"answer cut at the {self.cfg.generator.deadline_ms:g} ms deadline "
+                f"(generator.deadline_ms) after {draft.completion_tokens} tokens"
+            )
+            trace.notices[:] = [n for n in trace.notices if not n.startswith("answer cut at")]
+            trace.notices.append(note)
+
     def _generate_round(
         self,
         question: str,
@@ -594,7 +625,11 @@ class Engine:
         trace: Trace,
         on_token: TokenSink | None,
         escalated: bool = False,
+        deadline: bool = True,
     ):
+        """Compress the top ``k``, generate, score. ``deadline``: hold the generation to
+        ``generator.deadline_ms`` counted on ``trace`` (off for select-mode members, whose
+        traces start at zero)."""
         t = time.perf_counter()
         kept = self.compressor.fit(question, candidates[:k], budget) if k > 0 else []
         trace.add_ms("compress", _ms(t))
@@ -606,8 +641,10 @@ class Engine:
         t = time.perf_counter()
         if escalated and on_token is not None:
             on_token("\n")
-        draft = self.generator.generate(question, kept, on_token=on_token)
+        timing = self._time_budget(trace) if deadline else {}
+        draft = self.generator.generate(question, kept, on_token=on_token, **timing)
         trace.add_ms("generate", _ms(t))
+        self._note_cut(draft, trace)
         trace.tokens["prompt"] += draft.prompt_tokens
         trace.tokens["completion"] += draft.completion_tokens
         t = time.perf_counter()
@@ -673,7 +710,9 @@ class Engine:
                     prepared.memo[f"rerank:{name}"] = memo
                     sub.add_ms("rerank", memo[1])  # charged once, not again per round
                 hits = list(memo[0])
-            used, draft, conf = self._generate_round(question, hits, k, budget, sub, None)
+            used, draft, conf = self._generate_round(
+                question, hits, k, budget, sub, None, deadline=False
+            )
             answered[(name, depth)] = (used, draft, conf)
             return name, used, draft, conf
 
@@ -747,8 +786,9 @@ class Engine:
         )
         trace.tokens["context"] = sum(gen.count_tokens([_render_sources(kept)])) if kept else 0
         t = time.perf_counter()
-        draft = gen.generate(selector, kept, on_token=on_token)
+        draft = gen.generate(selector, kept, on_token=on_token, **self._time_budget(trace))
         trace.add_ms("generate", _ms(t))
+        self._note_cut(draft, trace)
         trace.tokens["prompt"] += draft.prompt_tokens
         trace.tokens["completion"] += draft.completion_tokens
         draft = replace(draft, citations=parse_citations(draft.text, len(kept)))

@@ -11,6 +11,7 @@ import math
 import re
 import shutil
 import string
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -303,6 +304,28 @@ def test_cache_keeps_only_generations_from_an_empty_kv_cache(tmp_path):
     gen.forget()
     assert gen.generate("warm?", []).text == "answer 5"
     assert (gen.hits, gen.misses, inner.forgot) == (1, 5, 3)
+    gen.close()
+
+
+def test_cache_never_stores_a_cut_answer_nor_replays_one_too_slow(tmp_path):
+    class Budgeted(_Counting):
+        supports_deadline = True
+
+        def generate(self, question, hits, on_token=None, time_budget_ms=None):
+            draft = super().generate(question, hits, on_token)
+            if time_budget_ms is not None and time_budget_ms < draft.ms:
+                return replace(draft, finish_reason="deadline", ms=time_budget_ms)
+            return draft
+
+    inner = Budgeted()
+    gen = CachingGenerator(inner, tmp_path / "c.db")
+    assert gen.generate("q?", [], time_budget_ms=10.0).finish_reason == "deadline"
+    assert gen.generate("q?", []).text == "answer 2"  # the cut answer was not stored
+    assert gen.generate("q?", []).text == "answer 2"  # the full one was: replayed
+    # 40 ms does not fit a 30 ms budget: generated (and cut) anew, not replayed.
+    assert gen.generate("q?", [], time_budget_ms=30.0).text == "answer 3"
+    assert gen.generate("q?", [], time_budget_ms=50.0).text == "answer 2"
+    assert (gen.hits, inner.calls) == (2, 3)
     gen.close()
 
 

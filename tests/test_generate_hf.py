@@ -146,3 +146,12 @@ def test_an_answer_past_the_total_timeout_is_an_error(tiny_model: Path) -> None:
     )
     with pytest.raises(BackendUnavailable, match="total_timeout_s = 1e-06 s"):
         cut.generate(QUESTION, eiffel_hits())
+
+
+def test_a_time_budget_cuts_without_an_error(tiny_model: Path) -> None:
+    """Unlike generator.total_timeout_s, an answer's time budget ends it quietly."""
+    g = HuggingFaceGenerator(GeneratorConfig(model=str(tiny_model), max_tokens=40))
+    full = g.generate(QUESTION, eiffel_hits())
+    cut = g.generate(QUESTION, eiffel_hits(), time_budget_ms=1e-3)
+    assert full.completion_tokens >= 2 and cut.finish_reason == "deadline"
+    assert cut.completion_tokens < full.completion_tokens

@@ -153,3 +153,17 @@ def test_an_answer_past_the_total_timeout_is_an_error() -> None:
         GeneratorConfig(max_tokens=1, context_window=2048, threads=1, total_timeout_s=0.001)
     )
     assert one.generate(QUESTION, eiffel_hits()).completion_tokens == 1
+
+
+@pytest.mark.slow
+def test_a_time_budget_stops_sampling_with_a_deadline_finish(gen: LlamaCppGenerator) -> None:
+    hits = eiffel_hits()
+    gen.forget()
+    full = gen.generate(QUESTION, hits)
+    gen.forget()
+    cut = gen.generate(QUESTION, hits, time_budget_ms=0.0)  # spent before the first token
+    assert cut.finish_reason == "deadline" and cut.completion_tokens == 1
+    assert full.text.startswith(cut.text) and full.completion_tokens > 1
+    gen.forget()
+    roomy = gen.generate(QUESTION, hits, time_budget_ms=600_000)
+    assert roomy.text == full.text and roomy.finish_reason != "deadline"

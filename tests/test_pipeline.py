@@ -215,3 +215,31 @@ def test_passes_count_depths_not_generations() -> None:
     # Select: two members and the selection.
     assert Trace("q?", "c", rounds=rounds(2, 2, 2)).passes == 1
     assert Trace("q?", "c", rounds=rounds(2, 2, 2, 4, 4, 4)).passes == 2
+
+
+@pytest.mark.slow
+def test_a_deadline_cuts_the_answer_and_stops_feedback(tmp_path: Path, minilm) -> None:
+    """generator.deadline_ms (`ask --deadline-ms`): the ask's stages before generation already
+    take longer than 1 ms, so llama.cpp stops after its first token, the report says the answer
+    was cut, and no feedback round starts past the deadline."""
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    args = ["ask", str(pdf), "What are documents split into?", "--generator", "llamacpp",
+            "--k", "1", "--json"]  # fmt: skip
+    env = {"FATHOM_GENERATOR__MAX_TOKENS": "48", "FATHOM_GENERATOR__THREADS": "1"}
+    res = CliRunner().invoke(cli.main, [*args, "--deadline-ms", "1"], env=env)
+    assert res.exit_code == 0, res.output
+    tr = json.loads(res.stdout)["trace"]
+    assert tr["tokens"]["completion"] == 1 and len(tr["rounds"]) == 1
+    assert any(n.startswith("answer cut at the 1 ms deadline") for n in tr["notices"])
+    free = CliRunner().invoke(cli.main, args, env=env)
+    tr = json.loads(free.stdout)["trace"]
+    assert tr["tokens"]["completion"] > 1
+    assert not any(n.startswith("answer cut") for n in tr["notices"])
+
+
+def test_a_deadline_the_backend_cannot_hold_is_reported(tmp_path: Path, extractive_cfg) -> None:
+    extractive_cfg.generator.deadline_ms = 1.0
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    answer = ask(extractive_cfg, str(pdf), "What are documents split into?")
+    assert "chunks that keep their page numbers" in answer.text  # answered in full
+    assert any("held by the in-process backends" in n for n in answer.trace.notices)

@@ -148,15 +148,27 @@ class HuggingFaceGenerator:
 
     # -- generation --------------------------------------------------------------------------
 
+    supports_deadline = True
+
     def generate(
-        self, question: str, hits: list[Hit], on_token: Callable[[str], Any] | None = None
+        self,
+        question: str,
+        hits: list[Hit],
+        on_token: Callable[[str], Any] | None = None,
+        time_budget_ms: float | None = None,
     ) -> Draft:
-        """Answer from ``hits``; decoded text goes to ``on_token`` as it is produced."""
+        """Answer from ``hits``; decoded text goes to ``on_token`` as it is produced.
+
+        ``time_budget_ms``: stop generating once this call has taken that long (finish reason
+        "deadline")."""
         t0 = time.perf_counter()
         with self._lock:
             ids = self._prompt_ids(build_messages(question, hits, self.cfg.framing))
             check_fits(self.name, self.model, len(ids), self.cfg.max_tokens, self.context_window)
-            new, logprobs, finish = self._run(ids, on_token)
+            budget = None
+            if time_budget_ms is not None:
+                budget = max(1e-3, time_budget_ms / 1000 - (time.perf_counter() - t0))
+            new, logprobs, finish = self._run(ids, on_token, budget)
             text = self._tokenizer().decode(new, skip_special_tokens=True).strip()
         return Draft(
             text=text,
@@ -171,7 +183,7 @@ class HuggingFaceGenerator:
         )
 
     def _run(
-        self, ids: list[int], on_token: Callable[[str], Any] | None
+        self, ids: list[int], on_token: Callable[[str], Any] | None, budget: float | None = None
     ) -> tuple[list[int], list[float], str]:
         """``(generated ids without the end token, their log-probabilities, finish reason)``."""
         import torch
@@ -186,10 +198,12 @@ class HuggingFaceGenerator:
         # generator.total_timeout_s bounds a whole answer as it does for the servers:
         # transformers stops at max_time, and an answer cut short by it is an error.
         limit = self.cfg.total_timeout_s
+        # The answer's time budget, when it binds before the timeout, cuts it without an error.
+        cut = budget is not None and (limit <= 0 or budget < limit)
         started = time.monotonic()
         gen_cfg = GenerationConfig(
             max_new_tokens=self.cfg.max_tokens,
-            max_time=limit if limit > 0 else None,
+            max_time=budget if cut else (limit if limit > 0 else None),
             do_sample=sample,
             temperature=self.cfg.temperature if sample else None,
             top_p=None,
@@ -217,6 +231,8 @@ class HuggingFaceGenerator:
         finish = "length"
         if new and new[-1] in eos_ids:
             new, logprobs, finish = new[:-1], logprobs[:-1], "stop"
+        elif cut and len(new) < self.cfg.max_tokens:
+            finish = "deadline"  # max_time was the budget: nothing else stops short
         elif 0 < limit <= time.monotonic() - started and len(new) < self.cfg.max_tokens:
             raise BackendUnavailable(
                 f"{self.model} did not finish the answer within generator.total_timeout_s = "

@@ -173,15 +173,25 @@ class LlamaCppGenerator:
             if self._llm is not None:
                 self._llm.reset()
 
+    supports_deadline = True
+
     def generate(
-        self, question: str, hits: list[Hit], on_token: Callable[[str], Any] | None = None
+        self,
+        question: str,
+        hits: list[Hit],
+        on_token: Callable[[str], Any] | None = None,
+        time_budget_ms: float | None = None,
     ) -> Draft:
-        """Answer from ``hits``; each decoded piece goes to ``on_token`` as it is sampled."""
+        """Answer from ``hits``; each decoded piece goes to ``on_token`` as it is sampled.
+
+        ``time_budget_ms``: stop sampling once this call has taken that long (finish reason
+        "deadline"); the prompt's evaluation cannot be cut, so at least one token comes."""
         t0 = time.perf_counter()
+        stop_at = t0 + time_budget_ms / 1000 if time_budget_ms is not None else math.inf
         with self._lock:
             ids = self._prompt_ids(build_messages(question, hits, self.cfg.framing))
             check_fits(self.name, self.model, len(ids), self.cfg.max_tokens, self.context_window)
-            text, n_out, logprobs, finish = self._sample(ids, on_token)
+            text, n_out, logprobs, finish = self._sample(ids, on_token, stop_at)
         return Draft(
             text=text,
             citations=parse_citations(text, len(hits)),
@@ -195,7 +205,7 @@ class LlamaCppGenerator:
         )
 
     def _sample(
-        self, ids: list[int], on_token: Callable[[str], Any] | None
+        self, ids: list[int], on_token: Callable[[str], Any] | None, stop_at: float = math.inf
     ) -> tuple[str, int, list[float], str]:
         import llama_cpp
         import numpy as np
@@ -238,6 +248,9 @@ class LlamaCppGenerator:
                 if on_token is not None:
                     on_token(piece)
             if len(out) >= self.cfg.max_tokens:
+                break
+            if time.perf_counter() >= stop_at:  # the answer's time budget is spent
+                finish = "deadline"
                 break
             # Checked after the answer-ending cases: an answer that is complete is kept.
             if time.monotonic() >= end:
