@@ -213,6 +213,9 @@ class Engine:
         self.embedder = query_embedder_for(cfg, self.collection)
         self.retriever = retriever_for(cfg, self.collection, self.embedder)
         self._generator = generator
+        # What scoring an answer took lately (a decaying maximum): a deadline keeps this much
+        # for the work after generation, so the whole answer is done by it.
+        self._after_generate_ms = 25.0
         self._policy: Any = False  # not loaded yet (None: the strategy default)
         self._portfolio: Any = False  # not loaded yet (None: no portfolio configured)
         self._sparse = None  # BM25-only retriever for second hops
@@ -528,15 +531,16 @@ class Engine:
             fb = self.cfg.feedback
             while (
                 (fb.enabled if feedback is None else feedback)
-                and not self._past_deadline(trace)
                 and conf.score < fb.threshold
                 and rounds < fb.max_rounds
                 and kk < min(deepest, strategy.k_max * 2)
             ):
-                rounds += 1
                 t = time.perf_counter()
                 new_k = max(kk + 1, math.ceil(max(kk, 1) * fb.growth), strategy.k_min)
                 new_k = min(new_k, deepest)
+                if not self._round_fits(trace, kk, new_k):
+                    break
+                rounds += 1
                 emit("escalate", confidence=conf.score, k=new_k)
                 trace.add_ms("feedback", _ms(t))
                 kk = new_k
@@ -588,8 +592,8 @@ class Engine:
 
     def _time_budget(self, trace: Trace) -> dict[str, float]:
         """``{"time_budget_ms": …}`` for a generate call: what ``generator.deadline_ms`` leaves
-        after the stages ``trace`` has timed so far ({} without a deadline, or when the backend
-        cannot stop on time — the report says so)."""
+        after the stages ``trace`` has timed so far and the scoring still to come ({} without a
+        deadline, or when the backend cannot stop on time — the report says so)."""
         deadline = self.cfg.generator.deadline_ms
         if deadline <= 0:
             return {}
@@ -601,11 +605,17 @@ class Engine:
             if note not in trace.notices:
                 trace.notices.append(note)
             return {}
-        return {"time_budget_ms": max(0.0, deadline - trace.total_ms)}
+        return {"time_budget_ms": max(0.0, deadline - trace.total_ms - self._after_generate_ms)}
 
-    def _past_deadline(self, trace: Trace) -> bool:
+    def _round_fits(self, trace: Trace, k: int, new_k: int) -> bool:
+        """Whether a feedback round at ``new_k`` can finish within ``generator.deadline_ms``:
+        it is expected to take the last round's generation time, scaled by the depth."""
         deadline = self.cfg.generator.deadline_ms
-        return deadline > 0 and trace.total_ms >= deadline
+        if deadline <= 0:
+            return True
+        last = trace.rounds[-1]["generate_ms"] if trace.rounds else 0.0
+        expected = last * new_k / max(k, 1) + self._after_generate_ms
+        return trace.total_ms + expected <= deadline
 
     def _note_cut(self, draft: Draft, trace: Trace) -> None:
         if draft.finish_reason == "deadline":
@@ -662,7 +672,9 @@ class Engine:
             )
             if note not in trace.notices:
                 trace.notices.append(note)
-        trace.add_ms("feedback", _ms(t))
+        after = _ms(t)
+        trace.add_ms("feedback", after)
+        self._after_generate_ms = max(0.8 * self._after_generate_ms, after)
         source = getattr(self.generator, "template_source", "")
         if source and not source.startswith("the file's"):
             note = f"{draft.model}: the GGUF has no chat template; prompted with {source}"

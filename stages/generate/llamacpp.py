@@ -225,6 +225,7 @@ class LlamaCppGenerator:
         # checked as each token arrives (the prompt's evaluation cannot be interrupted).
         limit = self.cfg.total_timeout_s
         end = time.monotonic() + limit if limit > 0 else math.inf
+        last, step = time.perf_counter(), 0.0  # the first token's step includes the prompt
         for token in llm.generate(
             ids, temp=max(self.cfg.temperature, 0.0), repeat_penalty=self.cfg.repeat_penalty
         ):
@@ -249,9 +250,13 @@ class LlamaCppGenerator:
                     on_token(piece)
             if len(out) >= self.cfg.max_tokens:
                 break
-            if time.perf_counter() >= stop_at:  # the answer's time budget is spent
+            # Stop when the next token would end past the answer's time budget (decoding
+            # steps take about as long as the last one did).
+            now = time.perf_counter()
+            if now + step >= stop_at:
                 finish = "deadline"
                 break
+            step, last = (now - last if len(out) > 1 else 0.0), now
             # Checked after the answer-ending cases: an answer that is complete is kept.
             if time.monotonic() >= end:
                 raise BackendUnavailable(
