@@ -9,6 +9,7 @@ questions (``fathom chat``); ``ask`` builds one for a single question.
 
 from __future__ import annotations
 
+import collections
 import math
 import re
 import time
@@ -213,9 +214,9 @@ class Engine:
         self.embedder = query_embedder_for(cfg, self.collection)
         self.retriever = retriever_for(cfg, self.collection, self.embedder)
         self._generator = generator
-        # What scoring an answer took lately (a decaying maximum): a deadline keeps this much
-        # for the work after generation, so the whole answer is done by it.
-        self._after_generate_ms = 25.0
+        # What scoring an answer took lately: a deadline keeps the most of it back for the
+        # work after generation, so the whole answer is done by the deadline.
+        self._after_generate: collections.deque[float] = collections.deque([25.0], maxlen=64)
         self._policy: Any = False  # not loaded yet (None: the strategy default)
         self._portfolio: Any = False  # not loaded yet (None: no portfolio configured)
         self._sparse = None  # BM25-only retriever for second hops
@@ -605,7 +606,21 @@ class Engine:
             if note not in trace.notices:
                 trace.notices.append(note)
             return {}
-        return {"time_budget_ms": max(0.0, deadline - trace.total_ms - self._after_generate_ms)}
+        return {"time_budget_ms": max(0.0, deadline - trace.total_ms - self._reserve_ms)}
+
+    @property
+    def _reserve_ms(self) -> float:
+        return max(self._after_generate)
+
+    def _context_fits(self, question: str, kept: list[Hit], trace: Trace) -> bool:
+        """Whether the generator can read ``kept`` before ``generator.deadline_ms``, by its own
+        measure of prompt evaluation (True when it has none yet, or without a deadline)."""
+        deadline = self.cfg.generator.deadline_ms
+        expect = getattr(self.generator, "expected_prefill_ms", None)
+        if deadline <= 0 or not kept or expect is None:
+            return True
+        ms = expect(self.generator.prompt_tokens(question, kept))
+        return ms is None or trace.total_ms + ms + self._reserve_ms <= deadline
 
     def _round_fits(self, trace: Trace, k: int, new_k: int) -> bool:
         """Whether a feedback round at ``new_k`` can finish within ``generator.deadline_ms``:
@@ -614,7 +629,7 @@ class Engine:
         if deadline <= 0:
             return True
         last = trace.rounds[-1]["generate_ms"] if trace.rounds else 0.0
-        expected = last * new_k / max(k, 1) + self._after_generate_ms
+        expected = last * new_k / max(k, 1) + self._reserve_ms
         return trace.total_ms + expected <= deadline
 
     def _note_cut(self, draft: Draft, trace: Trace) -> None:
@@ -642,6 +657,13 @@ class Engine:
         traces start at zero)."""
         t = time.perf_counter()
         kept = self.compressor.fit(question, candidates[:k], budget) if k > 0 else []
+        if deadline and not self._context_fits(question, kept, trace):
+            # Reading the sources would already pass the deadline: answer without them.
+            trace.notices.append(
+                f"sources left out: reading them would pass the "
+                f"{self.cfg.generator.deadline_ms:g} ms deadline (generator.deadline_ms)"
+            )
+            kept = []
         trace.add_ms("compress", _ms(t))
         if kept:
             rendered = _render_sources(kept)
@@ -674,7 +696,7 @@ class Engine:
                 trace.notices.append(note)
         after = _ms(t)
         trace.add_ms("feedback", after)
-        self._after_generate_ms = max(0.8 * self._after_generate_ms, after)
+        self._after_generate.append(after)
         source = getattr(self.generator, "template_source", "")
         if source and not source.startswith("the file's"):
             note = f"{draft.model}: the GGUF has no chat template; prompted with {source}"

@@ -167,3 +167,18 @@ def test_a_time_budget_stops_sampling_with_a_deadline_finish(gen: LlamaCppGenera
     gen.forget()
     roomy = gen.generate(QUESTION, hits, time_budget_ms=600_000)
     assert roomy.text == full.text and roomy.finish_reason != "deadline"
+
+
+@pytest.mark.slow
+def test_prompt_evaluation_speed_is_measured_from_cold_prompts_only(
+    gen: LlamaCppGenerator,
+) -> None:
+    gen.forget()
+    gen.prefill_ms_per_token = None
+    assert gen.expected_prefill_ms(100) is None
+    gen.generate(QUESTION, eiffel_hits()[:1])
+    rate = gen.prefill_ms_per_token
+    assert rate is not None and rate > 0
+    assert gen.expected_prefill_ms(100) == pytest.approx(100 * rate)
+    gen.generate(QUESTION, eiffel_hits())  # shares the prefix: not a full evaluation
+    assert gen.prefill_ms_per_token == rate

@@ -243,3 +243,20 @@ def test_a_deadline_the_backend_cannot_hold_is_reported(tmp_path: Path, extracti
     answer = ask(extractive_cfg, str(pdf), "What are documents split into?")
     assert "chunks that keep their page numbers" in answer.text  # answered in full
     assert any("held by the in-process backends" in n for n in answer.trace.notices)
+
+
+def test_sources_that_cannot_be_read_in_time_are_left_out(tmp_path: Path, extractive_cfg) -> None:
+    """With a deadline, a generator that says reading the prompt would take longer than the
+    time left answers without the sources (and the report says why)."""
+    extractive_cfg.generator.deadline_ms = 60_000.0
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    engine = Engine(extractive_cfg, resolve_target(extractive_cfg, str(pdf)))
+    question = "What are documents split into?"
+    engine.generator.expected_prefill_ms = lambda n_tokens: 1.0  # fits: sources kept
+    answer = engine.ask(question, k=2, rerank=False)
+    assert answer.sources and not any("sources left out" in n for n in answer.trace.notices)
+    engine.generator.expected_prefill_ms = lambda n_tokens: 120_000.0  # cannot fit
+    answer = engine.ask(question, k=2, rerank=False)
+    assert not answer.sources and answer.trace.tokens["context"] == 0
+    assert any("sources left out" in n for n in answer.trace.notices)
+    engine.close()

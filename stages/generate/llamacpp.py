@@ -44,6 +44,9 @@ class LlamaCppGenerator:
         self._formatter: Any = None
         self.template_source = ""  # where the chat template came from (set on first use)
         self._lock = threading.RLock()
+        # Milliseconds per prompt token of a full prompt evaluation, as measured lately (None
+        # until one ran here): what a deadline needs to know before it sends a long context.
+        self.prefill_ms_per_token: float | None = None
 
     def __repr__(self) -> str:
         return f"LlamaCppGenerator(model={str(self.path)!r}, n_ctx={self.cfg.context_window})"
@@ -175,6 +178,12 @@ class LlamaCppGenerator:
 
     supports_deadline = True
 
+    def expected_prefill_ms(self, prompt_tokens: int) -> float | None:
+        """How long evaluating a prompt of ``prompt_tokens`` should take from an empty KV
+        cache, from the prompts evaluated so far (None before the first)."""
+        rate = self.prefill_ms_per_token
+        return None if rate is None else rate * prompt_tokens
+
     def generate(
         self,
         question: str,
@@ -214,6 +223,7 @@ class LlamaCppGenerator:
         if self.cfg.max_tokens <= 0:
             return "", 0, [], "length"
         llm.set_seed(self.cfg.seed)
+        cold = llm.n_tokens == 0  # the whole prompt will be evaluated: its time is a measure
         vocab = llama_cpp.llama_model_get_vocab(llm.model)
         n_vocab = llm.n_vocab()
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -229,6 +239,10 @@ class LlamaCppGenerator:
         for token in llm.generate(
             ids, temp=max(self.cfg.temperature, 0.0), repeat_penalty=self.cfg.repeat_penalty
         ):
+            if cold and not out and ids:
+                rate = (time.perf_counter() - last) * 1000 / len(ids)
+                old = self.prefill_ms_per_token
+                self.prefill_ms_per_token = rate if old is None else 0.7 * old + 0.3 * rate
             # Any end-of-generation or control token (a new turn's header) ends the answer.
             if llama_cpp.llama_vocab_is_eog(vocab, token) or (
                 llama_cpp.llama_vocab_get_attr(vocab, token) & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
