@@ -720,6 +720,13 @@ def stats(ctx: click.Context, slo_ms: float | None, days: float | None, as_json:
     "answer recall (a gold answer in the context: retrieval alone).",
 )
 @click.option("--slo-ms", type=click.FloatRange(min=0, min_open=True), default=None)
+@click.option(
+    "--deadline-ms",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Answer deadline for every row (generator.deadline_ms): llama.cpp and transformers "
+    "stop generating when the row has taken this long.",
+)
 @click.option("--limit", type=click.IntRange(1), default=None, help="Evaluate this many.")
 @click.option("--fit-size", type=click.IntRange(1), default=200, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -759,6 +766,7 @@ def eval_cmd(
     model: str | None,
     judge: str,
     slo_ms: float | None,
+    deadline_ms: float | None,
     limit: int | None,
     fit_size: int,
     seed: int,
@@ -789,6 +797,7 @@ def eval_cmd(
         **{
             "generator.backend": generator,
             "generator.model": model,
+            "generator.deadline_ms": deadline_ms,
             "retrieval.portfolio": portfolio,
             "retrieval.portfolio_mode": portfolio_mode,
             "retrieval.portfolio_ell": portfolio_ell,
@@ -923,6 +932,13 @@ def policy() -> None:
 )
 @click.option("--model", default=None)
 @click.option(
+    "--deadline-ms",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Answer deadline for every row (generator.deadline_ms): llama.cpp and transformers "
+    "stop generating when the row has taken this long.",
+)
+@click.option(
     "--judge", type=click.Choice(["contains", "f1", "qrels", "recall"]), default="contains"
 )
 @click.option("--split", "doc_split", type=click.Choice(["train", "test", "all"]), default="train")
@@ -942,7 +958,14 @@ def policy_sweep(ctx: click.Context, **opts: Any) -> None:
     if not opts["docs"] and not opts["collection"]:
         raise click.UsageError("give --docs PATH or --collection NAME")
     budgets = [int(b) for b in opts["budgets"].split(",") if b.strip()]
-    cfg = _config(ctx, **{"generator.backend": opts["generator"], "generator.model": opts["model"]})
+    cfg = _config(
+        ctx,
+        **{
+            "generator.backend": opts["generator"],
+            "generator.model": opts["model"],
+            "generator.deadline_ms": opts["deadline_ms"],
+        },
+    )
     settings = EvalSettings(
         questions=opts["questions"],
         out=str(opts["out"]),

@@ -471,3 +471,27 @@ def test_recall_judge_scores_the_context(ecfg, qa_set, tmp_path):
     assert rows and all(
         r["metrics"]["quality"] == r["metrics"]["answer_recall"] for r in rows if r["gold_answers"]
     )
+
+
+def test_eval_and_sweep_take_an_answer_deadline(ecfg, qa_set, tmp_path, monkeypatch):
+    """`--deadline-ms` sets generator.deadline_ms for every row, and the run records it (a
+    resume must match it)."""
+    from cli import main
+
+    docs, questions = qa_set
+    monkeypatch.setenv("FATHOM_GENERATOR__BACKEND", "extractive")
+    monkeypatch.setenv("FATHOM_RERANK__ENABLED", "false")
+    common = ["--docs", str(docs), "--questions", str(questions), "--limit", "2",
+              "--deadline-ms", "5000"]  # fmt: skip
+    runs = {
+        "eval": ["eval", *common, "--strategies", "fixed:1", "--out", str(tmp_path / "e")],
+        "sweep": ["policy", "sweep", *common, "--budgets", "0,1", "--out", str(tmp_path / "s")],
+    }
+    for name, args in runs.items():
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, (name, result.output)
+    for folder in ("e", "s"):
+        run = json.loads((tmp_path / folder / "run.json").read_text())
+        assert run["config"]["generator"]["deadline_ms"] == 5000.0
+        rows = rows_of(tmp_path / folder)
+        assert rows and all(r["total_ms"] >= 0 for r in rows)
