@@ -236,6 +236,9 @@ class Engine:
             from stages.generate import make_generator
 
             self._generator = make_generator(self.cfg.generator)
+        inner = getattr(self._generator, "inner", self._generator)  # under an eval cache
+        if getattr(inner, "speed_file", False) is None:
+            inner.speed_file = self.cfg.models_path() / "llamacpp-speed.json"
         return self._generator
 
     def depth_policy(self) -> Any | None:

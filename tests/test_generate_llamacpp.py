@@ -182,3 +182,25 @@ def test_prompt_evaluation_speed_is_measured_from_cold_prompts_only(
     assert gen.expected_prefill_ms(100) == pytest.approx(100 * rate)
     gen.generate(QUESTION, eiffel_hits())  # shares the prefix: not a full evaluation
     assert gen.prefill_ms_per_token == rate
+
+
+@pytest.mark.slow
+def test_prompt_evaluation_speed_carries_over_to_the_next_process(tmp_path) -> None:
+    """The measure is kept in a speed file (the engine's FATHOM_HOME/models/…), so a fresh
+    generator, as in a one-question ask, knows it before its first prompt."""
+    speeds = tmp_path / "llamacpp-speed.json"
+    first = LlamaCppGenerator(GeneratorConfig(max_tokens=4, context_window=2048, threads=1))
+    first.speed_file = speeds
+    first.generate(QUESTION, eiffel_hits()[:1])
+    rate = first.prefill_ms_per_token
+    assert rate is not None and speeds.is_file()
+    fresh = LlamaCppGenerator(GeneratorConfig(max_tokens=4, context_window=2048, threads=1))
+    fresh.speed_file = speeds
+    assert fresh.expected_prefill_ms(10) == pytest.approx(10 * rate, rel=1e-3)
+    other = LlamaCppGenerator(GeneratorConfig(max_tokens=4, context_window=2048, threads=2))
+    other.speed_file = speeds
+    assert other.expected_prefill_ms(10) is None  # another thread count: not the same speed
+    speeds.write_text("not json")
+    broken = LlamaCppGenerator(GeneratorConfig(threads=1))
+    broken.speed_file = speeds
+    assert broken.expected_prefill_ms(10) is None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import io
+import json
 import math
 import os
 import threading
@@ -45,8 +46,12 @@ class LlamaCppGenerator:
         self.template_source = ""  # where the chat template came from (set on first use)
         self._lock = threading.RLock()
         # Milliseconds per prompt token of a full prompt evaluation, as measured lately (None
-        # until one ran here): what a deadline needs to know before it sends a long context.
+        # until one ran): what a deadline needs to know before it sends a long context. With a
+        # ``speed_file`` (the engine sets FATHOM_HOME/models/llamacpp-speed.json) the measure
+        # carries over to the next process, so a one-question ask has it too.
         self.prefill_ms_per_token: float | None = None
+        self.speed_file: Path | None = None
+        self._speed_read = False
 
     def __repr__(self) -> str:
         return f"LlamaCppGenerator(model={str(self.path)!r}, n_ctx={self.cfg.context_window})"
@@ -106,8 +111,7 @@ class LlamaCppGenerator:
             if self._llm is None:
                 llama_cpp = self._import()
                 n_ctx = self.context_window
-                # Half the cores (llama.cpp's own default): all of them thrash under load.
-                threads = self.cfg.threads or max(1, (os.cpu_count() or 2) // 2)
+                threads = self._threads()
                 self._llm = self._open(
                     llama_cpp,
                     n_ctx=n_ctx,
@@ -181,8 +185,42 @@ class LlamaCppGenerator:
     def expected_prefill_ms(self, prompt_tokens: int) -> float | None:
         """How long evaluating a prompt of ``prompt_tokens`` should take from an empty KV
         cache, from the prompts evaluated so far (None before the first)."""
+        if self.prefill_ms_per_token is None and not self._speed_read:
+            self._speed_read = True
+            self.prefill_ms_per_token = self._speeds().get(self._speed_key())
         rate = self.prefill_ms_per_token
         return None if rate is None else rate * prompt_tokens
+
+    def _threads(self) -> int:
+        # Half the cores (llama.cpp's own default): all of them thrash under load.
+        return self.cfg.threads or max(1, (os.cpu_count() or 2) // 2)
+
+    def _speed_key(self) -> str:
+        return f"{self.path.name}:{self.path.stat().st_size}:{self._threads()} threads"
+
+    def _speeds(self) -> dict[str, float]:
+        if self.speed_file is None:
+            return {}
+        try:
+            data = json.loads(self.speed_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return {k: float(v) for k, v in data.items() if isinstance(v, int | float)}
+
+    def _record_speed(self, rate: float) -> None:
+        old = self.prefill_ms_per_token
+        if old is None and not self._speed_read:
+            self._speed_read = True
+            old = self._speeds().get(self._speed_key())
+        self.prefill_ms_per_token = rate if old is None else 0.7 * old + 0.3 * rate
+        if self.speed_file is None:
+            return
+        speeds = {**self._speeds(), self._speed_key(): round(self.prefill_ms_per_token, 4)}
+        tmp = self.speed_file.with_name(f".{self.speed_file.name}.{os.getpid()}.tmp")
+        with contextlib.suppress(OSError):  # a measure that is not kept costs nothing
+            self.speed_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(speeds, indent=1, sort_keys=True), encoding="utf-8")
+            os.replace(tmp, self.speed_file)
 
     def generate(
         self,
@@ -240,9 +278,7 @@ class LlamaCppGenerator:
             ids, temp=max(self.cfg.temperature, 0.0), repeat_penalty=self.cfg.repeat_penalty
         ):
             if cold and not out and ids:
-                rate = (time.perf_counter() - last) * 1000 / len(ids)
-                old = self.prefill_ms_per_token
-                self.prefill_ms_per_token = rate if old is None else 0.7 * old + 0.3 * rate
+                self._record_speed((time.perf_counter() - last) * 1000 / len(ids))
             # Any end-of-generation or control token (a new turn's header) ends the answer.
             if llama_cpp.llama_vocab_is_eog(vocab, token) or (
                 llama_cpp.llama_vocab_get_attr(vocab, token) & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
