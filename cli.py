@@ -389,6 +389,15 @@ _ASK_OPTIONS = [
 ]
 
 
+_DEADLINE_ROWS = click.option(
+    "--deadline-ms",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Answer deadline for every row (generator.deadline_ms): llama.cpp and transformers "
+    "stop generating when the row has taken this long.",
+)
+
+
 def _with_ask_options(fn):
     for opt in reversed(_ASK_OPTIONS):
         fn = opt(fn)
@@ -720,13 +729,7 @@ def stats(ctx: click.Context, slo_ms: float | None, days: float | None, as_json:
     "answer recall (a gold answer in the context: retrieval alone).",
 )
 @click.option("--slo-ms", type=click.FloatRange(min=0, min_open=True), default=None)
-@click.option(
-    "--deadline-ms",
-    type=click.FloatRange(min=0),
-    default=None,
-    help="Answer deadline for every row (generator.deadline_ms): llama.cpp and transformers "
-    "stop generating when the row has taken this long.",
-)
+@_DEADLINE_ROWS
 @click.option("--limit", type=click.IntRange(1), default=None, help="Evaluate this many.")
 @click.option("--fit-size", type=click.IntRange(1), default=200, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -931,13 +934,7 @@ def policy() -> None:
     default=None,
 )
 @click.option("--model", default=None)
-@click.option(
-    "--deadline-ms",
-    type=click.FloatRange(min=0),
-    default=None,
-    help="Answer deadline for every row (generator.deadline_ms): llama.cpp and transformers "
-    "stop generating when the row has taken this long.",
-)
+@_DEADLINE_ROWS
 @click.option(
     "--judge", type=click.Choice(["contains", "f1", "qrels", "recall"]), default="contains"
 )
