@@ -331,6 +331,17 @@ def _ask_events(console):
     return on_event
 
 
+def _deadline_option(whose: str, taken: str):
+    return click.option(
+        "--deadline-ms",
+        type=click.FloatRange(min=0),
+        default=None,
+        help=f"End-to-end time budget for {whose} (generator.deadline_ms): llama.cpp and "
+        f"transformers stop generating when {taken} has taken this long (the report says the "
+        "answer was cut).",
+    )
+
+
 _ASK_OPTIONS = [
     click.option(
         "--k",
@@ -354,13 +365,7 @@ _ASK_OPTIONS = [
         help="Context budget in the generator's tokens (default: the query type's).",
     ),
     click.option("--no-rerank", is_flag=True, help="Skip the reranker."),
-    click.option(
-        "--deadline-ms",
-        type=click.FloatRange(min=0),
-        default=None,
-        help="End-to-end time budget for the answer: llama.cpp and transformers stop "
-        "generating when the ask has taken this long (the report says the answer was cut).",
-    ),
+    _deadline_option("the answer", "the ask"),
     click.option(
         "--policy",
         default=None,
@@ -389,13 +394,7 @@ _ASK_OPTIONS = [
 ]
 
 
-_DEADLINE_ROWS = click.option(
-    "--deadline-ms",
-    type=click.FloatRange(min=0),
-    default=None,
-    help="Answer deadline for every row (generator.deadline_ms): llama.cpp and transformers "
-    "stop generating when the row has taken this long.",
-)
+_DEADLINE_ROWS = _deadline_option("every row", "the row")
 
 
 def _with_ask_options(fn):

@@ -641,8 +641,7 @@ class Engine:
                 f"answer cut at the {self.cfg.generator.deadline_ms:g} ms deadline "
                 f"(generator.deadline_ms) after {draft.completion_tokens} tokens"
             )
-            trace.notices[:] = [n for n in trace.notices if not n.startswith("answer cut at")]
-            trace.notices.append(note)
+            _notice(trace, note, "answer cut at")
 
     def _generate_round(
         self,
@@ -662,9 +661,11 @@ class Engine:
         kept = self.compressor.fit(question, candidates[:k], budget) if k > 0 else []
         if deadline and not self._context_fits(question, kept, trace):
             # Reading the sources would already pass the deadline: answer without them.
-            trace.notices.append(
+            _notice(
+                trace,
                 f"sources left out: reading them would pass the "
-                f"{self.cfg.generator.deadline_ms:g} ms deadline (generator.deadline_ms)"
+                f"{self.cfg.generator.deadline_ms:g} ms deadline (generator.deadline_ms)",
+                "sources left out:",
             )
             kept = []
         trace.add_ms("compress", _ms(t))
@@ -785,6 +786,7 @@ class Engine:
                 trace,
                 f"portfolio select: kept the answer from {name} (highest support "
                 f"confidence, {conf.score:.2f}, of {len(candidates)} members)",
+                "portfolio select:",
             )
             if on_token is not None:
                 on_token(draft.text)
@@ -837,6 +839,7 @@ class Engine:
             trace,
             f"portfolio select: {gen.model} chose among the answers of "
             f"{', '.join(c[0] for c in candidates)}",
+            "portfolio select:",
         )
         return kept, draft, conf
 
@@ -1008,9 +1011,10 @@ def _render_sources(hits: list[Hit]) -> str:
     return "\n\n".join(render_source(i, h) for i, h in enumerate(hits, start=1))
 
 
-def _notice(trace: Trace, text: str) -> None:
-    """Add a portfolio-select notice, replacing the one an earlier (shallower) round left."""
-    trace.notices[:] = [n for n in trace.notices if not n.startswith("portfolio select:")]
+def _notice(trace: Trace, text: str, kind: str) -> None:
+    """Add a notice, replacing the one of the same ``kind`` (its opening words) that an
+    earlier round of the same answer left."""
+    trace.notices[:] = [n for n in trace.notices if not n.startswith(kind)]
     trace.notices.append(text)
 
 

@@ -185,11 +185,16 @@ class LlamaCppGenerator:
     def expected_prefill_ms(self, prompt_tokens: int) -> float | None:
         """How long evaluating a prompt of ``prompt_tokens`` should take from an empty KV
         cache, from the prompts evaluated so far (None before the first)."""
+        rate = self._known_speed()
+        return None if rate is None else rate * prompt_tokens
+
+    def _known_speed(self) -> float | None:
+        """The measured ms per prompt token: this process's, else the speed file's (read
+        once)."""
         if self.prefill_ms_per_token is None and not self._speed_read:
             self._speed_read = True
             self.prefill_ms_per_token = self._speeds().get(self._speed_key())
-        rate = self.prefill_ms_per_token
-        return None if rate is None else rate * prompt_tokens
+        return self.prefill_ms_per_token
 
     def _threads(self) -> int:
         # Half the cores (llama.cpp's own default): all of them thrash under load.
@@ -208,10 +213,7 @@ class LlamaCppGenerator:
         return {k: float(v) for k, v in data.items() if isinstance(v, int | float)}
 
     def _record_speed(self, rate: float) -> None:
-        old = self.prefill_ms_per_token
-        if old is None and not self._speed_read:
-            self._speed_read = True
-            old = self._speeds().get(self._speed_key())
+        old = self._known_speed()
         self.prefill_ms_per_token = rate if old is None else 0.7 * old + 0.3 * rate
         if self.speed_file is None:
             return
