@@ -594,10 +594,19 @@ class Engine:
             )
         return max(0, min(wanted, room))
 
-    def _time_budget(self, trace: Trace) -> dict[str, float]:
-        """``{"time_budget_ms": …}`` for a generate call: what ``generator.deadline_ms`` leaves
-        after the stages ``trace`` has timed so far and the scoring still to come ({} without a
-        deadline, or when the backend cannot stop on time — the report says so)."""
+    def _until(self, trace: Trace) -> float | None:
+        """The ``time.perf_counter()`` time by which generation must end: ``generator.deadline_ms``
+        counted on ``trace``, less the time kept back for scoring (None without a deadline)."""
+        deadline = self.cfg.generator.deadline_ms
+        if deadline <= 0:
+            return None
+        return time.perf_counter() + (deadline - trace.total_ms - self._reserve_ms) / 1000
+
+    def _time_budget(self, trace: Trace, until: float | None = None) -> dict[str, float]:
+        """``{"time_budget_ms": …}`` for a generate call: the time left before ``until``
+        (default: what ``generator.deadline_ms`` leaves after the stages ``trace`` has timed so
+        far and the scoring still to come); {} without a deadline, or when the backend cannot
+        stop on time — the report says so."""
         deadline = self.cfg.generator.deadline_ms
         if deadline <= 0:
             return {}
@@ -609,21 +618,43 @@ class Engine:
             if note not in trace.notices:
                 trace.notices.append(note)
             return {}
-        return {"time_budget_ms": max(0.0, deadline - trace.total_ms - self._reserve_ms)}
+        until = self._until(trace) if until is None else until
+        return {"time_budget_ms": max(0.0, (until - time.perf_counter()) * 1000)}
 
     @property
     def _reserve_ms(self) -> float:
         return max(self._after_generate)
 
-    def _context_fits(self, question: str, kept: list[Hit], trace: Trace) -> bool:
-        """Whether the generator can read ``kept`` before ``generator.deadline_ms``, by its own
-        measure of prompt evaluation (True when it has none yet, or without a deadline)."""
-        deadline = self.cfg.generator.deadline_ms
+    def _fit_in_time(self, question: str, kept: list[Hit], until: float | None) -> list[Hit]:
+        """The most of ``kept`` (its best-first prefix) the generator can read before ``until``,
+        by its own measure of prompt evaluation: all of it without a deadline or a measure."""
         expect = getattr(self.generator, "expected_prefill_ms", None)
-        if deadline <= 0 or not kept or expect is None:
-            return True
-        ms = expect(self.generator.prompt_tokens(question, kept))
-        return ms is None or trace.total_ms + ms + self._reserve_ms <= deadline
+        if until is None or not kept or expect is None:
+            return kept
+
+        def fits(n: int) -> bool:
+            ms = expect(self.generator.prompt_tokens(question, kept[:n]))
+            return ms is None or time.perf_counter() + ms / 1000 <= until
+
+        if fits(len(kept)):
+            return kept
+        lo, hi = 0, len(kept) - 1  # reading time grows with the sources: binary search
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if fits(mid):
+                lo = mid
+            else:
+                hi = mid - 1
+        return kept[:lo]
+
+    def _left_out(self, trace: Trace, n_left: int, n_all: int) -> None:
+        count = "" if n_left == n_all else f" ({n_left} of {n_all})"
+        _notice(
+            trace,
+            f"sources left out{count}: reading them would pass the "
+            f"{self.cfg.generator.deadline_ms:g} ms deadline (generator.deadline_ms)",
+            "sources left out",
+        )
 
     def _round_fits(self, trace: Trace, k: int, new_k: int) -> bool:
         """Whether a feedback round at ``new_k`` can finish within ``generator.deadline_ms``:
@@ -653,21 +684,19 @@ class Engine:
         on_token: TokenSink | None,
         escalated: bool = False,
         deadline: bool = True,
+        until: float | None = None,
     ):
         """Compress the top ``k``, generate, score. ``deadline``: hold the generation to
-        ``generator.deadline_ms`` counted on ``trace`` (off for select-mode members, whose
-        traces start at zero)."""
+        ``until`` (default: ``generator.deadline_ms`` counted on ``trace``); off for select-mode
+        members without a time window, whose traces start at zero."""
+        until = (self._until(trace) if until is None else until) if deadline else None
         t = time.perf_counter()
         kept = self.compressor.fit(question, candidates[:k], budget) if k > 0 else []
-        if deadline and not self._context_fits(question, kept, trace):
-            # Reading the sources would already pass the deadline: answer without them.
-            _notice(
-                trace,
-                f"sources left out: reading them would pass the "
-                f"{self.cfg.generator.deadline_ms:g} ms deadline (generator.deadline_ms)",
-                "sources left out:",
-            )
-            kept = []
+        fitted = self._fit_in_time(question, kept, until)
+        if len(fitted) < len(kept):
+            # Reading these sources would already pass the deadline: answer without them.
+            self._left_out(trace, len(kept) - len(fitted), len(kept))
+            kept = fitted
         trace.add_ms("compress", _ms(t))
         if kept:
             rendered = _render_sources(kept)
@@ -677,7 +706,7 @@ class Engine:
         t = time.perf_counter()
         if escalated and on_token is not None:
             on_token("\n")
-        timing = self._time_budget(trace) if deadline else {}
+        timing = self._time_budget(trace, until) if deadline else {}
         draft = self.generator.generate(question, kept, on_token=on_token, **timing)
         trace.add_ms("generate", _ms(t))
         self._note_cut(draft, trace)
@@ -731,7 +760,9 @@ class Engine:
         pf = prepared.portfolio
         assert pf is not None
 
-        def member_answer(name: str, sub: Trace) -> tuple[str, list[Hit], Any, Any]:
+        def member_answer(
+            name: str, sub: Trace, until: float | None
+        ) -> tuple[str, list[Hit], Any, Any]:
             hits = list(pf["hits"][name])
             # A member with fewer hits than a deeper round asks for gives the same prompt
             # again: its answer from the last round stands (and costs nothing more).
@@ -749,24 +780,35 @@ class Engine:
                     sub.add_ms("rerank", memo[1])  # charged once, not again per round
                 hits = list(memo[0])
             used, draft, conf = self._generate_round(
-                question, hits, k, budget, sub, None, deadline=False
+                question, hits, k, budget, sub, None, deadline=until is not None, until=until
             )
             answered[(name, depth)] = (used, draft, conf)
             return name, used, draft, conf
 
         names = list(pf["members"])
         subs = [Trace(question=question, collection=trace.collection) for _ in names]
+        # Under a deadline the members and the selection share the time left: member i must be
+        # done by the end of the (i+1)-th of n+1 equal windows, so time a member leaves unused
+        # passes on (the members' own traces start at zero, so each gets its window as a time).
+        until = self._until(trace)
+        windows: list[float | None] = [None] * len(names)
+        if until is not None:
+            start = time.perf_counter()
+            step = (until - start) / (len(names) + 1)
+            windows = [start + (i + 1) * step for i in range(len(names))]
         if self.generator.name in ("ollama", "openai") and len(names) > 1:
             # A server answers the members' requests concurrently; each member keeps its own
             # trace, and a stage costs the slowest member's time (they overlap).
             from concurrent.futures import ThreadPoolExecutor
 
             with ThreadPoolExecutor(len(names), thread_name_prefix="fathom-select") as ex:
-                candidates = list(ex.map(member_answer, names, subs))
+                candidates = list(ex.map(member_answer, names, subs, windows))
             for stage in {st for sub in subs for st in sub.stages_ms}:
                 trace.add_ms(stage, max(sub.stages_ms.get(stage, 0.0) for sub in subs))
         else:
-            candidates = [member_answer(n, sub) for n, sub in zip(names, subs, strict=True)]
+            candidates = [
+                member_answer(n, sub, w) for n, sub, w in zip(names, subs, windows, strict=True)
+            ]
             for sub in subs:
                 for stage, ms in sub.stages_ms.items():
                     trace.add_ms(stage, ms)
@@ -800,8 +842,16 @@ class Engine:
                 if h.chunk.chunk_id not in number:
                     union.append(h)
                     number[h.chunk.chunk_id] = len(union)
+        until = self._until(trace)
         t = time.perf_counter()
         kept = self.compressor.fit(question, union, budget)
+        # What the selection must read: the sources and the candidate answers (measured before
+        # renumbering, which changes only citation numbers).
+        drafted = "\n".join([question, *(c[2].text for c in candidates)])
+        fitted = self._fit_in_time(drafted, kept, until)
+        if len(fitted) < len(kept):
+            self._left_out(trace, len(kept) - len(fitted), len(kept))
+            kept = fitted
         trace.add_ms("compress", _ms(t))
         renumber = {h.chunk.chunk_id: i for i, h in enumerate(kept, start=1)}
         lines = []
@@ -825,7 +875,7 @@ class Engine:
         )
         trace.tokens["context"] = sum(gen.count_tokens([_render_sources(kept)])) if kept else 0
         t = time.perf_counter()
-        draft = gen.generate(selector, kept, on_token=on_token, **self._time_budget(trace))
+        draft = gen.generate(selector, kept, on_token=on_token, **self._time_budget(trace, until))
         trace.add_ms("generate", _ms(t))
         self._note_cut(draft, trace)
         trace.tokens["prompt"] += draft.prompt_tokens
@@ -918,7 +968,19 @@ class Engine:
         per_section = max(64, budget // max(1, len(groups)))
         section_hits: list[Hit] = []
         llm = gen.name != "extractive"
-        for group in groups:
+        # Under a deadline the sections and the final answer share the time left: section i must
+        # be done by the end of the (i+1)-th of n+1 equal windows (time one leaves unused passes
+        # on); a section whose sources cannot be read within its window is not summarised.
+        held = llm and getattr(gen, "supports_deadline", False)
+        until = self._until(trace) if held else None
+        windows: list[float | None] = [None] * len(groups)
+        if until is not None:
+            start = time.perf_counter()
+            step = (until - start) / (len(groups) + 1)
+            windows = [start + (i + 1) * step for i in range(len(groups))]
+        instruction = "Summarize the main points of these sources in two sentences."
+        skipped = 0
+        for group, window in zip(groups, windows, strict=True):
             hits = [Hit(chunk=c, score=1.0, row=row) for row, c in group]
             head = group[0][1]
             kept = self.compressor.fit(
@@ -928,10 +990,13 @@ class Engine:
             )
             if not kept:
                 continue
+            if window is not None:
+                kept = self._fit_in_time(instruction, kept, window)
+                if not kept or time.perf_counter() >= window:
+                    skipped += 1
+                    continue
             if llm:
-                draft = gen.generate(
-                    "Summarize the main points of these sources in two sentences.", kept
-                )
+                draft = gen.generate(instruction, kept, **self._time_budget(trace, window))
                 trace.tokens["prompt"] += draft.prompt_tokens
                 trace.tokens["completion"] += draft.completion_tokens
                 first, last = kept[0].chunk, kept[-1].chunk
@@ -943,15 +1008,28 @@ class Engine:
             else:
                 section_hits.append(kept[0])
         trace.add_ms("map", _ms(t))
+        if skipped:
+            _notice(
+                trace,
+                f"{skipped} of {len(groups)} sections not summarised: reading them would pass "
+                f"the {self.cfg.generator.deadline_ms:g} ms deadline (generator.deadline_ms)",
+                f"{skipped} of {len(groups)} sections",
+            )
         t = time.perf_counter()
         kept = self.compressor.fit(question, section_hits, budget)
+        fitted = self._fit_in_time(question, kept, until)
+        if len(fitted) < len(kept):
+            self._left_out(trace, len(kept) - len(fitted), len(kept))
+            kept = fitted
         trace.add_ms("compress", _ms(t))
         trace.tokens["context"] = sum(gen.count_tokens([_render_sources(kept)])) if kept else 0
         t = time.perf_counter()
         if hasattr(gen, "summarize"):  # no model: a lead-sentence summary, one per section
             draft = gen.summarize(kept, on_token=on_token)
         else:
-            draft = gen.generate(question, kept, on_token=on_token)
+            timing = self._time_budget(trace, until)
+            draft = gen.generate(question, kept, on_token=on_token, **timing)
+            self._note_cut(draft, trace)
         trace.add_ms("generate", _ms(t))
         trace.tokens["prompt"] += draft.prompt_tokens
         trace.tokens["completion"] += draft.completion_tokens

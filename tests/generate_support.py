@@ -204,3 +204,52 @@ class FakeOllama:
                 self.wfile.write(json.dumps(last).encode() + b"\n")
 
         return Handler
+
+
+class PacedGenerator:
+    """An in-process generator that holds a deadline the way llama.cpp does, without a model:
+    it says reading a prompt takes ``read_ms`` per token (``expected_prefill_ms``) and writes
+    ``words`` tokens at ``write_ms`` each, stopping when ``time_budget_ms`` runs out (finish
+    "deadline"). It records every call: the question, how many sources, the time budget."""
+
+    name = "paced"
+    model = "paced-1"
+    supports_deadline = True
+    context_window = 8192
+
+    def __init__(self, read_ms: float = 0.0, write_ms: float = 1.0, words: int = 8) -> None:
+        self.read_ms, self.write_ms, self.words = read_ms, write_ms, words
+        self.calls: list[dict[str, Any]] = []
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        return [len(t.split()) for t in texts]
+
+    def prompt_tokens(self, question: str, hits: list[Hit]) -> int:
+        from stages.generate.prompt import build_messages
+
+        return sum(self.count_tokens([m["content"] for m in build_messages(question, hits)]))
+
+    def expected_prefill_ms(self, n_tokens: int) -> float:
+        return n_tokens * self.read_ms
+
+    def generate(self, question, hits, on_token=None, time_budget_ms=None):
+        from stages.base import Draft
+
+        self.calls.append(
+            {"question": question, "sources": len(hits), "time_budget_ms": time_budget_ms}
+        )
+        n, finish = self.words, "stop"
+        if time_budget_ms is not None and time_budget_ms < n * self.write_ms:
+            n, finish = max(1, int(time_budget_ms // self.write_ms)), "deadline"
+        text = " ".join(["word"] * n) + (" [1]." if hits else ".")
+        if on_token is not None:
+            on_token(text)
+        return Draft(
+            text=text,
+            citations=(1,) if hits else (),
+            prompt_tokens=self.prompt_tokens(question, hits),
+            completion_tokens=n,
+            backend=self.name,
+            model=self.model,
+            finish_reason=finish,
+        )

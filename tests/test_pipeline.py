@@ -12,6 +12,7 @@ import cli
 from stages.config import load_config
 from stages.pipeline import Engine, ask, resolve_target
 from tests import docgen
+from tests.generate_support import PacedGenerator
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -260,3 +261,66 @@ def test_sources_that_cannot_be_read_in_time_are_left_out(tmp_path: Path, extrac
     assert not answer.sources and answer.trace.tokens["context"] == 0
     assert any("sources left out" in n for n in answer.trace.notices)
     engine.close()
+
+
+def test_only_the_sources_that_can_be_read_in_time_are_kept(tmp_path: Path, extractive_cfg) -> None:
+    """The sources are cut to the best-first prefix the generator can read before the
+    deadline, not left out all at once."""
+    extractive_cfg.generator.deadline_ms = 60_000.0
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    engine = Engine(extractive_cfg, resolve_target(extractive_cfg, str(pdf)))
+    question = "What are documents split into?"
+    full = engine.ask(question, k=3, rerank=False)
+    assert len(full.used) == 3
+    two = engine.generator.prompt_tokens(question, list(full.used[:2]))
+    engine.generator.expected_prefill_ms = lambda n: 1.0 if n <= two else 120_000.0
+    answer = engine.ask(question, k=3, rerank=False)
+    assert [h.chunk.chunk_id for h in answer.used] == [h.chunk.chunk_id for h in full.used[:2]]
+    assert any(n.startswith("sources left out (1 of 3):") for n in answer.trace.notices)
+    engine.close()
+
+
+def test_a_summary_shares_the_deadline_between_its_sections_and_the_answer(
+    tmp_path: Path, extractive_cfg
+) -> None:
+    """Map-reduce under a deadline: section i is held to the end of the (i+1)-th of n+1 equal
+    windows of the time left, the final answer to the deadline; sections whose sources cannot
+    be read in their window are not summarised, and the report says so."""
+    extractive_cfg.generator.deadline_ms = 60_000.0
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    gen = PacedGenerator()
+    engine = Engine(extractive_cfg, resolve_target(extractive_cfg, str(pdf)), generator=gen)
+    question = "Summarize the key points of this document."
+    answer = engine.ask(question)
+    assert answer.trace.strategy["map_reduce"]
+    *maps, final = gen.calls
+    n = len(maps)
+    assert n >= 3 and all(c["sources"] > 0 for c in gen.calls)
+    step = 60_000.0 / (n + 1)
+    for i, call in enumerate(maps):
+        assert (i + 1) * step * 0.95 < call["time_budget_ms"] <= (i + 1) * step
+    assert final["question"] == question and final["time_budget_ms"] > n * step * 0.95
+    assert not any("not summarised" in note for note in answer.trace.notices)
+
+    gen.calls.clear()
+    gen.read_ms = 1_000.0  # no section's sources can be read in its window
+    answer = engine.ask(question)
+    assert [c["question"] for c in gen.calls] == [question] and gen.calls[0]["sources"] == 0
+    assert any(f"{n} of {n} sections not summarised" in note for note in answer.trace.notices)
+    engine.close()
+
+
+@pytest.mark.slow
+def test_a_summary_past_its_deadline_with_llamacpp(tmp_path: Path, minilm) -> None:
+    """A whole-document summary with llama.cpp and a deadline already past: no section is
+    summarised, the answer is cut after its first token, and the report says both."""
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    args = ["ask", str(pdf), "Summarize the key points of this document.", "--generator",
+            "llamacpp", "--json", "--deadline-ms", "1"]  # fmt: skip
+    env = {"FATHOM_GENERATOR__MAX_TOKENS": "48", "FATHOM_GENERATOR__THREADS": "1"}
+    res = CliRunner().invoke(cli.main, args, env=env)
+    assert res.exit_code == 0, res.output
+    tr = json.loads(res.stdout)["trace"]
+    assert tr["strategy"]["map_reduce"] and tr["tokens"]["completion"] == 1
+    assert any("sections not summarised" in n for n in tr["notices"])
+    assert any(n.startswith("answer cut at the 1 ms deadline") for n in tr["notices"])

@@ -14,8 +14,10 @@ from click.testing import CliRunner
 
 from cli import main
 from evaluation.data import load_questions
+from stages.config import load_config
+from stages.pipeline import Engine
 from tests.docgen import make_qa_set
-from tests.generate_support import FakeOllama
+from tests.generate_support import FakeOllama, PacedGenerator
 
 SCHEMA = json.loads((Path(__file__).parents[1] / "docs" / "answer.schema.json").read_text())
 
@@ -107,6 +109,29 @@ def test_ask_select_with_a_language_model_picks_or_merges(built, monkeypatch) ->
     n_sources = len(out["sources"])
     assert 1 <= n_sources <= 4  # the union of the two members' top 2
     assert all(1 <= c["n"] <= n_sources for c in out["citations"])
+
+
+def test_select_members_and_the_selection_share_the_deadline(built) -> None:
+    """Under a deadline, member i must answer by the end of the (i+1)-th of n+1 equal windows
+    of the time left, and the selection by the deadline."""
+    _runner, info, _docs, qfile = built
+    overrides = {
+        "retrieval.portfolio": "qa",
+        "retrieval.portfolio_mode": "select",
+        "generator.deadline_ms": 60_000.0,
+        "feedback.enabled": False,
+    }
+    gen = PacedGenerator()
+    engine = Engine(load_config(overrides=overrides), info["collection"], generator=gen)
+    q = next(q for q in load_questions(qfile) if q.answers)
+    engine.ask(q.question, k=2)
+    first, second, selection = gen.calls
+    step = 60_000.0 / 3
+    assert step * 0.95 < first["time_budget_ms"] <= step
+    assert 2 * step * 0.95 < second["time_budget_ms"] <= 2 * step
+    assert selection["time_budget_ms"] > second["time_budget_ms"]
+    assert "Candidate answers" in selection["question"]
+    engine.close()
 
 
 class _CountingOllama(FakeOllama):
