@@ -519,12 +519,23 @@ def _render_answer(answer, streamed: bool) -> None:
             f"{', '.join(pf['members'])}",
             highlight=False,
         )
-    lat = Table(title="Latency (ms)", title_justify="left")
-    for stage in tr.stages_ms:
-        lat.add_column(stage, justify="right")
-    lat.add_column("total", justify="right")
-    lat.add_row(*[f"{v:.1f}" for v in tr.stages_ms.values()], f"{tr.total_ms:.1f}")
-    out.print(lat)
+    cells = [
+        *((stage, f"{v:.1f}") for stage, v in tr.stages_ms.items()),
+        ("total", f"{tr.total_ms:.1f}"),
+    ]
+    # One column per stage while it fits the terminal; else one wrapped line, so no number is
+    # ever cut short.
+    if sum(max(len(a), len(b)) + 3 for a, b in cells) + 1 <= out.width:
+        lat = Table(title="Latency (ms)", title_justify="left")
+        for stage, _ in cells:
+            lat.add_column(stage, justify="right", no_wrap=True)
+        lat.add_row(*(v for _, v in cells))
+        out.print(lat)
+    else:
+        out.print(
+            "[bold]Latency (ms)[/bold] " + " · ".join(f"{a} {b}" for a, b in cells),
+            highlight=False,
+        )
     tok = tr.tokens
     cost = f"{tr.cost:.6f} {tr.currency}" if tr.cost else f"0 {tr.currency} (local model)"
     out.print(

@@ -324,3 +324,20 @@ def test_a_summary_past_its_deadline_with_llamacpp(tmp_path: Path, minilm) -> No
     assert tr["strategy"]["map_reduce"] and tr["tokens"]["completion"] == 1
     assert any("sections not summarised" in n for n in tr["notices"])
     assert any(n.startswith("answer cut at the 1 ms deadline") for n in tr["notices"])
+
+
+def test_the_latency_report_never_cuts_a_number(tmp_path: Path, minilm) -> None:
+    """On a narrow terminal the per-stage latencies wrap onto lines instead of being cut to
+    "1085…" in a table too wide for it; a wide terminal keeps the table."""
+    import re
+
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    args = ["ask", str(pdf), "What are documents split into?", "--generator", "extractive"]
+    for columns in ("60", "200"):
+        res = CliRunner().invoke(cli.main, args, env={"COLUMNS": columns})
+        assert res.exit_code == 0, res.output
+        latency = res.stdout[res.stdout.index("Latency (ms)") : res.stdout.index("Tokens")]
+        assert "…" not in latency
+        numbers = re.findall(r"\d+\.\d", latency)
+        assert len(numbers) >= 5  # every stage and the total, in full
+        assert ("┏" in latency) == (columns == "200")  # the table only where it fits
