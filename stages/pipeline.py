@@ -787,14 +787,17 @@ class Engine:
 
         names = list(pf["members"])
         subs = [Trace(question=question, collection=trace.collection) for _ in names]
+        # A language model selects among two or more answers; else the best-supported one stands.
+        selects = self.generator.name != "extractive" and len(names) > 1
         # Under a deadline the members and the selection share the time left: member i must be
-        # done by the end of the (i+1)-th of n+1 equal windows, so time a member leaves unused
-        # passes on (the members' own traces start at zero, so each gets its window as a time).
+        # done by the end of the (i+1)-th of n (+1 with a selection) equal windows, so time a
+        # member leaves unused passes on (the members' own traces start at zero, so each gets
+        # its window as a time).
         until = self._until(trace)
         windows: list[float | None] = [None] * len(names)
         if until is not None:
             start = time.perf_counter()
-            step = (until - start) / (len(names) + 1)
+            step = (until - start) / (len(names) + (1 if selects else 0))
             windows = [start + (i + 1) * step for i in range(len(names))]
         if self.generator.name in ("ollama", "openai") and len(names) > 1:
             # A server answers the members' requests concurrently; each member keeps its own
@@ -818,9 +821,18 @@ class Engine:
                     trace.tokens[key] += n_tokens
             trace.tokens["context"] = max(trace.tokens["context"], sub.tokens["context"])
             trace.rounds.extend(sub.rounds)
-            trace.notices.extend(n for n in sub.notices if n not in trace.notices)
+        for name, sub in zip(names, subs, strict=True):
+            for note in sub.notices:
+                kind = next((k for k in _DEADLINE_NOTICES if note.startswith(k)), None)
+                if kind is None:
+                    if note not in trace.notices:
+                        trace.notices.append(note)
+                elif selects:  # about one member's answer, not the final one
+                    _notice(trace, f"member {name}: {note}", f"member {name}: {kind}")
+                else:
+                    _notice(trace, note, kind)
         gen = self.generator
-        if gen.name == "extractive" or len(candidates) == 1:
+        if not selects:
             best = max(range(len(candidates)), key=lambda i: candidates[i][3].score)
             name, used, draft, conf = candidates[best]
             trace.tokens["context"] = subs[best].tokens["context"]
@@ -845,34 +857,38 @@ class Engine:
         until = self._until(trace)
         t = time.perf_counter()
         kept = self.compressor.fit(question, union, budget)
-        # What the selection must read: the sources and the candidate answers (measured before
-        # renumbering, which changes only citation numbers).
-        drafted = "\n".join([question, *(c[2].text for c in candidates)])
-        fitted = self._fit_in_time(drafted, kept, until)
+
+        def selector_for(kept: list[Hit]) -> str:
+            """The selection's question: the candidates with citations renumbered to ``kept``."""
+            renumber = {h.chunk.chunk_id: i for i, h in enumerate(kept, start=1)}
+            lines = []
+            for i, (_name, used, draft, _conf) in enumerate(candidates):
+
+                def cite(m: re.Match[str], used: list[Hit] = used) -> str:
+                    n = int(m.group(1))
+                    if not 1 <= n <= len(used):
+                        return ""
+                    new = renumber.get(used[n - 1].chunk.chunk_id)
+                    return f"[{new}]" if new else ""
+
+                text = re.sub(r"\[(\d{1,3})\]", cite, draft.text).strip()
+                lines.append(f"({chr(65 + i)}) {text}")
+            return (
+                f"{question}\n\nCandidate answers, each written from different search results "
+                "(their [n] refer to the sources above):\n"
+                + "\n".join(lines)
+                + "\n\nGive the best-supported answer: pick one candidate, or merge them when "
+                "they complement each other. Keep the citations."
+            )
+
+        # What the selection must read before the deadline: the sources and the candidates
+        # (measured with the numbering before any cut, which changes only citation numbers).
+        fitted = self._fit_in_time(selector_for(kept), kept, until)
         if len(fitted) < len(kept):
             self._left_out(trace, len(kept) - len(fitted), len(kept))
             kept = fitted
         trace.add_ms("compress", _ms(t))
-        renumber = {h.chunk.chunk_id: i for i, h in enumerate(kept, start=1)}
-        lines = []
-        for i, (_name, used, draft, _conf) in enumerate(candidates):
-
-            def cite(m: re.Match[str], used: list[Hit] = used) -> str:
-                n = int(m.group(1))
-                if not 1 <= n <= len(used):
-                    return ""
-                new = renumber.get(used[n - 1].chunk.chunk_id)
-                return f"[{new}]" if new else ""
-
-            text = re.sub(r"\[(\d{1,3})\]", cite, draft.text).strip()
-            lines.append(f"({chr(65 + i)}) {text}")
-        selector = (
-            f"{question}\n\nCandidate answers, each written from different search results "
-            "(their [n] refer to the sources above):\n"
-            + "\n".join(lines)
-            + "\n\nGive the best-supported answer: pick one candidate, or merge them when they "
-            "complement each other. Keep the citations."
-        )
+        selector = selector_for(kept)
         trace.tokens["context"] = sum(gen.count_tokens([_render_sources(kept)])) if kept else 0
         t = time.perf_counter()
         draft = gen.generate(selector, kept, on_token=on_token, **self._time_budget(trace, until))
@@ -953,6 +969,13 @@ class Engine:
         """Summaries over the whole collection: one source per section (map), then one answer."""
         from stages.base import Chunk
 
+        gen = self.generator
+        llm = gen.name != "extractive"
+        # Under a deadline the sections and the final answer share the time left: section i must
+        # be done by the end of the (i+1)-th of n+1 equal windows (time one leaves unused passes
+        # on); a section whose sources cannot be read within its window is not summarised.
+        held = llm and getattr(gen, "supports_deadline", False)
+        until = self._until(trace) if held else None
         t = time.perf_counter()
         chunks = self.collection.store.all()
         sections: dict[tuple[str, str], list[tuple[int, Chunk]]] = {}
@@ -964,22 +987,15 @@ class Engine:
             # Keep the largest sections (most text), in document order.
             keep = sorted(range(len(groups)), key=lambda i: -sum(c.n_tokens for _, c in groups[i]))
             groups = [groups[i] for i in sorted(keep[:max_sections])]
-        gen = self.generator
         per_section = max(64, budget // max(1, len(groups)))
         section_hits: list[Hit] = []
-        llm = gen.name != "extractive"
-        # Under a deadline the sections and the final answer share the time left: section i must
-        # be done by the end of the (i+1)-th of n+1 equal windows (time one leaves unused passes
-        # on); a section whose sources cannot be read within its window is not summarised.
-        held = llm and getattr(gen, "supports_deadline", False)
-        until = self._until(trace) if held else None
         windows: list[float | None] = [None] * len(groups)
         if until is not None:
             start = time.perf_counter()
             step = (until - start) / (len(groups) + 1)
             windows = [start + (i + 1) * step for i in range(len(groups))]
         instruction = "Summarize the main points of these sources in two sentences."
-        skipped = 0
+        skipped = cut = 0
         for group, window in zip(groups, windows, strict=True):
             hits = [Hit(chunk=c, score=1.0, row=row) for row, c in group]
             head = group[0][1]
@@ -1001,6 +1017,10 @@ class Engine:
                 trace.tokens["completion"] += draft.completion_tokens
                 first, last = kept[0].chunk, kept[-1].chunk
                 text = re.sub(r"\[\d+\]", "", draft.text).strip()
+                if draft.finish_reason == "deadline":
+                    cut += 1
+                    if len(text.split()) < _MIN_SUMMARY_WORDS:
+                        text = ""  # a fragment says less than the section's own text
                 chunk = replace(
                     first, text=text or first.text, page_end=max(first.page_end, last.page_end)
                 )
@@ -1014,6 +1034,14 @@ class Engine:
                 f"{skipped} of {len(groups)} sections not summarised: reading them would pass "
                 f"the {self.cfg.generator.deadline_ms:g} ms deadline (generator.deadline_ms)",
                 f"{skipped} of {len(groups)} sections",
+            )
+        if cut:
+            _notice(
+                trace,
+                f"{cut} of {len(groups)} section summaries cut at the "
+                f"{self.cfg.generator.deadline_ms:g} ms deadline (generator.deadline_ms); those "
+                f"under {_MIN_SUMMARY_WORDS} words were replaced by their section's own text",
+                f"{cut} of {len(groups)} section summaries",
             )
         t = time.perf_counter()
         kept = self.compressor.fit(question, section_hits, budget)
@@ -1087,6 +1115,12 @@ def _render_sources(hits: list[Hit]) -> str:
     from stages.generate.prompt import render_source
 
     return "\n\n".join(render_source(i, h) for i, h in enumerate(hits, start=1))
+
+
+# Deadline notices about one generation: in portfolio select mode a member's are named for it.
+_DEADLINE_NOTICES = ("answer cut at", "sources left out")
+# A section summary cut at the deadline shorter than this is replaced by the section's text.
+_MIN_SUMMARY_WORDS = 8
 
 
 def _notice(trace: Trace, text: str, kind: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -341,3 +342,42 @@ def test_the_latency_report_never_cuts_a_number(tmp_path: Path, minilm) -> None:
         numbers = re.findall(r"\d+\.\d", latency)
         assert len(numbers) >= 5  # every stage and the total, in full
         assert ("┏" in latency) == (columns == "200")  # the table only where it fits
+
+
+def test_a_summary_counts_the_time_spent_gathering_its_sections(
+    tmp_path: Path, extractive_cfg, monkeypatch
+) -> None:
+    """The time the map step spends loading and grouping the collection's chunks comes out of
+    the sections' windows: the deadline is counted from before it, not after."""
+    extractive_cfg.generator.deadline_ms = 60_000.0
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    gen = PacedGenerator()
+    engine = Engine(extractive_cfg, resolve_target(extractive_cfg, str(pdf)), generator=gen)
+    store = engine.collection.store
+    load = store.all
+
+    def slow_all():
+        time.sleep(1.0)
+        return load()
+
+    monkeypatch.setattr(store, "all", slow_all)
+    engine.ask("Summarize the key points of this document.")
+    *maps, _final = gen.calls
+    assert maps[0]["time_budget_ms"] <= (60_000.0 - 1_000.0) / (len(maps) + 1)
+    engine.close()
+
+
+def test_cut_section_summaries_give_way_to_the_sections_text(
+    tmp_path: Path, extractive_cfg
+) -> None:
+    """A section summary the deadline cuts to a fragment is not passed on as a source: its
+    section's own text is, and the report counts the cut summaries."""
+    extractive_cfg.generator.deadline_ms = 60_000.0
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    gen = PacedGenerator(write_ms=10_000.0)  # 8 words take 80 s: every window cuts them short
+    engine = Engine(extractive_cfg, resolve_target(extractive_cfg, str(pdf)), generator=gen)
+    answer = engine.ask("Summarize the key points of this document.")
+    n = len(gen.calls) - 1
+    assert any(f"of {n} section summaries cut at the" in note for note in answer.trace.notices)
+    assert answer.used and not any(h.chunk.text.startswith("word") for h in answer.used)
+    engine.close()

@@ -134,6 +134,47 @@ def test_select_members_and_the_selection_share_the_deadline(built) -> None:
     engine.close()
 
 
+def test_one_member_without_a_selection_gets_the_whole_deadline(built) -> None:
+    _runner, info, _docs, qfile = built
+    overrides = {
+        "retrieval.portfolio": "qa",
+        "retrieval.portfolio_mode": "select",
+        "retrieval.portfolio_ell": 1,
+        "generator.deadline_ms": 60_000.0,
+        "feedback.enabled": False,
+    }
+    gen = PacedGenerator()
+    engine = Engine(load_config(overrides=overrides), info["collection"], generator=gen)
+    q = next(q for q in load_questions(qfile) if q.answers)
+    engine.ask(q.question, k=2)
+    (only,) = gen.calls
+    assert only["time_budget_ms"] > 0.95 * 60_000.0
+    engine.close()
+
+
+def test_a_members_cut_answer_is_reported_as_the_members(built) -> None:
+    """A member answer the deadline cut is named in the report; the final answer, which the
+    selection wrote in full, is not reported as cut."""
+    _runner, info, _docs, qfile = built
+    overrides = {
+        "retrieval.portfolio": "qa",
+        "retrieval.portfolio_mode": "select",
+        "generator.deadline_ms": 60_000.0,
+        "feedback.enabled": False,
+    }
+    # 8 words take 48 s: the members' windows end at 20 and 40 s, the selection's at 60 s.
+    gen = PacedGenerator(write_ms=6_000.0)
+    engine = Engine(load_config(overrides=overrides), info["collection"], generator=gen)
+    q = next(q for q in load_questions(qfile) if q.answers)
+    answer = engine.ask(q.question, k=2)
+    notices = answer.trace.notices
+    assert not any(n.startswith("answer cut at") for n in notices)
+    members = answer.trace.portfolio["members"]
+    for name in members:
+        assert any(n.startswith(f"member {name}: answer cut at") for n in notices), notices
+    engine.close()
+
+
 class _CountingOllama(FakeOllama):
     """The loopback Ollama, counting how many chat requests it holds at once."""
 
