@@ -658,11 +658,16 @@ class Engine:
 
     def _round_fits(self, trace: Trace, k: int, new_k: int) -> bool:
         """Whether a feedback round at ``new_k`` can finish within ``generator.deadline_ms``:
-        it is expected to take the last round's generation time, scaled by the depth."""
+        it is expected to take the last pass's generation time, scaled by the depth (a pass is
+        the rounds at the last depth: in portfolio select mode, the members and the selection)."""
         deadline = self.cfg.generator.deadline_ms
         if deadline <= 0:
             return True
-        last = trace.rounds[-1]["generate_ms"] if trace.rounds else 0.0
+        last = 0.0
+        for r in reversed(trace.rounds):
+            if r["k"] != trace.rounds[-1]["k"]:
+                break
+            last += r["generate_ms"]
         expected = last * new_k / max(k, 1) + self._reserve_ms
         return trace.total_ms + expected <= deadline
 

@@ -252,4 +252,5 @@ class PacedGenerator:
             backend=self.name,
             model=self.model,
             finish_reason=finish,
+            ms=n * self.write_ms,  # the time it says it took (it takes none)
         )

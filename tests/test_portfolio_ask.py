@@ -175,6 +175,26 @@ def test_a_members_cut_answer_is_reported_as_the_members(built) -> None:
     engine.close()
 
 
+def test_a_select_pass_is_priced_whole_before_a_feedback_round(built) -> None:
+    """Under a deadline a feedback round in select mode starts only if every member's answer
+    and the selection, at the deeper k, are expected to fit: the last pass's time, not the
+    selection's alone."""
+    _runner, info, _docs, _qfile = built
+    question = "What is the airspeed velocity of an unladen swallow?"
+    overrides = {"retrieval.portfolio": "qa", "retrieval.portfolio_mode": "select"}
+    # Each answer says it took 20 s: a pass of two members and the selection takes 60 s.
+    gen = PacedGenerator(write_ms=2_500.0)
+    free = Engine(load_config(overrides=overrides), info["collection"], generator=gen)
+    assert len(free.ask(question, k=1).trace.rounds) > 3  # low confidence: a deeper pass
+    free.close()
+    # 100 s: the selection's 20 s at twice the depth would fit again; the whole pass's would not.
+    overrides["generator.deadline_ms"] = 100_000.0
+    engine = Engine(load_config(overrides=overrides), info["collection"], generator=gen)
+    answer = engine.ask(question, k=1)
+    assert len(answer.trace.rounds) == 3
+    engine.close()
+
+
 class _CountingOllama(FakeOllama):
     """The loopback Ollama, counting how many chat requests it holds at once."""
 
