@@ -111,68 +111,58 @@ def test_ask_select_with_a_language_model_picks_or_merges(built, monkeypatch) ->
     assert all(1 <= c["n"] <= n_sources for c in out["citations"])
 
 
+def _paced_select(info, qfile, gen: PacedGenerator, **overrides):
+    """Ask the first answerable question at k = 2 in select mode under a 60 s deadline, with
+    ``gen`` answering; no feedback rounds."""
+    cfg = load_config(
+        overrides={
+            "retrieval.portfolio": "qa",
+            "retrieval.portfolio_mode": "select",
+            "generator.deadline_ms": 60_000.0,
+            "feedback.enabled": False,
+            **overrides,
+        }
+    )
+    engine = Engine(cfg, info["collection"], generator=gen)
+    q = next(q for q in load_questions(qfile) if q.answers)
+    try:
+        return engine.ask(q.question, k=2)
+    finally:
+        engine.close()
+
+
 def test_select_members_and_the_selection_share_the_deadline(built) -> None:
     """Under a deadline, member i must answer by the end of the (i+1)-th of n+1 equal windows
     of the time left, and the selection by the deadline."""
     _runner, info, _docs, qfile = built
-    overrides = {
-        "retrieval.portfolio": "qa",
-        "retrieval.portfolio_mode": "select",
-        "generator.deadline_ms": 60_000.0,
-        "feedback.enabled": False,
-    }
     gen = PacedGenerator()
-    engine = Engine(load_config(overrides=overrides), info["collection"], generator=gen)
-    q = next(q for q in load_questions(qfile) if q.answers)
-    engine.ask(q.question, k=2)
+    _paced_select(info, qfile, gen)
     first, second, selection = gen.calls
     step = 60_000.0 / 3
     assert step * 0.95 < first["time_budget_ms"] <= step
     assert 2 * step * 0.95 < second["time_budget_ms"] <= 2 * step
     assert selection["time_budget_ms"] > second["time_budget_ms"]
     assert "Candidate answers" in selection["question"]
-    engine.close()
 
 
 def test_one_member_without_a_selection_gets_the_whole_deadline(built) -> None:
     _runner, info, _docs, qfile = built
-    overrides = {
-        "retrieval.portfolio": "qa",
-        "retrieval.portfolio_mode": "select",
-        "retrieval.portfolio_ell": 1,
-        "generator.deadline_ms": 60_000.0,
-        "feedback.enabled": False,
-    }
     gen = PacedGenerator()
-    engine = Engine(load_config(overrides=overrides), info["collection"], generator=gen)
-    q = next(q for q in load_questions(qfile) if q.answers)
-    engine.ask(q.question, k=2)
+    _paced_select(info, qfile, gen, **{"retrieval.portfolio_ell": 1})
     (only,) = gen.calls
     assert only["time_budget_ms"] > 0.95 * 60_000.0
-    engine.close()
 
 
 def test_a_members_cut_answer_is_reported_as_the_members(built) -> None:
     """A member answer the deadline cut is named in the report; the final answer, which the
     selection wrote in full, is not reported as cut."""
     _runner, info, _docs, qfile = built
-    overrides = {
-        "retrieval.portfolio": "qa",
-        "retrieval.portfolio_mode": "select",
-        "generator.deadline_ms": 60_000.0,
-        "feedback.enabled": False,
-    }
     # 8 words take 48 s: the members' windows end at 20 and 40 s, the selection's at 60 s.
-    gen = PacedGenerator(write_ms=6_000.0)
-    engine = Engine(load_config(overrides=overrides), info["collection"], generator=gen)
-    q = next(q for q in load_questions(qfile) if q.answers)
-    answer = engine.ask(q.question, k=2)
+    answer = _paced_select(info, qfile, PacedGenerator(write_ms=6_000.0))
     notices = answer.trace.notices
     assert not any(n.startswith("answer cut at") for n in notices)
-    members = answer.trace.portfolio["members"]
-    for name in members:
+    for name in answer.trace.portfolio["members"]:
         assert any(n.startswith(f"member {name}: answer cut at") for n in notices), notices
-    engine.close()
 
 
 def test_a_select_pass_is_priced_whole_before_a_feedback_round(built) -> None:
