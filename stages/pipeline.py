@@ -222,6 +222,7 @@ class Engine:
         self._sparse = None  # BM25-only retriever for second hops
         self._classifier = None
         self._reranker = None
+        self._replayed_at_start = 0.0  # a replaying generator's replayed_ms when answer() began
         self._rerank_notice: str | None = None
         self._compressor = None
         self._scorer = None
@@ -439,6 +440,7 @@ class Engine:
 
         question, strategy, probe = prepared.question, prepared.strategy, prepared.probe
         emit = on_event or (lambda *a, **kw: None)
+        self._replayed_at_start = getattr(self.generator, "replayed_ms", 0.0)
         trace = Trace(
             question=question, collection=self.collection.name, currency=self.cfg.prices.currency
         )
@@ -602,6 +604,14 @@ class Engine:
             return None
         return time.perf_counter() + (deadline - trace.total_ms - self._reserve_ms) / 1000
 
+    def _now(self) -> float:
+        """The clock deadlines are held to: ``time.perf_counter()`` plus the generation time an
+        evaluation's cache replayed since this answer began (a replay returns at once, but the
+        run counts the time the replayed answer took, so later steps must have that much less).
+        ``_until`` needs no such term: ``trace.total_ms`` leaves replayed time out as well."""
+        replayed = getattr(self.generator, "replayed_ms", 0.0) - self._replayed_at_start
+        return time.perf_counter() + replayed / 1000
+
     def _time_budget(self, trace: Trace, until: float | None = None) -> dict[str, float]:
         """``{"time_budget_ms": …}`` for a generate call: the time left before ``until``
         (default: what ``generator.deadline_ms`` leaves after the stages ``trace`` has timed so
@@ -619,7 +629,7 @@ class Engine:
                 trace.notices.append(note)
             return {}
         until = self._until(trace) if until is None else until
-        return {"time_budget_ms": max(0.0, (until - time.perf_counter()) * 1000)}
+        return {"time_budget_ms": max(0.0, (until - self._now()) * 1000)}
 
     @property
     def _reserve_ms(self) -> float:
@@ -634,7 +644,7 @@ class Engine:
 
         def fits(n: int) -> bool:
             ms = expect(self.generator.prompt_tokens(question, kept[:n]))
-            return ms is None or time.perf_counter() + ms / 1000 <= until
+            return ms is None or self._now() + ms / 1000 <= until
 
         if fits(len(kept)):
             return kept
@@ -801,7 +811,7 @@ class Engine:
         until = self._until(trace)
         windows: list[float | None] = [None] * len(names)
         if until is not None:
-            start = time.perf_counter()
+            start = self._now()
             step = (until - start) / (len(names) + (1 if selects else 0))
             windows = [start + (i + 1) * step for i in range(len(names))]
         if self.generator.name in ("ollama", "openai") and len(names) > 1:
@@ -996,7 +1006,7 @@ class Engine:
         section_hits: list[Hit] = []
         windows: list[float | None] = [None] * len(groups)
         if until is not None:
-            start = time.perf_counter()
+            start = self._now()
             step = (until - start) / (len(groups) + 1)
             windows = [start + (i + 1) * step for i in range(len(groups))]
         instruction = "Summarize the main points of these sources in two sentences."
@@ -1013,7 +1023,7 @@ class Engine:
                 continue
             if window is not None:
                 kept = self._fit_in_time(instruction, kept, window)
-                if not kept or time.perf_counter() >= window:
+                if not kept or self._now() >= window:
                     skipped += 1
                     continue
             if llm:

@@ -381,3 +381,33 @@ def test_cut_section_summaries_give_way_to_the_sections_text(
     assert any(f"of {n} section summaries cut at the" in note for note in answer.trace.notices)
     assert answer.used and not any(h.chunk.text.startswith("word") for h in answer.used)
     engine.close()
+
+
+def test_replayed_answers_use_up_a_summarys_deadline(tmp_path: Path, extractive_cfg) -> None:
+    """An evaluation's cache replays a section summary at once, but the run counts the time
+    the summary took: the later windows are that much shorter, as they would be live."""
+    from evaluation.cache import CachingGenerator
+
+    budgets: list[float | None] = []
+
+    class Spy(CachingGenerator):
+        def generate(self, question, hits, on_token=None, time_budget_ms=None):
+            budgets.append(time_budget_ms)
+            return super().generate(question, hits, on_token, time_budget_ms)
+
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    gen = Spy(PacedGenerator(write_ms=1_000.0), tmp_path / "cache.db")  # each answer: 8 s
+    engine = Engine(extractive_cfg, resolve_target(extractive_cfg, str(pdf)), generator=gen)
+    question = "Summarize the key points of this document."
+    engine.ask(question)  # no deadline: every draft generated and stored
+    n = len(budgets) - 1
+    budgets.clear()
+    deadline = 200_000.0
+    engine.cfg.generator.deadline_ms = deadline
+    engine.ask(question)
+    assert gen.hits == n + 1  # all replayed
+    step = deadline / (n + 1)
+    for i, budget in enumerate(budgets[:-1]):
+        assert budget <= (i + 1) * step - 8_000.0 * i + 1.0
+    assert budgets[-1] <= deadline - 8_000.0 * n + 1.0
+    engine.close()
