@@ -657,14 +657,31 @@ class Engine:
                 hi = mid - 1
         return kept[:lo]
 
-    def _left_out(self, trace: Trace, n_left: int, n_all: int) -> None:
-        count = "" if n_left == n_all else f" ({n_left} of {n_all})"
-        _notice(
-            trace,
-            f"sources left out{count}: reading them would pass the "
-            f"{self.cfg.generator.deadline_ms:g} ms deadline (generator.deadline_ms)",
-            "sources left out",
-        )
+    def _readable(
+        self, question: str, kept: list[Hit], until: float | None, trace: Trace
+    ) -> list[Hit]:
+        """``_fit_in_time``, saying in the report how many sources it left out."""
+        fitted = self._fit_in_time(question, kept, until)
+        if len(fitted) < len(kept):
+            n_left, n_all = len(kept) - len(fitted), len(kept)
+            count = "" if n_left == n_all else f" ({n_left} of {n_all})"
+            _notice(
+                trace,
+                f"sources left out{count}: reading them would pass the "
+                f"{self.cfg.generator.deadline_ms:g} ms deadline (generator.deadline_ms)",
+                "sources left out",
+            )
+        return fitted
+
+    def _windows(self, until: float | None, n: int, parts: int) -> list[float | None]:
+        """Ends of the first ``n`` of ``parts`` equal windows of the time left before ``until``
+        (all None without a deadline): step i must be done by the end of window i + 1, so time
+        one step leaves unused passes on to the next."""
+        if until is None:
+            return [None] * n
+        start = self._now()
+        step = (until - start) / max(parts, 1)
+        return [start + (i + 1) * step for i in range(n)]
 
     def _round_fits(self, trace: Trace, k: int, new_k: int) -> bool:
         """Whether a feedback round at ``new_k`` can finish within ``generator.deadline_ms``:
@@ -707,11 +724,8 @@ class Engine:
         until = (self._until(trace) if until is None else until) if deadline else None
         t = time.perf_counter()
         kept = self.compressor.fit(question, candidates[:k], budget) if k > 0 else []
-        fitted = self._fit_in_time(question, kept, until)
-        if len(fitted) < len(kept):
-            # Reading these sources would already pass the deadline: answer without them.
-            self._left_out(trace, len(kept) - len(fitted), len(kept))
-            kept = fitted
+        # Sources whose reading would already pass the deadline are left out.
+        kept = self._readable(question, kept, until, trace)
         trace.add_ms("compress", _ms(t))
         if kept:
             rendered = _render_sources(kept)
@@ -804,16 +818,9 @@ class Engine:
         subs = [Trace(question=question, collection=trace.collection) for _ in names]
         # A language model selects among two or more answers; else the best-supported one stands.
         selects = self.generator.name != "extractive" and len(names) > 1
-        # Under a deadline the members and the selection share the time left: member i must be
-        # done by the end of the (i+1)-th of n (+1 with a selection) equal windows, so time a
-        # member leaves unused passes on (the members' own traces start at zero, so each gets
-        # its window as a time).
-        until = self._until(trace)
-        windows: list[float | None] = [None] * len(names)
-        if until is not None:
-            start = self._now()
-            step = (until - start) / (len(names) + (1 if selects else 0))
-            windows = [start + (i + 1) * step for i in range(len(names))]
+        # Under a deadline the members (and the selection) share the time left in equal
+        # windows; the members' own traces start at zero, so each gets its window as a time.
+        windows = self._windows(self._until(trace), len(names), len(names) + int(selects))
         if self.generator.name in ("ollama", "openai") and len(names) > 1:
             # A server answers the members' requests concurrently; each member keeps its own
             # trace, and a stage costs the slowest member's time (they overlap).
@@ -898,10 +905,7 @@ class Engine:
 
         # What the selection must read before the deadline: the sources and the candidates
         # (measured with the numbering before any cut, which changes only citation numbers).
-        fitted = self._fit_in_time(selector_for(kept), kept, until)
-        if len(fitted) < len(kept):
-            self._left_out(trace, len(kept) - len(fitted), len(kept))
-            kept = fitted
+        kept = self._readable(selector_for(kept), kept, until, trace)
         trace.add_ms("compress", _ms(t))
         selector = selector_for(kept)
         trace.tokens["context"] = sum(gen.count_tokens([_render_sources(kept)])) if kept else 0
@@ -1004,11 +1008,7 @@ class Engine:
             groups = [groups[i] for i in sorted(keep[:max_sections])]
         per_section = max(64, budget // max(1, len(groups)))
         section_hits: list[Hit] = []
-        windows: list[float | None] = [None] * len(groups)
-        if until is not None:
-            start = self._now()
-            step = (until - start) / (len(groups) + 1)
-            windows = [start + (i + 1) * step for i in range(len(groups))]
+        windows = self._windows(until, len(groups), len(groups) + 1)
         instruction = "Summarize the main points of these sources in two sentences."
         skipped = cut = 0
         for group, window in zip(groups, windows, strict=True):
@@ -1059,11 +1059,9 @@ class Engine:
                 f"{cut} of {len(groups)} section summaries",
             )
         t = time.perf_counter()
-        kept = self.compressor.fit(question, section_hits, budget)
-        fitted = self._fit_in_time(question, kept, until)
-        if len(fitted) < len(kept):
-            self._left_out(trace, len(kept) - len(fitted), len(kept))
-            kept = fitted
+        kept = self._readable(
+            question, self.compressor.fit(question, section_hits, budget), until, trace
+        )
         trace.add_ms("compress", _ms(t))
         trace.tokens["context"] = sum(gen.count_tokens([_render_sources(kept)])) if kept else 0
         t = time.perf_counter()
