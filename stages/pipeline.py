@@ -635,12 +635,28 @@ class Engine:
     def _reserve_ms(self) -> float:
         return max(self._after_generate)
 
-    def _fit_in_time(self, question: str, kept: list[Hit], until: float | None) -> list[Hit]:
+    def _fit_in_time(
+        self, question: str, kept: list[Hit], until: float | None, trace: Trace
+    ) -> list[Hit]:
         """The most of ``kept`` (its best-first prefix) the generator can read before ``until``,
-        by its own measure of prompt evaluation: all of it without a deadline or a measure."""
+        by its own measure of prompt evaluation: all of it without a deadline or a measure.
+
+        A generator that can measure itself but has not yet (the first prompt on a machine) is
+        measured first, once, and the report says so."""
         expect = getattr(self.generator, "expected_prefill_ms", None)
         if until is None or not kept or expect is None:
             return kept
+        measure = getattr(self.generator, "measure_prefill", None)
+        if callable(measure) and expect(1) is None:
+            ms = measure(question, kept)
+            if (rate := expect(1)) is not None:
+                _notice(
+                    trace,
+                    f"measured the generator's prompt speed on the first source first "
+                    f"({rate:.2f} ms per token in {ms:.0f} ms, kept for later answers): the "
+                    "deadline needs it to tell which sources can be read in time",
+                    "measured the generator's prompt speed",
+                )
 
         def fits(n: int) -> bool:
             ms = expect(self.generator.prompt_tokens(question, kept[:n]))
@@ -661,7 +677,7 @@ class Engine:
         self, question: str, kept: list[Hit], until: float | None, trace: Trace
     ) -> list[Hit]:
         """``_fit_in_time``, saying in the report how many sources it left out."""
-        fitted = self._fit_in_time(question, kept, until)
+        fitted = self._fit_in_time(question, kept, until, trace)
         if len(fitted) < len(kept):
             n_left, n_all = len(kept) - len(fitted), len(kept)
             count = "" if n_left == n_all else f" ({n_left} of {n_all})"
@@ -1022,7 +1038,7 @@ class Engine:
             if not kept:
                 continue
             if window is not None:
-                kept = self._fit_in_time(instruction, kept, window)
+                kept = self._fit_in_time(instruction, kept, window, trace)
                 if not kept or self._now() >= window:
                     skipped += 1
                     continue

@@ -8,6 +8,7 @@ from stages.base import Generator
 from stages.config import GeneratorConfig
 from stages.errors import BackendUnavailable, FathomError
 from stages.generate.llamacpp import LlamaCppGenerator
+from stages.generate.prompt import build_messages
 from tests.generate_support import eiffel_hits, make_hit, smollm2_path
 
 QUESTION = "Where is the Eiffel Tower?"
@@ -181,6 +182,25 @@ def test_prompt_evaluation_speed_is_measured_from_cold_prompts_only(
     assert rate is not None and rate > 0
     assert gen.expected_prefill_ms(100) == pytest.approx(100 * rate)
     gen.generate(QUESTION, eiffel_hits())  # shares the prefix: not a full evaluation
+    assert gen.prefill_ms_per_token == rate
+
+
+@pytest.mark.slow
+def test_a_measure_on_the_prompts_shared_start_is_kept_and_reused_by_the_answer() -> None:
+    """measure_prefill evaluates the start every prompt of this question shares (instructions
+    and first source), keeps the speed, and leaves that start in the KV cache: the answer
+    that follows, with any number of sources, evaluates only the rest."""
+    gen = LlamaCppGenerator(GeneratorConfig(max_tokens=4, context_window=2048, threads=1))
+    hits = eiffel_hits()
+    assert gen.expected_prefill_ms(10) is None
+    ms = gen.measure_prefill(QUESTION, hits)
+    rate = gen.prefill_ms_per_token
+    assert ms > 0 and rate is not None and rate > 0
+    shared = gen._llm.n_tokens
+    one = gen._prompt_ids(build_messages(QUESTION, hits[:1], gen.cfg.framing))
+    two = gen._prompt_ids(build_messages(QUESTION, hits[:2], gen.cfg.framing))
+    assert 0 < shared < len(one) and one[:shared] == two[:shared]
+    gen.generate(QUESTION, hits[:2])  # not a cold prompt: the measure stands
     assert gen.prefill_ms_per_token == rate
 
 

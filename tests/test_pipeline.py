@@ -281,6 +281,44 @@ def test_only_the_sources_that_can_be_read_in_time_are_kept(tmp_path: Path, extr
     engine.close()
 
 
+def test_a_generator_without_a_speed_measure_is_measured_before_the_deadline_cuts(
+    tmp_path: Path, extractive_cfg
+) -> None:
+    """The first prompt on a machine has no measure of reading speed: the engine has the
+    generator measure itself once (on the prompt's shared start), then cuts the sources by it,
+    and the report says so. Without the measure every source would be sent."""
+    extractive_cfg.generator.deadline_ms = 60_000.0
+    extractive_cfg.feedback.enabled = False  # one pass: the sources are the cut's, not deeper
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    gen = PacedGenerator()
+    engine = Engine(extractive_cfg, resolve_target(extractive_cfg, str(pdf)), generator=gen)
+    question = "What are documents split into?"
+    full = engine.ask(question, k=3, rerank=False)
+    assert len(full.used) == 3
+    two = gen.prompt_tokens(question, list(full.used[:2]))
+    rate: list[float] = []  # unmeasured until measure_prefill runs
+    measured: list[tuple[str, int]] = []
+
+    def expected(n: int) -> float | None:
+        if not rate:
+            return None
+        return 1.0 if n <= two else 120_000.0
+
+    def measure(q: str, hits: list) -> float:
+        measured.append((q, len(hits)))
+        rate.append(1.0)
+        return 5.0
+
+    gen.expected_prefill_ms, gen.measure_prefill = expected, measure
+    answer = engine.ask(question, k=3, rerank=False)
+    assert measured == [(question, 3)]
+    assert [h.chunk.chunk_id for h in answer.used] == [h.chunk.chunk_id for h in full.used[:2]]
+    assert any(n.startswith("measured the generator's prompt speed") for n in answer.trace.notices)
+    engine.ask(question, k=3, rerank=False)
+    assert len(measured) == 1  # measured once, then known
+    engine.close()
+
+
 def test_a_summary_shares_the_deadline_between_its_sections_and_the_answer(
     tmp_path: Path, extractive_cfg
 ) -> None:

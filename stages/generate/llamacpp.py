@@ -188,6 +188,30 @@ class LlamaCppGenerator:
         rate = self._known_speed()
         return None if rate is None else rate * prompt_tokens
 
+    def measure_prefill(self, question: str, hits: list[Hit]) -> float:
+        """Measure prompt evaluation now, on the part of this answer's prompt that any number of
+        its sources share (the instructions and the first source), and keep the measure as
+        from a full prompt; returns the milliseconds it took.
+
+        A deadline needs the measure before its first prompt, to leave out the sources that
+        cannot be read in time, and the first prompt on a machine has none. Nothing is wasted:
+        the evaluated prefix stays in the KV cache, and the answer's prompt, with however many
+        sources are kept, evaluates only the rest."""
+        with self._lock:
+            llm = self._load()
+            full = self._prompt_ids(build_messages(question, hits, self.cfg.framing))
+            one = self._prompt_ids(build_messages(question, hits[:1], self.cfg.framing))
+            n = 0
+            while n < min(len(full), len(one)) - 1 and full[n] == one[n]:
+                n += 1
+            llm.reset()
+            t = time.perf_counter()
+            llm.eval(full[:n])
+            ms = (time.perf_counter() - t) * 1000
+            if n:
+                self._record_speed(ms / n)
+        return ms
+
     def _known_speed(self) -> float | None:
         """The measured ms per prompt token: this process's, else the speed file's (read
         once)."""
