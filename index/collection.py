@@ -387,22 +387,59 @@ class _Pending:
 def _iter_inputs(
     paths: list[Path], follow_symlinks: bool
 ) -> Iterator[tuple[str, Path | None, str, str]]:
-    """Yield ``(kind, path, status, reason)``; kind is 'file', 'records' or 'problem'."""
+    """Yield ``(kind, path, status, reason)``; kind is 'file', 'records' or 'problem'. A file
+    reached twice (a folder and a file inside it, or one path given twice) comes once."""
     import ingestion
 
+    seen: set[Path] = set()
     for p in paths:
         if p.suffix.lower() == ".jsonl" and p.is_file():
-            yield "records", p, "ok", ""
+            if p not in seen:
+                seen.add(p)
+                yield "records", p, "ok", ""
             continue
         for src in ingestion.discover([p], follow_symlinks=follow_symlinks):
+            path = Path(src.path)
+            if path in seen:
+                continue
+            seen.add(path)
             if src.status == "ok":
-                yield "file", Path(src.path), "ok", ""
+                yield "file", path, "ok", ""
             else:
-                yield "problem", Path(src.path), src.status, src.problem or ""
+                yield "problem", path, src.status, src.problem or ""
 
 
-def _under(path: str, roots: list[Path]) -> bool:
-    base = Path(path.split("#", 1)[0]).absolute()
+def _absolute(path: str | Path) -> Path:
+    """``path`` made absolute against the working directory, without resolving symlinks."""
+    return Path(os.path.abspath(os.path.expanduser(str(path))))
+
+
+def _split_record(entry: DocEntry) -> tuple[str, str]:
+    """``(file, suffix)`` of a manifest entry's path: the ``#record`` suffix of a record from
+    a ``.jsonl`` file is split off (a file name may itself hold a ``#``)."""
+    path, sid = entry.path, entry.source_id
+    if sid and path.endswith("#" + sid):
+        return path[: -len(sid) - 1], "#" + sid
+    return path, ""
+
+
+def _file_of(entry: DocEntry) -> Path:
+    """The file a manifest entry came from."""
+    return Path(_split_record(entry)[0])
+
+
+def _canonical(entry: DocEntry) -> DocEntry:
+    """``entry`` with an absolute path. Paths are stored absolute, so the same file is the same
+    entry whichever directory a later ingest runs from; entries from manifests written before
+    that are read against the current directory."""
+    file, suffix = _split_record(entry)
+    if Path(file).is_absolute():
+        return entry
+    return DocEntry.from_dict({**entry.__dict__, "path": str(_absolute(file)) + suffix})
+
+
+def _under(entry: DocEntry, roots: list[Path]) -> bool:
+    base = _file_of(entry)
     return any(base == r or r in base.parents for r in roots)
 
 
@@ -437,17 +474,32 @@ def ingest(
         chunker_params = {"name": chunker.name, **chunker.params()}
         if old is not None:
             _check_compatible(old, embedder, chunker_params, cfg, name)
-        old_by_path = {d.path: d for d in old.documents} if old else {}
+        old_docs = [_canonical(d) for d in old.documents] if old else []
+        # An entry indexed ("ok") wins over a failed or skipped one of the same path.
+        old_by_path = {d.path: d for d in sorted(old_docs, key=lambda d: d.status == "ok")}
 
-        roots = [Path(p).absolute() for p in paths]
+        roots = [_absolute(p) for p in paths]
         report = IngestReport(collection=name, generation=0, committed=False)
         kept: dict[str, DocEntry] = {}  # path -> reused entry (rows refer to the old store)
         pending: list[_Pending] = []
         failed: list[DocEntry] = []
-        seen_ids: dict[str, str] = {}
+        # Content already indexed (doc_id → path): a copy is skipped, in this run or against a
+        # document an earlier run indexed that this one keeps (not under the paths, still there).
+        seen_ids: dict[str, str] = {
+            d.doc_id: d.path
+            for d in old_docs
+            if d.status == "ok" and not _under(d, roots) and _file_of(d).exists()
+        }
+        admitted: set[str] = set()
 
         def admit(doc: Document, size: int) -> None:
             prev = old_by_path.get(doc.path)
+            if doc.path in admitted:  # a .jsonl record whose id repeats an earlier one
+                reason = f"record id {doc.source_id!r} repeats an earlier record; not indexed"
+                report.files.append(FileResult(doc.path, "skipped", reason))
+                emit("file", path=doc.path, status="skipped", reason=reason)
+                return
+            admitted.add(doc.path)
             if doc.doc_id in seen_ids:
                 report.files.append(
                     FileResult(doc.path, "skipped", f"same content as {seen_ids[doc.doc_id]}")
@@ -500,7 +552,7 @@ def ingest(
             report.files.append(FileResult(path, "failed", reason))
             emit("file", path=path, status="failed", reason=reason)
 
-        inputs = list(_iter_inputs([Path(p) for p in paths], cfg.ingest.follow_symlinks))
+        inputs = list(_iter_inputs(roots, cfg.ingest.follow_symlinks))
         emit("discovered", files=sum(1 for k, *_ in inputs if k != "problem"))
         max_bytes = cfg.ingest.max_file_mb << 20
         for kind, path, status, reason in inputs:
@@ -564,28 +616,33 @@ def ingest(
             admit(doc, size)
         timings["parse_chunk"] = time.perf_counter() - t0
 
-        # Old documents not seen this run: dropped if under a given root or gone from disk.
+        # Old documents not seen this run: dropped if under a given root or gone from disk,
+        # else kept (failed and skipped ones too, so a later ingest of another folder keeps
+        # saying why they are not indexed).
         seen_paths = {f.path for f in report.files}
-        if old is not None:
-            for doc in old.documents:
-                if doc.path in seen_paths or doc.status != "ok":
-                    continue
-                file_part = Path(doc.path.split("#", 1)[0])
-                if _under(doc.path, roots) or not file_part.exists():
+        dropped = False
+        for doc in old_docs:
+            if doc.path in seen_paths:
+                continue
+            if _under(doc, roots) or not _file_of(doc).exists():
+                dropped = True
+                if doc.status == "ok":
                     report.files.append(FileResult(doc.path, "removed", "no longer present"))
                     emit("file", path=doc.path, status="removed")
-                else:
-                    kept[doc.path] = doc
+            elif doc.status == "ok":
+                kept[doc.path] = doc
+            else:
+                failed.append(doc)
+            seen_paths.add(doc.path)
 
-        old_failed = (
-            {(d.path, d.error) for d in old.documents if d.status != "ok"} if old else set()
-        )
+        old_failed = {(d.path, d.error) for d in old_docs if d.status != "ok"}
         new_failed = {(d.path, d.error) for d in failed}
         changed = (
             old is None
             or bool(pending)
-            or any(f.status == "removed" for f in report.files)
-            or new_failed - old_failed
+            or dropped
+            or new_failed != old_failed
+            or any(d.path != c.path for d, c in zip(old.documents, old_docs, strict=True))
         )
         if not changed:
             # A writer killed after its commit but before its clean-up left the previous

@@ -173,6 +173,9 @@ def resolve_target(
             if report.total_chunks == 0:
                 reasons = "; ".join(f.reason for f in report.files if f.reason) or "no text"
                 raise FathomError(f"{target}: nothing could be indexed ({reasons})")
+        elif manifest.n_chunks == 0:  # indexed before, and nothing could be: say so again
+            reasons = "; ".join(d.error for d in manifest.documents if d.error) or "no text"
+            raise FathomError(f"{target}: nothing could be indexed ({reasons})")
         return name
     if read_manifest(collections_root(cfg) / target) if _valid_name(target) else None:
         return target

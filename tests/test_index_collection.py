@@ -156,3 +156,80 @@ def test_list_and_remove(cfg, tmp_path: Path) -> None:
     assert list_collections(cfg) == []
     with pytest.raises(CollectionNotFound, match="fathom ingest"):
         Collection.open(cfg, "alpha")
+
+
+def test_paths_are_stored_absolute_so_another_directory_keeps_them(
+    cfg, tmp_path: Path, monkeypatch
+) -> None:
+    """Relative paths given from one directory and then another name the same files: the
+    first folder's documents are not taken for gone."""
+    write_docs(tmp_path / "a", {"one.txt": "First folder text about owls."})
+    write_docs(tmp_path / "b", {"two.txt": "Second folder text about bats."})
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path)
+    run_ingest(cfg, ["a"])
+    monkeypatch.chdir(tmp_path / "sub")
+    report = run_ingest(cfg, ["../b"])
+    assert report.count("removed") == 0
+    paths = [d.path for d in Collection.open(cfg, "c").manifest.documents]
+    assert paths == [str(tmp_path / "a" / "one.txt"), str(tmp_path / "b" / "two.txt")]
+    again = run_ingest(cfg, [tmp_path / "a"])  # the same file by its absolute path
+    assert again.count("unchanged") == 1 and not again.committed
+
+
+def test_a_hash_sign_in_a_file_name_is_part_of_the_name(cfg, tmp_path: Path) -> None:
+    a = write_docs(tmp_path / "a", {"notes#1.txt": "Aardvark colonies eat termites."})
+    b = write_docs(tmp_path / "b", {"two.txt": "Second folder text about bats."})
+    run_ingest(cfg, [a])
+    report = run_ingest(cfg, [b])
+    assert report.count("removed") == 0
+    assert {c.title for c in Collection.open(cfg, "c").store.all()} == {"notes#1", "two"}
+
+
+def test_a_file_reached_twice_is_indexed_once_and_then_unchanged(cfg, tmp_path: Path) -> None:
+    docs = write_docs(tmp_path / "docs", {"b.txt": "Quantum gravel in the bridge."})
+    first = run_ingest(cfg, [docs, docs / "b.txt", docs / "b.txt"])
+    assert [f.status for f in first.files] == ["ok"]
+    second = run_ingest(cfg, [docs, docs / "b.txt"])
+    assert [f.status for f in second.files] == ["unchanged"] and not second.committed
+    assert len(Collection.open(cfg, "c").manifest.documents) == 1
+
+
+def test_a_copy_of_content_indexed_by_an_earlier_run_is_skipped(cfg, tmp_path: Path) -> None:
+    docs = write_docs(
+        tmp_path / "docs", {"a.txt": "Walrus migration.", "b.txt": "Walrus migration."}
+    )
+    run_ingest(cfg, [docs / "a.txt"])
+    report = run_ingest(cfg, [docs / "b.txt"])
+    assert [f.status for f in report.files] == ["skipped"]
+    assert "a.txt" in report.files[0].reason
+    coll = Collection.open(cfg, "c")
+    assert coll.check() == [] and len(coll.store.all()) == 1
+
+
+def test_a_repeated_record_id_is_skipped_not_lost_silently(cfg, tmp_path: Path) -> None:
+    rows = [
+        {"doc_id": "d1", "text": "First record about the narwhal."},
+        {"doc_id": "d1", "text": "Second record about the okapi."},
+        {"doc_id": "d3", "text": "Third record about lemurs."},
+    ]
+    path = tmp_path / "docs.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    report = run_ingest(cfg, [path])
+    assert [f.status for f in report.files] == ["ok", "skipped", "ok"]
+    assert "repeats an earlier record" in report.files[1].reason
+    texts = " ".join(c.text for c in Collection.open(cfg, "c").store.all())
+    assert "narwhal" in texts and "okapi" not in texts and "lemurs" in texts
+
+
+def test_a_failed_file_that_is_deleted_leaves_the_manifest(cfg, tmp_path: Path) -> None:
+    docs = write_docs(tmp_path / "docs", {"good.txt": "Some real text.", "bad.txt": ""})
+    other = write_docs(tmp_path / "other", {"two.txt": "Second folder text about bats."})
+    run_ingest(cfg, [docs])
+    run_ingest(cfg, [other])  # another folder: the failed entry is kept, still explained
+    assert "failed" in {d.status for d in Collection.open(cfg, "c").manifest.documents}
+    (docs / "bad.txt").unlink()
+    report = run_ingest(cfg, [docs])
+    assert report.committed
+    statuses = {Path(d.path).name: d.status for d in Collection.open(cfg, "c").manifest.documents}
+    assert statuses == {"good.txt": "ok", "two.txt": "ok"}

@@ -449,3 +449,16 @@ def test_replayed_answers_use_up_a_summarys_deadline(tmp_path: Path, extractive_
         assert budget <= (i + 1) * step - 8_000.0 * i + 1.0
     assert budgets[-1] <= deadline - 8_000.0 * n + 1.0
     engine.close()
+
+
+def test_a_file_with_nothing_to_index_is_an_error_every_time(
+    tmp_path: Path, extractive_cfg
+) -> None:
+    """The empty collection the first attempt leaves must not answer "I don't know" later."""
+    from stages.errors import FathomError
+
+    empty = tmp_path / "empty.txt"
+    empty.write_text("   \n")
+    for _ in range(2):
+        with pytest.raises(FathomError, match="nothing could be indexed"):
+            resolve_target(extractive_cfg, str(empty))
