@@ -11,7 +11,10 @@ How a document becomes chunks:
    sentence. A chunk's ``n_tokens`` is the sum over its pieces, exact for tokenizers that never
    merge across whitespace (MiniLM's WordPiece); tokenizer.json-less fallbacks only estimate.
 3. A paragraph over ``max_tokens`` is split into sentences (Punkt trained on the document; table
-   rows stay whole); a sentence or row over ``max_tokens`` is split at spaces. A word never is.
+   rows stay whole; Chinese/Japanese sentence ends too); a sentence or row over ``max_tokens`` is
+   split at spaces, a "word" still over it (text without spaces) at commas, semicolons and
+   colons, then into windows of characters cut between words where possible. So every chunk
+   stays within ``max_tokens``.
 4. Within a section, units are packed greedily up to ``target_tokens``. A chunk with under
    ``min_tokens`` of new text keeps taking units up to ``max_tokens``; still under ``min_tokens``
    when it closes, it joins the previous chunk of its section if that stays within ``max_tokens``.
@@ -40,7 +43,7 @@ from stages.errors import ConfigError
 if TYPE_CHECKING:
     from chunking.sentences import SentenceSplitter
 
-ALGORITHM_VERSION = 1  # bump when the same input would produce different chunks
+ALGORITHM_VERSION = 2  # bump when the same input would produce different chunks
 
 # Paragraphs longer than this many characters per max_tokens are split into sentences before
 # counting: most are over max_tokens anyway, and Punkt costs less than a second tokenizer pass.
@@ -50,6 +53,12 @@ PRESPLIT_CHARS_PER_TOKEN = 4
 _PARA_SEP = re.compile(r"\n[^\S\n]*\n")  # a blank line (possibly holding spaces)
 _NON_SPACE = re.compile(r"\S")
 _WORD = re.compile(r"\S+")
+# Chinese/Japanese sentence ends with any closing quotes or brackets after them.
+_CJK_SENTENCE_END = re.compile(r"[。！？｡]+[」』）〕】》〉”’\"')]*")
+_CLAUSE_END = re.compile(r"[,;:，、；：]+")
+_NEVER = re.compile(r"(?!)")
+# Ideographs either side of a cut: WordPiece tokenises each CJK ideograph on its own.
+_IDEOGRAPH = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
 @dataclass(slots=True)
@@ -219,23 +228,52 @@ class SemanticChunker:
             )
             units.update({p: [(a, b, next(late_counts)) for a, b in late_spans[p]] for p in late})
 
-        # Units over budget (a run-on sentence, a huge table row) are split at words.
-        too_long = [
-            (p, k)
-            for p, pieces in units.items()
-            for k, (_, _, n) in enumerate(pieces)
-            if n > (budget[p] if k == 0 else hi)
-        ]
-        if too_long:
-            words = {(p, k): _words(text, *units[p][k][:2]) for p, k in too_long}
-            word_counts = iter(
-                self.counter.count([text[a:b] for ws in words.values() for a, b in ws])
-            )
-            sized = {key: [(a, b, next(word_counts)) for a, b in ws] for key, ws in words.items()}
-            # Replace back to front so the indices k of earlier units stay valid.
-            for (p, k), pieces in sorted(sized.items(), reverse=True):
-                units[p][k : k + 1] = pieces
+        self._split_over_budget(text, units, budget)
         return counts, units
+
+    def _split_over_budget(
+        self,
+        text: str,
+        units: dict[int, list[tuple[int, int, int]]],
+        budget: dict[int, int],
+    ) -> None:
+        """Split units over budget in place, each step only for what is still over it: at CJK
+        sentence ends, at spaces (a run-on sentence, a huge table row), at clause punctuation,
+        and last into windows of characters (text without spaces), so every unit fits.
+
+        The first unit of a paragraph must fit its budget at the sentence and word steps (so it
+        can follow the headings before it); the finer steps only enforce ``max_tokens``.
+        """
+        hi = self.max_tokens
+        for step, split in enumerate((_cjk_sentences, _words, _clauses, None)):
+            over = [
+                (p, k)
+                for p, pieces in units.items()
+                for k, (a, b, n) in enumerate(pieces)
+                if n > (budget[p] if k == 0 and step < 2 else hi) and b - a > 1
+            ]
+            while over:
+                if split is None:
+                    spans = {(p, k): _windows(text, *units[p][k], hi) for p, k in over}
+                else:
+                    spans = {(p, k): split(text, *units[p][k][:2]) for p, k in over}
+                spans = {key: ws for key, ws in spans.items() if len(ws) > 1}
+                counts = iter(
+                    self.counter.count([text[a:b] for ws in spans.values() for a, b in ws])
+                )
+                sized = {key: [(a, b, next(counts)) for a, b in ws] for key, ws in spans.items()}
+                # Replace back to front so the indices k of earlier units stay valid.
+                for (p, k), pieces in sorted(sized.items(), reverse=True):
+                    units[p][k : k + 1] = pieces
+                if split is not None:
+                    break
+                # Windows are sized from an estimate: split again whatever is still over.
+                over = [
+                    (p, k)
+                    for p, pieces in units.items()
+                    for k, (a, b, n) in enumerate(pieces)
+                    if n > hi and b - a > 1
+                ]
 
     def _pack(self, prefix: list[int], para: list[int], n_heads: int) -> list[tuple[int, int]]:
         """Greedy packing of units into ``[i, j)`` unit ranges; ``prefix`` holds token sums."""
@@ -386,6 +424,54 @@ def _sentence_splitter(text: str) -> SentenceSplitter:
 
 def _words(text: str, a: int, b: int) -> list[tuple[int, int]]:
     return [m.span() for m in _WORD.finditer(text, a, b)]
+
+
+def _cjk_sentences(text: str, a: int, b: int) -> list[tuple[int, int]]:
+    """Spans of ``text[a:b]`` cut after Chinese/Japanese sentence ends (Punkt knows none)."""
+    return _cut_after(text, a, b, _CJK_SENTENCE_END)
+
+
+def _clauses(text: str, a: int, b: int) -> list[tuple[int, int]]:
+    """Spans of ``text[a:b]`` cut after commas, semicolons and colons (Latin and CJK)."""
+    return _cut_after(text, a, b, _CLAUSE_END)
+
+
+def _cut_after(text: str, a: int, b: int, pattern: re.Pattern[str]) -> list[tuple[int, int]]:
+    """Spans of ``text[a:b]`` cut after each match of ``pattern``, trimmed of whitespace."""
+    spans: list[tuple[int, int]] = []
+    prev = a
+    for cut in [*(m.end() for m in pattern.finditer(text, a, b)), b]:
+        m = _NON_SPACE.search(text, prev, cut)
+        if m is not None:
+            spans.append((m.start(), m.start() + len(text[m.start() : cut].rstrip())))
+        prev = cut
+    return spans
+
+
+def _windows(text: str, a: int, b: int, n: int, limit: int) -> list[tuple[int, int]]:
+    """``text[a:b]`` (``n`` tokens, over ``limit``) cut into windows of about ``limit`` tokens,
+    estimated from its characters per token; a cut moves back (up to half a window) to a place
+    where it does not split a word: next to punctuation or between ideographs."""
+    size = max(1, min(b - a - 1, (b - a) * limit * 9 // (10 * n)))
+    spans: list[tuple[int, int]] = []
+    pos = a
+    while b - pos > size:
+        target = pos + size
+        cut = next(
+            (i for i in range(target, pos + size // 2, -1) if _cuttable(text, i)),
+            target,
+        )
+        spans.extend(_cut_after(text, pos, cut, _NEVER))
+        pos = cut
+    spans.extend(_cut_after(text, pos, b, _NEVER))
+    return spans
+
+
+def _cuttable(text: str, i: int) -> bool:
+    """True when a cut between ``text[i - 1]`` and ``text[i]`` leaves every word whole (for
+    WordPiece, which splits punctuation and each CJK ideograph off as tokens of their own)."""
+    left, right = text[i - 1], text[i]
+    return not (left.isalnum() and right.isalnum()) or bool(_IDEOGRAPH.search(left + right))
 
 
 def _page_table(doc: Document) -> tuple[list[int], list[int]]:

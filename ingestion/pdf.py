@@ -444,6 +444,7 @@ def _mark_headers_footers(pages: list[_Page]) -> None:
             if key:
                 seen[key].append((page.number, line))
     threshold = max(2, math.ceil(HEADER_FOOTER_SHARE * len(pages)))
+    floor = _heading_floor(pages)
     for occurrences in seen.values():
         if len({number for number, _ in occurrences}) < threshold:
             continue
@@ -451,9 +452,17 @@ def _mark_headers_footers(pages: list[_Page]) -> None:
         ys = sorted(ln.y0 for _, ln in occurrences)
         median = ys[len(ys) // 2]
         near = [(n, ln) for n, ln in occurrences if abs(ln.y0 - median) <= _EDGE_Y_TOLERANCE]
-        if len({n for n, _ in near}) >= threshold:
-            for _, line in near:
-                line.drop = True
+        if len({n for n, _ in near}) < threshold or _numbered_headings(near, floor):
+            continue
+        for _, line in near:
+            line.drop = True
+
+
+def _numbered_headings(near: list[tuple[int, _Line]], floor: float) -> bool:
+    """True for headings such as "Chapter 1", "Chapter 2" opening each page: set larger than the
+    body text and differing from page to page (digits ignored, they repeat, but they are not
+    running headers, which are set in body size or smaller)."""
+    return all(ln.size >= floor for _, ln in near) and len({ln.text.strip() for _, ln in near}) > 1
 
 
 def _edge_rows(ordered: list[_Line]) -> list[_Line]:

@@ -28,6 +28,16 @@ _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]")
 
 def decode_text(path: str, data: bytes) -> tuple[str, str]:
     """Decode ``data`` as (text, encoding): utf-8(-sig), UTF-16 with a BOM, then cp1252."""
+    text, encoding, _ = decode_text_with_warnings(path, data)
+    return text, encoding
+
+
+def decode_text_with_warnings(path: str, data: bytes) -> tuple[str, str, list[str]]:
+    """Decode ``data`` as (text, encoding, warnings).
+
+    Tries UTF-16 with a BOM, BOM-less UTF-16 (NULs in every other byte), UTF-8 (strict, then with
+    the few invalid bytes replaced when the rest is clearly UTF-8), then cp1252.
+    """
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         try:
             text = data.decode("utf-16")
@@ -37,19 +47,40 @@ def decode_text(path: str, data: bytes) -> tuple[str, str]:
                 f"has a UTF-16 byte-order mark but is not valid UTF-16 ({exc.reason})",
                 "re-save it as UTF-8",
             ) from None
-        head_text = text[:_SNIFF_BYTES]
-        if len(_CONTROL_CHARS.findall(head_text)) > len(head_text) // 10:
+        if _looks_binary(text[:_SNIFF_BYTES]):
             raise ParseError(path, "binary data, not text", _BINARY_FIX)
-        return text, "utf-16"
+        return text, "utf-16", ["decoded as utf-16 (not UTF-8)"]
     head = data[:_SNIFF_BYTES]
-    if b"\x00" in head or len(head) - len(head.translate(None, _BINARY_BYTES)) > len(head) // 10:
+    if b"\x00" in head:
+        wide = _utf16_without_bom(head)
+        if wide is not None:
+            try:
+                text = data.decode(wide)
+            except UnicodeDecodeError:
+                text = ""
+            if text and not _looks_binary(text[:_SNIFF_BYTES]):
+                return text, wide, [f"decoded as {wide} (no byte-order mark; not UTF-8)"]
+        raise ParseError(path, "binary data, not text", _BINARY_FIX)
+    if len(head) - len(head.translate(None, _BINARY_BYTES)) > len(head) // 10:
         raise ParseError(path, "binary data, not text", _BINARY_FIX)
     try:
-        return data.decode("utf-8-sig"), "utf-8"
+        return data.decode("utf-8-sig"), "utf-8", []
     except UnicodeDecodeError as exc:
         first_error = exc
+    # Mostly UTF-8 with a few stray bytes (a pasted cp1252 character, a cut-off sequence):
+    # decoding it all as cp1252 would garble every accented character, so replace the strays.
+    escaped = data.decode("utf-8-sig", errors="surrogateescape")
+    n_bad = len(_ESCAPED_BYTE.findall(escaped))
+    n_good = len(_NON_ASCII.findall(escaped)) - n_bad
+    if n_good >= n_bad:
+        plural = "byte" if n_bad == 1 else "bytes"
+        return (
+            _ESCAPED_BYTE.sub("\ufffd", escaped),
+            "utf-8",
+            [f"decoded as UTF-8 with {n_bad} invalid {plural} replaced by U+FFFD"],
+        )
     try:
-        return data.decode("cp1252"), "cp1252"
+        return data.decode("cp1252"), "cp1252", ["decoded as cp1252 (not UTF-8)"]
     except UnicodeDecodeError:
         pos = first_error.start
         raise ParseError(
@@ -60,13 +91,40 @@ def decode_text(path: str, data: bytes) -> tuple[str, str]:
         ) from None
 
 
+# surrogateescape decodes each byte that is not valid UTF-8 to U+DC80..U+DCFF.
+_ESCAPED_BYTE = re.compile(r"[\udc80-\udcff]")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def _looks_binary(head_text: str) -> bool:
+    """True when more than a tenth of ``head_text`` is control characters."""
+    return len(_CONTROL_CHARS.findall(head_text)) > len(head_text) // 10
+
+
+def _utf16_without_bom(head: bytes) -> str | None:
+    """'utf-16-le' or 'utf-16-be' when ``head`` looks like UTF-16 without a byte-order mark.
+
+    Mostly-ASCII UTF-16 has a NUL in every other byte (the high byte of each unit) and almost none
+    in the other position; binary data rarely keeps that pattern for a whole sniff window.
+    """
+    pairs = len(head) // 2
+    if pairs < 4:
+        return None
+    even = head[0 : 2 * pairs : 2].count(0)
+    odd = head[1 : 2 * pairs : 2].count(0)
+    if odd >= pairs * 0.3 and even <= pairs // 50:
+        return "utf-16-le"
+    if even >= pairs * 0.3 and odd <= pairs // 50:
+        return "utf-16-be"
+    return None
+
+
 def _read_text(path: str | Path, max_bytes: int) -> tuple[bytes, str, list[str]]:
     name = str(path)
     data = read_source(path, max_bytes)
-    text, encoding = decode_text(name, data)
+    text, _, warnings = decode_text_with_warnings(name, data)
     if not text.strip():
         raise ParseError(name, "empty file", "remove it or give it some content")
-    warnings = [] if encoding == "utf-8" else [f"decoded as {encoding} (not UTF-8)"]
     return data, text, warnings
 
 
@@ -114,8 +172,11 @@ def parse_markdown(text: str) -> tuple[list[Block], str]:
     blocks: list[Block] = []
     para: list[str] = []
     table: list[str] = []
+    in_table = False  # inside a table (its rows may lack the outer pipes)
 
     def flush() -> None:
+        nonlocal in_table
+        in_table = False
         if para:
             blocks.append(Block("\n".join(para)))
             para.clear()
@@ -155,14 +216,15 @@ def parse_markdown(text: str) -> tuple[list[Block], str]:
                 blocks.append(Block(atx.group(2), "heading", level=len(atx.group(1))))
             i += 1
             continue
-        if _TABLE_LINE.match(line):
+        if _TABLE_LINE.match(line) or ("|" in line and (in_table or _starts_table(lines, i))):
             if para:
                 flush()
+            in_table = True
             if not _TABLE_RULE.match(line):
                 table.append(line)
             i += 1
             continue
-        if table:
+        if in_table:
             flush()
         setext = _SETEXT.match(line)
         if setext and para:
@@ -179,6 +241,12 @@ def parse_markdown(text: str) -> tuple[list[Block], str]:
         i += 1
     flush()
     return blocks, title
+
+
+def _starts_table(lines: list[str], i: int) -> bool:
+    """True when ``lines[i]`` is the header of a table without outer pipes (``a | b``): the next
+    line is a delimiter row such as ``--- | ---`` (with a pipe, so it is not a setext underline)."""
+    return i + 1 < len(lines) and "|" in lines[i + 1] and bool(_TABLE_RULE.match(lines[i + 1]))
 
 
 class MarkdownLoader:

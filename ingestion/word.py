@@ -25,6 +25,11 @@ from stages.errors import ParseError
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _P, _TBL, _SDT, _TR, _TC = f"{_W}p", f"{_W}tbl", f"{_W}sdt", f"{_W}tr", f"{_W}tc"
+# Word writes a text box twice, as mc:Choice (DrawingML) and mc:Fallback (VML): read one copy.
+_MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
+_CHOICE, _FALLBACK, _ALTERNATE = f"{_MC}Choice", f"{_MC}Fallback", f"{_MC}AlternateContent"
+_TXBX = f"{_W}txbxContent"
+_RUN_TAGS = frozenset(f"{_W}{t}" for t in ("t", "tab", "br", "cr", "noBreakHyphen", "delText"))
 _HEADING_STYLE = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
 # python-docx unpacks every part into memory: a zip bomb named .docx must be refused unopened.
 MAX_UNPACKED_BYTES = 256 * 1024 * 1024
@@ -169,12 +174,14 @@ def _heading_levels(document: Any) -> dict[str, int]:
     return levels
 
 
-def _paragraph_text(p: Any) -> str:
-    """Visible text of a ``w:p``: runs, tabs and breaks, including hyperlinks and fields."""
+def _paragraph_text(p: Any, boxes: list[Any] | None = None) -> str:
+    """Visible text of a ``w:p``: runs, tabs and breaks, including hyperlinks and fields.
+
+    Text boxes anchored in the paragraph are not part of its text: their ``w:txbxContent``
+    elements are appended to ``boxes`` (when given) so the caller can emit them on their own.
+    """
     parts: list[str] = []
-    for el in p.iter(
-        f"{_W}t", f"{_W}tab", f"{_W}br", f"{_W}cr", f"{_W}noBreakHyphen", f"{_W}delText"
-    ):
+    for el in _run_elements(p, boxes):
         tag = el.tag
         if tag == f"{_W}t":
             parts.append(el.text or "")
@@ -187,6 +194,26 @@ def _paragraph_text(p: Any) -> str:
             parts.append("-")
         # w:delText is deleted (tracked-change) text: skipped
     return "".join(parts)
+
+
+def _run_elements(el: Any, boxes: list[Any] | None) -> Iterator[Any]:
+    """Text-bearing descendants of ``el`` in document order, reading one copy of alternate content
+    (the first ``mc:Choice``, else the ``mc:Fallback``) and not descending into text boxes."""
+    for child in el.iterchildren():
+        tag = child.tag
+        if tag in _RUN_TAGS:
+            yield child
+        elif tag == _TXBX:
+            if boxes is not None:
+                boxes.append(child)
+        elif tag == _ALTERNATE:
+            chosen = child.find(_CHOICE)
+            if chosen is None:
+                chosen = child.find(_FALLBACK)
+            if chosen is not None:
+                yield from _run_elements(chosen, boxes)
+        elif isinstance(tag, str):  # not a comment or processing instruction
+            yield from _run_elements(child, boxes)
 
 
 def _paragraph_level(p: Any, levels: dict[str, int]) -> int:
@@ -213,14 +240,18 @@ def _body_blocks(body: Any, levels: dict[str, int]) -> Iterator[Block]:
     """Blocks of the body in document order (``w:p`` and ``w:tbl``, looking inside ``w:sdt``)."""
     for el in body.iterchildren(_P, _TBL, _SDT):
         if el.tag == _P:
-            text = _paragraph_text(el)
-            if not text.strip():
-                continue
-            level = _paragraph_level(el, levels)
-            if level and len(text) <= 300:
-                yield Block(text, "heading", level=level)
-            else:
-                yield Block(text)
+            boxes: list[Any] = []
+            text = _paragraph_text(el, boxes)
+            if text.strip():
+                level = _paragraph_level(el, levels)
+                if level and len(text) <= 300:
+                    yield Block(text, "heading", level=level)
+                else:
+                    yield Block(text)
+            for box in boxes:  # a text box is its own paragraph(s), after its anchor's text
+                for block in _body_blocks(box, levels):
+                    # a heading style inside a sidebar must not open a section of the body
+                    yield Block(block.text, "para") if block.kind == "heading" else block
         elif el.tag == _TBL:
             rows = _table_rows(el)
             if rows:
@@ -236,11 +267,15 @@ def _cell_text(tc: Any) -> str:
     parts: list[str] = []
     for el in tc.iterchildren(_P, _TBL, _SDT):
         if el.tag == _P:
-            parts.append(_paragraph_text(el))
+            boxes: list[Any] = []
+            parts.append(_paragraph_text(el, boxes))
+            parts.extend(_cell_text(box) for box in boxes)  # a text box in a cell: same line
         elif el.tag == _TBL:
             parts.append(" / ".join(r.replace(" | ", ", ") for r in _table_rows(el)))
         else:
-            parts.extend(_paragraph_text(p) for p in el.iter(_P))
+            content = el.find(f"{_W}sdtContent")
+            if content is not None:
+                parts.append(_cell_text(content))
     return " ".join(" ".join(parts).split())
 
 

@@ -115,11 +115,11 @@ def check_chunks(doc: Document, chunks: list[Chunk], chunker: SemanticChunker, c
         assert c.page_end == doc.page_at(c.char_end - 1)
         assert c.page_start <= c.page_end
         assert c.section == doc.section_at(c.char_start)
-    # Token counts are the real tokenizer's, and within max_tokens unless one indivisible word.
+    # Token counts are the real tokenizer's, and within max_tokens.
     recount = counter.count([c.text for c in chunks])
     for c, n in zip(chunks, recount, strict=True):
         assert c.n_tokens == n
-        assert n <= chunker.max_tokens or not re.search(r"\s", c.text), c.text
+        assert n <= chunker.max_tokens, c.text
     # Ordered, and every non-whitespace character is in some chunk.
     pos = 0
     for prev, c in zip([None, *chunks], chunks, strict=False):
@@ -258,15 +258,51 @@ def test_word_counter_fallback_keeps_the_invariants() -> None:
     assert chunker.params()["counter"] == "words*1.3"
 
 
-def test_an_indivisible_word_over_max_is_its_own_chunk(chunker, counter) -> None:
+def test_a_word_over_max_is_cut_at_punctuation_within_max(chunker, counter) -> None:
     # No whitespace but hundreds of word pieces (WordPiece splits at punctuation; a long word
     # without punctuation would be a single [UNK]).
     blob = "a-" * 150
     doc = build_doc([("p", paragraph(3, 10) + " " + blob + " " + paragraph(3, 10, seed=5), 1)])
     chunks = chunker.split(doc)
     check_chunks(doc, chunks, chunker, counter)
-    big = [c for c in chunks if c.n_tokens > chunker.max_tokens]
-    assert [c.text for c in big] == [blob]
+    assert max(c.n_tokens for c in chunks) <= chunker.max_tokens
+    for c in chunks:  # cut next to a hyphen, never between two letters
+        assert not doc.text[c.char_start - 1 : c.char_start + 1].isalpha()
+        assert not doc.text[c.char_end - 1 : c.char_end + 1].isalpha()
+
+
+def test_chinese_and_japanese_split_at_sentence_ends(chunker, counter) -> None:
+    zh = "东京是日本的首都，人口超过一千万。这座城市有很多博物馆和公园！" * 30
+    ja = "東京は日本の首都です。人口は一千万人を超えています？" * 30
+    doc = build_doc([("h1", "中文", 1), ("p", zh, 1), ("h1", "日本語", 2), ("p", ja, 2)])
+    chunks = chunker.split(doc)
+    check_chunks(doc, chunks, chunker, counter)
+    assert max(c.n_tokens for c in chunks) <= chunker.max_tokens
+    assert len(chunks) >= 4
+    for c in chunks:  # every cut at a sentence end
+        assert c.text[-1] in "。！？"
+
+
+def test_long_comma_separated_line_splits_at_commas(chunker, counter) -> None:
+    line = ",".join(f"value{i}" for i in range(1500))
+    doc = build_doc([("p", "Header line here.", 1), ("p", line, 1)])
+    chunks = chunker.split(doc)
+    check_chunks(doc, chunks, chunker, counter)
+    assert max(c.n_tokens for c in chunks) <= chunker.max_tokens
+    assert len(chunks) >= 10
+    for a, b in pairwise(chunks):
+        if b.char_start >= a.char_end:
+            assert doc.text[b.char_start - 1] in ",\n"
+
+
+def test_text_without_any_break_is_cut_into_windows_within_max(chunker, counter) -> None:
+    blob = "这是一个很长的中文段落没有空格" * 300  # no punctuation, no spaces
+    doc = build_doc([("p", blob, 1)])
+    chunks = chunker.split(doc)
+    check_chunks(doc, chunks, chunker, counter)
+    assert len(chunks) >= 18
+    assert max(c.n_tokens for c in chunks) <= chunker.max_tokens
+    assert "".join(c.text for c in chunks) == blob  # consecutive windows, nothing lost
 
 
 def test_heading_always_joins_the_text_after_it(chunker, counter) -> None:
@@ -435,7 +471,7 @@ def test_make_chunker_from_config(counter) -> None:
     assert isinstance(chunker, Chunker) and chunker.name == "semantic"
     assert chunker.params() == {
         "name": "semantic",
-        "version": 1,
+        "version": 2,
         "target_tokens": 100,
         "min_tokens": 20,
         "max_tokens": 250,

@@ -133,3 +133,50 @@ def test_size_cap(tmp_path: Path) -> None:
     path = docgen.make_docx(tmp_path / "f.docx")
     with pytest.raises(ParseError, match="limit"):
         DocxLoader(max_bytes=100).load(path)
+
+
+_TEXT_BOX_XML = (
+    '<w:p xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+    ' xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006"'
+    ' xmlns:wps="http://schemas.microsoft.com/office/word/2010/wordprocessingShape"'
+    ' xmlns:v="urn:schemas-microsoft-com:vml"'
+    ' xmlns:wp="http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing"'
+    ' xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main">'
+    "<w:r><w:t>Anchor text.</w:t></w:r>"
+    "<w:r><mc:AlternateContent>"
+    '<mc:Choice Requires="wps"><w:drawing><wp:anchor><a:graphic><a:graphicData><wps:wsp>'
+    "<wps:txbx><w:txbxContent><w:p><w:r><w:t>{box}</w:t></w:r></w:p></w:txbxContent></wps:txbx>"
+    "</wps:wsp></a:graphicData></a:graphic></wp:anchor></w:drawing></mc:Choice>"
+    "<mc:Fallback><w:pict><v:shape><v:textbox><w:txbxContent><w:p><w:r><w:t>{box}</w:t></w:r>"
+    "</w:p></w:txbxContent></v:textbox></v:shape></w:pict></mc:Fallback>"
+    "</mc:AlternateContent></w:r>"
+    "<w:r><w:t> More anchor text.</w:t></w:r></w:p>"
+)
+
+
+def test_text_box_read_once_as_its_own_paragraph(tmp_path: Path) -> None:
+    import docx
+    from docx.oxml import parse_xml
+
+    d = docx.Document()
+    d.add_paragraph("Opening paragraph.")
+    body = d.element.body
+    body.insert(len(body) - 1, parse_xml(_TEXT_BOX_XML.format(box="Sidebar: the kiwi fact.")))
+    table = d.add_table(rows=1, cols=2)
+    table.cell(0, 0).text = "cell"
+    cell_p = table.cell(0, 1)._tc
+    cell_p.remove(cell_p.find(f"{{{cell_p.nsmap['w']}}}p"))
+    cell_p.append(parse_xml(_TEXT_BOX_XML.format(box="boxed")))
+    d.add_paragraph("Closing remarks.")
+    path = tmp_path / "boxes.docx"
+    d.save(path)
+    text = DocxLoader().load(path).text
+    assert text.count("Sidebar: the kiwi fact.") == 1  # mc:Fallback copy skipped
+    assert text.count("boxed") == 1
+    paragraphs = text.split("\n\n")
+    assert paragraphs[:3] == [
+        "Opening paragraph.",
+        "Anchor text. More anchor text.",
+        "Sidebar: the kiwi fact.",
+    ]
+    assert "cell | Anchor text. More anchor text. boxed" in paragraphs

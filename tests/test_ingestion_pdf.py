@@ -64,6 +64,21 @@ def test_running_header_and_footer_removed(sample: Document) -> None:
     assert "Page 1 of 3" not in sample.text and "of 3" not in sample.text
 
 
+def test_numbered_headings_opening_each_page_are_not_running_headers(tmp_path: Path) -> None:
+    animals = ["heron", "ibis", "stork", "crane"]
+    pages = [
+        [("h1", f"Chapter {n}"), ("p", f"Chapter {n} covers the {animal} and its habits.")]
+        for n, animal in enumerate(animals, 1)
+    ]
+    doc = PdfLoader().load(docgen.make_pdf(tmp_path / "chapters.pdf", pages))
+    assert [(s.title, s.level) for s in doc.sections] == [(f"Chapter {n}", 1) for n in range(1, 5)]
+    for n in range(1, 5):
+        assert page_text(doc, n).startswith(f"Chapter {n}\n\n")
+    # the running header and the "Page N of M" footer (body size or smaller) still go
+    assert docgen.HEADER_TEXT not in doc.text
+    assert "Page 1 of 4" not in doc.text and "of 4" not in doc.text
+
+
 def test_paragraphs_separated_by_one_blank_line(sample: Document) -> None:
     assert "\n\n\n" not in sample.text
     assert (

@@ -54,6 +54,39 @@ def test_cp1252(tmp_path: Path) -> None:
     assert any("cp1252" in w for w in doc.warnings)
 
 
+def test_mostly_utf8_with_a_stray_byte_stays_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.txt"
+    good = "Le café et la crème brûlée sont délicieux. It’s great.\n\n".encode()
+    path.write_bytes(good * 3 + b"One stray cp1252 byte: caf\xe9 here.\n")
+    doc = TextLoader().load(path)
+    assert doc.text.count("Le café et la crème brûlée sont délicieux. It’s great.") == 3
+    assert doc.text.endswith("One stray cp1252 byte: caf\ufffd here.")
+    assert doc.warnings == ("decoded as UTF-8 with 1 invalid byte replaced by U+FFFD",)
+
+
+def test_mostly_utf8_where_cp1252_cannot_decode(tmp_path: Path) -> None:
+    path = tmp_path / "quotes.txt"  # ” is e2 80 9d in UTF-8; 0x9d is undefined in cp1252
+    path.write_bytes("“Quoted” text, ".encode() + b"then bad: \xe9\xff end.")
+    doc = TextLoader().load(path)
+    assert doc.text == "“Quoted” text, then bad: \ufffd\ufffd end."
+    assert doc.warnings == ("decoded as UTF-8 with 2 invalid bytes replaced by U+FFFD",)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+def test_utf16_without_bom(tmp_path: Path, encoding: str) -> None:
+    doc = TextLoader().load(
+        docgen.make_text(tmp_path / "wide.txt", docgen.NON_ASCII_TEXT, encoding)
+    )
+    assert doc.text == NON_ASCII_CLEAN
+    assert doc.warnings == (f"decoded as {encoding} (no byte-order mark; not UTF-8)",)
+
+
+def test_binary_with_nul_in_every_other_byte(tmp_path: Path) -> None:
+    path = tmp_path / "samples.txt"  # little-endian int16 samples: NUL high bytes, control lows
+    path.write_bytes(bytes(range(1, 9)).replace(b"", b"\x00")[1:] * 200)
+    assert_parse_error(TextLoader(), path, "binary data, not text")
+
+
 def assert_parse_error(loader: TextLoader | MarkdownLoader, path: Path, *fragments: str) -> None:
     with pytest.raises(ParseError) as info:
         loader.load(path)
@@ -132,6 +165,26 @@ def test_markdown_sections_code_and_table(tmp_path: Path) -> None:
     sec = {s.title: s for s in doc.sections}
     assert sec["Install"].end == sec["Setext Title"].start
     assert sec["Fathom notes"].end == sec["Setext Title"].end == len(doc.text)
+
+
+def test_markdown_table_without_outer_pipes(tmp_path: Path) -> None:
+    path = tmp_path / "prices.md"
+    path.write_text(
+        "# Prices\n\nIntro.\n"
+        "Name | Price | Stock\n--- | :---: | ---:\nApple | 1.20 | 40\nPear | 0.90 | 7\n\n"
+        "| a | b |\n--- | ---\n| 1 | 2 |\n\n"
+        "Text with a | pipe\nthat is no table.\n\nSetext | title\n---\n\nEnd.\n"
+    )
+    doc = MarkdownLoader().load(path)
+    paragraphs = doc.text.split("\n\n")
+    assert paragraphs[1:5] == [
+        "Intro.",
+        "Name | Price | Stock\nApple | 1.20 | 40\nPear | 0.90 | 7",  # one row per line
+        "a | b\n1 | 2",
+        "Text with a | pipe that is no table.",
+    ]
+    assert "---" not in doc.text
+    assert [s.title for s in doc.sections] == ["Prices", "Setext | title"]
 
 
 def test_markdown_section_ends(tmp_path: Path) -> None:
