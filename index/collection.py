@@ -277,8 +277,10 @@ def remove_collection(cfg: Config, name: str) -> None:
     shutil.rmtree(directory, ignore_errors=True)
 
 
-def collection_for(paths: Iterable[str | Path]) -> str:
-    """The cached collection name for files/folders, keyed by the sha256 of each file."""
+def collection_for(paths: Iterable[str | Path], embedder: str | None = None) -> str:
+    """The cached collection name for files/folders, keyed by the sha256 of each file, and by
+    the embedder id when it is not the default one (so asking with another ``--embedder``
+    builds its own collection instead of taking over, or refusing, the default's)."""
     import ingestion
 
     shas = []
@@ -297,7 +299,12 @@ def collection_for(paths: Iterable[str | Path]) -> str:
             f"{', '.join(map(str, paths))}: no supported documents "
             f"({', '.join(sorted(ingestion.SUPPORTED_SUFFIXES))}, or a docs.jsonl)"
         )
-    return "auto-" + content_id(*sorted(shas))
+    from index.embed import embedder_id_for
+    from stages.config import EmbedderConfig
+
+    default = embedder_id_for(EmbedderConfig())
+    extra = (embedder,) if embedder and embedder != default else ()
+    return "auto-" + content_id(*sorted(shas), *extra)
 
 
 # ---------------------------------------------------------------------------------------------

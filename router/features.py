@@ -37,7 +37,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stages.errors import FathomError
+from stages.errors import FathomError, IndexMismatchError
 
 if TYPE_CHECKING:
     from stages.base import Probe
@@ -284,7 +284,7 @@ def read_policy_meta(
             "retrain it with `fathom policy train`"
         )
     if expect_embedder and meta.get("embedder") and meta["embedder"] != expect_embedder:
-        raise FathomError(
+        raise IndexMismatchError(
             f"{meta_path}: trained with embedder {meta['embedder']!r}, but the collection "
             f"uses {expect_embedder!r} — its features would not mean the same; retrain it"
         )

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from feedback.confidence import attribute
 from stages.base import Citation, Decision, Draft, Hit, Probe
-from stages.errors import CollectionNotFound, FathomError
+from stages.errors import CollectionNotFound, FathomError, IndexMismatchError
 
 if TYPE_CHECKING:
     from stages.config import Config
@@ -148,11 +148,12 @@ def resolve_target(
     """The collection for ``target``: a file or folder (ingested on first use, with
     ``embedder`` when given; ``password`` opens encrypted PDFs) or a name."""
     from index.collection import collection_for, collections_root, ingest_paths
+    from index.embed import embedder_id_for
     from index.manifest import read_manifest
 
     path = Path(target)
     if path.exists():
-        name = collection_for([path])
+        name = collection_for([path], embedder=embedder_id_for(cfg.embedder))
         manifest = read_manifest(collections_root(cfg) / name)
         # With a password, files that failed before (an encrypted PDF) are tried again.
         retry = (
@@ -224,6 +225,8 @@ class Engine:
         self._portfolio: Any = False  # not loaded yet (None: no portfolio configured)
         self._sparse = None  # BM25-only retriever for second hops
         self._classifier = None
+        self._classifier_embeds = False
+        self._policy_notice = ""
         self._reranker = None
         self._replayed_at_start = 0.0  # a replaying generator's replayed_ms when answer() began
         self._rerank_notice: str | None = None
@@ -257,11 +260,20 @@ class Engine:
                 path = default_policy_path() if default_policy_path().is_file() else None
             elif choice and choice != "strategy":
                 path = Path(choice)
-            self._policy = (
-                load_policy(path, expect_embedder=embedder_id_for(self.cfg.embedder))
-                if path
-                else None
-            )
+            expect = embedder_id_for(self.cfg.embedder)
+            try:
+                self._policy = load_policy(path, expect_embedder=expect) if path else None
+            except IndexMismatchError:
+                if choice != "auto":
+                    raise  # a policy asked for by name: its mismatch is an error
+                # The shipped policy reads scores of the embedder it was trained on; another
+                # embedder's mean something else. Use the query type's strategy, and say so.
+                self._policy = None
+                self._policy_notice = (
+                    f"depth policy: the shipped one was trained on another embedder's scores, "
+                    f"not {expect}'s; the query type's strategy chose the depth (train one for "
+                    "this embedder with `fathom policy sweep` and `fathom policy train`)"
+                )
         return self._policy
 
     def portfolio(self) -> Any | None:
@@ -282,10 +294,24 @@ class Engine:
 
     @property
     def classifier(self):
+        """The query-type classifier. It reads questions through the embedder it was trained
+        on: with a collection built on another (``--embedder``), it embeds each question itself
+        with its own (``self._classifier_embeds``) instead of refusing to classify."""
         if self._classifier is None:
-            from router.classify import QueryClassifier
+            from dataclasses import replace
 
-            self._classifier = QueryClassifier.from_config(self.cfg)
+            from index.embed import make_query_embedder
+            from router.classify import QueryClassifier, QueryTypePolicy
+
+            clf = QueryClassifier.from_config(self.cfg)
+            trained = QueryTypePolicy.load(clf.policy_path).embedder_id
+            if clf.embedder_id is not None and trained != clf.embedder_id:
+                own = replace(self.cfg.embedder, name=trained, precision="fp32")
+                clf = QueryClassifier(
+                    make_query_embedder(own, self.cfg.models_path()), clf.policy_path
+                )
+                self._classifier_embeds = True
+            self._classifier = clf
         return self._classifier
 
     def reranker(self):
@@ -348,7 +374,9 @@ class Engine:
         stages["embed"] = _ms(t)
 
         t = time.perf_counter()
-        qtype, probs = self.classifier.classify(question, embedding=qvec)
+        classifier = self.classifier
+        own = self._classifier_embeds  # its own embedder: not the collection's vector
+        qtype, probs = classifier.classify(question, embedding=None if own else qvec)
         strategy = strategy_for(qtype, question)
         stages["classify"] = _ms(t)
 
@@ -464,6 +492,8 @@ class Engine:
 
         t = time.perf_counter()
         chooser = FixedDepth(k) if k is not None else policy or StrategyDepth(strategy)
+        if isinstance(chooser, StrategyDepth) and self._policy_notice:
+            trace.notices.append(self._policy_notice)
         extra: dict[str, Any] = {}  # learned policies read the router and the query vector too
         if getattr(chooser, "uses_type_probs", False):
             extra["type_probs"] = prepared.type_probs

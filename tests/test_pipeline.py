@@ -462,3 +462,24 @@ def test_a_file_with_nothing_to_index_is_an_error_every_time(
     for _ in range(2):
         with pytest.raises(FathomError, match="nothing could be indexed"):
             resolve_target(extractive_cfg, str(empty))
+
+
+def test_asking_with_another_embedder_works_and_keeps_the_default_collection(
+    tmp_path: Path, extractive_cfg
+) -> None:
+    """`ask FILE --embedder X`: its own collection (the default embedder's is not taken over),
+    the query-type classifier embeds the question with the embedder it was trained on, and the
+    shipped depth policy (trained on MiniLM's scores) gives way to the strategy, said in the
+    report. An ask with the default embedder afterwards still works."""
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    question = "What are documents split into?"
+    hashed = load_config(
+        overrides={"generator.backend": "extractive", "embedder.name": "hashing:384"}
+    )
+    other = ask(hashed, str(pdf), question)
+    assert other.trace.embedder.startswith("hashing:384")
+    assert other.trace.query_type and other.trace.decision.policy == "strategy"
+    assert any(n.startswith("depth policy: the shipped one") for n in other.trace.notices)
+    default = ask(extractive_cfg, str(pdf), question)
+    assert "all-MiniLM-L6-v2" in default.trace.embedder
+    assert "chunks that keep their page numbers" in default.text
