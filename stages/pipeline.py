@@ -573,6 +573,9 @@ class Engine:
                 and conf.score < fb.threshold
                 and rounds < fb.max_rounds
                 and kk < min(deepest, strategy.k_max * 2)
+                # Retrieved but none used (the budget or the deadline left every source out):
+                # going deeper cannot change that.
+                and (kk == 0 or bool(used))
             ):
                 t = time.perf_counter()
                 new_k = max(kk + 1, math.ceil(max(kk, 1) * fb.growth), strategy.k_min)
@@ -773,6 +776,13 @@ class Engine:
         until = (self._until(trace) if until is None else until) if deadline else None
         t = time.perf_counter()
         kept = self.compressor.fit(question, candidates[:k], budget) if k > 0 else []
+        if k > 0 and candidates and not kept:
+            _notice(
+                trace,
+                f"no source fits the {budget}-token context budget (--budget-tokens, "
+                "compress.budget_tokens): answered without sources",
+                "no source fits",
+            )
         # Sources whose reading would already pass the deadline are left out.
         kept = self._readable(question, kept, until, trace)
         trace.add_ms("compress", _ms(t))

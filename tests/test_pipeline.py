@@ -483,3 +483,15 @@ def test_asking_with_another_embedder_works_and_keeps_the_default_collection(
     default = ask(extractive_cfg, str(pdf), question)
     assert "all-MiniLM-L6-v2" in default.trace.embedder
     assert "chunks that keep their page numbers" in default.text
+
+
+def test_a_budget_no_source_fits_is_said_and_not_deepened(tmp_path: Path, extractive_cfg) -> None:
+    """Going deeper cannot help when the context budget holds no source at all: one round,
+    and the report says why the answer has no sources."""
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    engine = Engine(extractive_cfg, resolve_target(extractive_cfg, str(pdf)))
+    answer = engine.ask("What are documents split into?", k=2, budget_tokens=10)
+    assert not answer.sources and answer.trace.tokens["context"] == 0
+    assert len(answer.trace.rounds) == 1
+    assert any(n.startswith("no source fits the 10-token") for n in answer.trace.notices)
+    engine.close()
