@@ -58,6 +58,34 @@ def _print_json(obj: Any) -> None:
     click.echo(json.dumps(obj, ensure_ascii=False, indent=None))
 
 
+class IntList(click.ParamType):
+    """Comma-separated integers (``0,1,2``), each at least ``low``; anything else is a usage
+    error (exit 2)."""
+
+    name = "N,N,..."
+
+    def __init__(self, low: int | None = None) -> None:
+        self.low = low
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
+        if isinstance(value, list):
+            return value
+        out: list[int] = []
+        for item in str(value).split(","):
+            if not item.strip():
+                continue
+            try:
+                number = int(item)
+            except ValueError:
+                self.fail(f"{item.strip()!r} in {value!r} is not an integer", param, ctx)
+            if self.low is not None and number < self.low:
+                self.fail(f"{number} in {value!r} is below {self.low}", param, ctx)
+            out.append(number)
+        if not out:
+            self.fail(f"{value!r}: give at least one integer", param, ctx)
+        return out
+
+
 @click.group(cls=FathomGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--config",
@@ -937,7 +965,7 @@ def policy() -> None:
 @click.option("--docs", default=None, help="Documents: file, folder, or docs.jsonl.")
 @click.option("--collection", "-c", default=None, help="An existing collection instead of --docs.")
 @click.option("--questions", required=True, help="Questions: JSONL or a BEIR folder.")
-@click.option("--budgets", default="0,1,2,3,5,8,12,20", show_default=True)
+@click.option("--budgets", type=IntList(low=0), default="0,1,2,3,5,8,12,20", show_default=True)
 @click.option(
     "--generator",
     type=click.Choice(["auto", "llamacpp", "ollama", "openai", "huggingface", "extractive"]),
@@ -964,7 +992,7 @@ def policy_sweep(ctx: click.Context, **opts: Any) -> None:
 
     if not opts["docs"] and not opts["collection"]:
         raise click.UsageError("give --docs PATH or --collection NAME")
-    budgets = [int(b) for b in opts["budgets"].split(",") if b.strip()]
+    budgets = opts["budgets"]
     cfg = _config(
         ctx,
         **{
@@ -1082,8 +1110,13 @@ def policy_train(ctx: click.Context, **opts: Any) -> None:
             lam=0.1 if opts["lam"] is None else opts["lam"],
             epochs=opts["epochs"],
             seed=opts["seed"],
-            meta={"judge": sweep.run.get("judge"), "embedder": embedder_id_for(cfg.embedder)},
-        )
+            meta={
+                "judge": sweep.run.get("judge"),
+                "embedder": embedder_id_for(cfg.embedder),
+                "training_data": {"questions": sweep.run.get("questions"),
+                                  "n_questions": len(sweep.qids)},
+            },
+        )  # fmt: skip
         path = rl.save(opts["out"])
         click.echo(f"reinforce policy on {len(sweep.qids)} questions → {path}")
         return
@@ -1128,6 +1161,9 @@ def policy_show(path: str | None, as_json: bool) -> None:
     from router.forest import ForestPolicy, default_policy_path
 
     target = Path(path) if path else default_policy_path()
+    if target.suffix == ".safetensors" or target.with_suffix(".safetensors").is_file():
+        _show_reinforce(target, as_json)
+        return
     meta_file = target.with_suffix(".json")
     if meta_file.is_file() and '"kind": "utility"' in meta_file.read_text(encoding="utf-8"):
         from router.utility import UtilityPolicy
@@ -1169,6 +1205,28 @@ def policy_show(path: str | None, as_json: bool) -> None:
     for name in sorted(imp, key=lambda k: -imp[k])[:15]:
         table.add_row(name, f"{imp[name]:.3f}")
     console.print(table)
+
+
+def _show_reinforce(target: Path, as_json: bool) -> None:
+    """A REINFORCE policy's metadata as saved (budgets, features, embedder, λ, training), its
+    training curve summed up in the text form."""
+    from router.reinforce import ReinforcePolicy
+
+    ReinforcePolicy.load(target)  # checks the files, format, kind and feature schema
+    meta = json.loads(target.with_suffix(".json").read_text(encoding="utf-8"))
+    if as_json:
+        _print_json(meta)
+        return
+    curves = meta.pop("curves", None) or []
+    for key, value in meta.items():
+        click.echo(f"{key}: {json.dumps(value, ensure_ascii=False)}")
+    if curves:
+        first, last = curves[0], curves[-1]
+        click.echo(
+            f"training: {len(curves)} epochs, mean reward {first['reward']:.4f} → "
+            f"{last['reward']:.4f}; last epoch's budget shares "
+            f"{json.dumps(last.get('action_shares'))}"
+        )
 
 
 @main.group()

@@ -1,6 +1,7 @@
 """Question sets for ``fathom eval``: Fathom's JSONL and the BEIR layout.
 
-- JSONL (``questions.jsonl``): one ``{"qid", "question", "answers", "doc_ids"}`` object per line;
+- JSONL (``questions.jsonl``): one ``{"qid", "question", "answers", "doc_ids"}`` object per line
+  (``answers`` and ``doc_ids`` are lists of strings; a lone string is a list of one);
   ``is_impossible: true`` (SQuAD 2.0) or ``answerable: false`` (MuSiQue) marks an unanswerable
   question, as does an empty ``answers`` list on a set whose other questions have answers.
 - BEIR: a folder with ``queries.jsonl`` (``_id``/``text`` or ``qid``/``question``) and
@@ -115,15 +116,17 @@ def _read(path: Path, qrels_path: Path | None) -> list[Question]:
     out: list[Question] = []
     seen: set[str] = set()
     for rec in records:
-        qid = str(rec.get("qid", rec.get("_id", rec.get("id", ""))))
+        # A null qid counts as absent, so it falls through to the other id keys.
+        qid = next((rec[k] for k in ("qid", "_id", "id") if rec.get(k) is not None), "")
+        qid = str(qid)
         text = rec.get("question", rec.get("text", rec.get("query")))
         if not qid or not isinstance(text, str) or not text.strip():
             raise FathomError(f"{path}:{rec['_line']}: needs a qid and a question")
         if qid in seen:
             raise FathomError(f"{path}:{rec['_line']}: duplicate qid {qid!r}")
         seen.add(qid)
-        answers = tuple(str(a) for a in rec.get("answers") or () if str(a).strip())
-        doc_ids = tuple(str(d) for d in rec.get("doc_ids") or ())
+        answers = tuple(a for a in _strings(path, rec, "answers") if a.strip())
+        doc_ids = _strings(path, rec, "doc_ids")
         q_rels = None
         if judged is not None:
             if qid not in judged:
@@ -141,3 +144,19 @@ def _read(path: Path, qrels_path: Path | None) -> list[Question]:
     if not out:
         raise FathomError(f"{path}: no questions" + (" with qrels" if judged is not None else ""))
     return out
+
+
+def _strings(path: Path, rec: dict[str, Any], key: str) -> tuple[str, ...]:
+    """``rec[key]`` as strings: a list as it is, a lone string as a list of one, null as none."""
+    value = rec.get(key)
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, list) or not all(isinstance(v, str | int | float) for v in value):
+        shown = json.dumps(value)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise FathomError(
+            f"{path}:{rec['_line']}: {key} must be a string or a list of strings, not {shown}"
+        )
+    return tuple(str(v) for v in value)

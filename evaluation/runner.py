@@ -564,14 +564,23 @@ def plan_run(
     questions = load_questions(settings.questions, settings.qrels)
     if settings.doc_split:
         questions = split_by_document(questions, settings.doc_split, settings.split_seed)
+        if not questions:
+            raise FathomError(
+                f"{settings.questions}: no questions on the {settings.doc_split} half of the "
+                f"documents (split seed {settings.split_seed}) — use another --split or "
+                "--split-seed, or more questions"
+            )
     if settings.judge == "qrels" and not any(q.qrels or q.doc_ids for q in questions):
         raise ConfigError("--judge qrels needs qrels or gold doc_ids in the questions")
     need_fit = any(s.needs_fit for s in specs)
     evaluated, fit = split_questions(
         questions, settings.limit, settings.fit_size, settings.seed, need_fit
     )
-    collection = _resolve_collection(cfg, settings, progress)
     out = Path(settings.out)
+    if out.exists() and not out.is_dir():
+        raise FathomError(f"{out}: exists and is not a folder — give a new --out")
+    _check_policies(cfg, specs)  # a mistyped policy file fails before run.json is written
+    collection = _resolve_collection(cfg, settings, progress)
     run_path = out / "run.json"
     from stages.generate import make_generator
 
@@ -636,9 +645,27 @@ def plan_run(
         "fitted": fit_gates(cfg, collection, specs, fit),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise FathomError(
+            f"{out}: cannot create the output folder ({exc.strerror or exc}) — give another --out"
+        ) from None
     _write_json(run_path, run)
     return run, evaluated
+
+
+def _check_policies(cfg: Any, specs: list[StrategySpec]) -> None:
+    """Load every learned policy the strategies name, as the workers will (with the
+    configured embedder), so a missing or mismatched file is an error before anything runs."""
+    learned = [s for s in specs if s.kind in ("forest", "reinforce", "utility")]
+    if not learned:
+        return
+    from index.embed import embedder_id_for
+
+    embedder = embedder_id_for(cfg.embedder)
+    for spec in learned:
+        make_policy(spec, None, embedder)
 
 
 def _write_json(path: Path, data: Any) -> None:

@@ -1,12 +1,13 @@
 """One configuration: dataclass defaults → fathom.toml → FATHOM_<SECTION>__<KEY> env → flags.
 
-Later sources win. An unknown key or a wrongly typed value is a ``ConfigError`` naming the key,
-the value and where it came from. Leaf module: stdlib only.
+Later sources win. An unknown key, a wrongly typed value or one out of range is a ``ConfigError``
+naming the key, the value and where it came from. Leaf module: stdlib only.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import sys
@@ -224,7 +225,13 @@ def _coerce(value: Any, typ: Any, key: str, source: str) -> Any:
                 ) from None
         if not isinstance(value, dict):
             raise ConfigError(f"{key} = {value!r} (from {source}): expected a table")
-        return dict(value)
+        _, value_type = typing.get_args(typ) or (str, Any)
+        return {str(k): _coerce(v, value_type, f'{key}."{k}"', source) for k, v in value.items()}
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{key} = {shown(key, value)} (from {source}): expected a list")
+        (item_type,) = typing.get_args(typ) or (Any,)
+        return [_coerce(v, item_type, key, source) for v in value]
     if origin is Literal:
         allowed = typing.get_args(typ)
         if value not in allowed:
@@ -268,6 +275,78 @@ def _coerce(value: Any, typ: Any, key: str, source: str) -> Any:
     return value
 
 
+# Numeric settings whose type allows values that make no sense: (lowest, highest, lowest
+# excluded). A zero or negative count would otherwise slice from the end or loop forever.
+_RANGES: dict[str, tuple[float, float | None, bool]] = {
+    "embedder.batch_size": (1, None, False),
+    "chunker.target_tokens": (1, None, False),
+    "chunker.min_tokens": (0, None, False),
+    "chunker.max_tokens": (1, None, False),
+    "chunker.overlap_tokens": (0, None, False),
+    "index.hnsw_threshold": (0, None, False),
+    "index.hnsw_m": (1, None, False),
+    "index.hnsw_ef_construction": (1, None, False),
+    "index.hnsw_ef_search": (1, None, False),
+    "index.bm25_k1": (0, None, False),
+    "index.bm25_b": (0, 1, False),
+    "retrieval.k": (1, None, False),
+    "retrieval.dense_weight": (0, 1, False),
+    "retrieval.rrf_k": (0, None, False),
+    "retrieval.candidates": (1, None, False),
+    "retrieval.portfolio_ell": (1, None, False),
+    "generator.context_window": (1, None, False),
+    "generator.max_tokens": (1, None, False),
+    "generator.temperature": (0, None, False),
+    "generator.repeat_penalty": (0, None, True),
+    "generator.timeout_s": (0, None, True),
+    "generator.total_timeout_s": (0, None, False),
+    "generator.retries": (0, None, False),
+    "generator.threads": (0, None, False),
+    "generator.deadline_ms": (0, None, False),
+    "rerank.candidates": (1, None, False),
+    "rerank.batch_size": (1, None, False),
+    "compress.budget_tokens": (0, None, False),
+    "compress.dedupe_threshold": (0, 1, False),
+    "compress.mmr_lambda": (0, 1, False),
+    "compress.sentence_select_over": (1, None, False),
+    "compress.condense_to": (1, None, False),
+    "feedback.threshold": (0, 1, False),
+    "feedback.max_rounds": (0, None, False),
+    "feedback.growth": (1, None, False),
+    "ingest.max_file_mb": (1, None, False),
+    "ingest.file_timeout_s": (0, None, False),
+    "ingest.max_text_mb": (1, None, False),
+    "ingest.lock_timeout_s": (0, None, False),
+}
+
+
+def _check_range(name: str, value: Any, source: str) -> None:
+    """A ``ConfigError`` naming the key when ``value`` is outside the setting's range (or, for
+    ``prices.models``, an entry is not ``[input, output]`` prices)."""
+    if name == "prices.models":
+        for model, entry in value.items():
+            if len(entry) != 2 or any(not math.isfinite(p) or p < 0 for p in entry):
+                raise ConfigError(
+                    f'{name}."{model}" = {entry!r} (from {source}): expected [input, output], '
+                    "two prices per million tokens, neither negative"
+                )
+        return
+    if name not in _RANGES or value is None:
+        return
+    low, high, open_low = _RANGES[name]
+    if (
+        not math.isfinite(value)
+        or value < low
+        or (open_low and value == low)
+        or (high is not None and value > high)
+    ):
+        if high is not None:
+            wanted = f"within {low:g}–{high:g}"
+        else:
+            wanted = f"above {low:g}" if open_low else f"at least {low:g}"
+        raise ConfigError(f"{name} = {value!r} (from {source}): must be {wanted}")
+
+
 _SECRET_NAME = re.compile(r"key|secret|passw|token$", re.IGNORECASE)
 
 
@@ -291,6 +370,7 @@ def _apply(cfg: Config, section: str | None, key: str, value: Any, source: str) 
     if key not in types_ or dataclasses.is_dataclass(types_[key]):
         raise ConfigError(f"unknown key {name} = {shown(name, value)} (from {source})")
     value = _coerce(value, types_[key], name, source)
+    _check_range(name, value, source)
     if isinstance(value, dict) and isinstance(getattr(target, key), dict):
         value = {**getattr(target, key), **value}  # tables extend the defaults
     setattr(target, key, value)

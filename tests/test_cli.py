@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 import cli
@@ -131,3 +132,85 @@ def test_auto_collection_name_is_keyed_by_content(tmp_path: Path) -> None:
     assert collection_for([copy]) == name
     (copy / "notes.txt").write_text("changed")
     assert collection_for([copy]) != name
+
+
+def test_a_bad_budget_list_is_a_usage_error(tmp_path: Path) -> None:
+    questions = tmp_path / "q.jsonl"
+    questions.write_text('{"qid": "a", "question": "x?"}\n')
+    for budgets, problem in (("0,a", "'a' in '0,a' is not an integer"), ("0,-1", "below 0"),
+                             (",", "at least one")):  # fmt: skip
+        res = CliRunner().invoke(
+            cli.main,
+            ["policy", "sweep", "--docs", str(tmp_path), "--questions", str(questions),
+             "--budgets", budgets, "--out", str(tmp_path / "s")],
+        )  # fmt: skip
+        assert res.exit_code == 2, (budgets, res.output)
+        assert "--budgets" in res.stderr and problem in res.stderr
+        assert "Traceback" not in res.output and not (tmp_path / "s").exists()
+    assert cli.IntList(low=0).convert(" 0, 1,3 ", None, None) == [0, 1, 3]
+
+
+def test_policy_show_prints_a_reinforce_policy(tmp_path: Path) -> None:
+    import numpy as np
+
+    from router.features import FEATURE_NAMES
+    from router.reinforce import ReinforcePolicy
+
+    rng = np.random.default_rng(0)
+    weights = {f"{n}.{p}": rng.normal(size=(2, 2)).astype(np.float32)
+               for n in ("proj", "h1", "h2", "out") for p in ("w", "b")}  # fmt: skip
+    n = len(FEATURE_NAMES)
+    meta = {"judge": "recall", "embedder": "minilm-test", "lambda": 0.3, "n_train": 40,
+            "training_data": {"questions": "q.jsonl", "n_questions": 40},
+            "curves": [{"epoch": 0, "reward": 0.1, "action_shares": [0.5, 0.5]},
+                       {"epoch": 1, "reward": 0.4, "action_shares": [0.2, 0.8]}]}  # fmt: skip
+    ReinforcePolicy((0, 4), FEATURE_NAMES, weights, np.zeros(n), np.ones(n), meta).save(
+        tmp_path / "rl"
+    )
+    for target in ("rl.safetensors", "rl"):
+        res = CliRunner().invoke(cli.main, ["policy", "show", str(tmp_path / target), "--json"])
+        assert res.exit_code == 0, res.output
+        shown = json.loads(res.stdout)
+        assert shown["kind"] == "reinforce" and shown["format"] == 1
+        assert shown["budgets"] == [0, 4] and shown["feature_names"] == list(FEATURE_NAMES)
+        assert shown["judge"] == "recall" and shown["lambda"] == 0.3
+        assert shown["embedder"] == "minilm-test"
+        assert shown["training_data"]["n_questions"] == 40 and len(shown["curves"]) == 2
+    res = CliRunner().invoke(cli.main, ["policy", "show", str(tmp_path / "rl.safetensors")])
+    assert res.exit_code == 0, res.output
+    assert 'kind: "reinforce"' in res.stdout and "lambda: 0.3" in res.stdout
+    assert 'embedder: "minilm-test"' in res.stdout and "2 epochs" in res.stdout
+    (tmp_path / "rl.json").unlink()
+    res = CliRunner().invoke(cli.main, ["policy", "show", str(tmp_path / "rl.safetensors")])
+    assert res.exit_code == 1 and "no reinforce policy here" in res.stderr
+
+
+def test_policy_show_after_policy_train_reinforce(tmp_path: Path, monkeypatch) -> None:
+    """The reviewer's path: `policy train --kind reinforce --out P/rl`, then `policy show`."""
+    pytest.importorskip("torch")
+    from tests.docgen import make_qa_set
+
+    monkeypatch.setenv("FATHOM_RERANK__ENABLED", "false")
+    monkeypatch.setenv("FATHOM_EMBEDDER__NAME", "hashing:64")  # no model to load
+    docs, questions = make_qa_set(tmp_path / "qa", n_docs=6)
+    runner = CliRunner()
+    res = runner.invoke(
+        cli.main,
+        ["policy", "sweep", "--docs", str(docs), "--questions", str(questions), "--generator",
+         "extractive", "--budgets", "0,2", "--split", "all", "--out", str(tmp_path / "sw")],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(
+        cli.main,
+        ["policy", "train", "--kind", "reinforce", "--sweep", str(tmp_path / "sw"), "--epochs",
+         "2", "--out", str(tmp_path / "P" / "rl")],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(
+        cli.main, ["policy", "show", str(tmp_path / "P" / "rl.safetensors"), "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    shown = json.loads(res.stdout)
+    assert shown["kind"] == "reinforce" and shown["budgets"] == [0, 2]
+    assert shown["embedder"] == "hashing:64" and shown["lambda"] == 0.1
+    assert shown["training_data"]["n_questions"] == 18 and shown["n_train"] == 18

@@ -391,6 +391,31 @@ def test_beir_layout_and_unanswerable_flags(tmp_path):
         load_questions(squad2)
 
 
+def test_a_lone_string_answer_or_doc_id_is_a_list_of_one(tmp_path):
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text(
+        '{"qid": "a", "question": "x?", "answers": "Zebra", "doc_ids": "d1"}\n'
+        '{"qid": null, "id": "b", "question": "y?", "answers": ["Yak"], "doc_ids": ["d2"]}\n'
+    )
+    qs = load_questions(qfile)
+    assert [(q.qid, q.answers, q.doc_ids) for q in qs] == [
+        ("a", ("Zebra",), ("d1",)),
+        ("b", ("Yak",), ("d2",)),
+    ]
+    # A null qid with no other id is a missing qid, not the string "None".
+    qfile.write_text('{"qid": null, "question": "x?"}\n')
+    with pytest.raises(FathomError, match=r"q\.jsonl:1: needs a qid"):
+        load_questions(qfile)
+    for bad in ('{"k": 1}', "3", '["a", null]', '[["a"]]'):
+        for key in ("answers", "doc_ids"):
+            row = {"qid": "b", "question": "y?"}
+            qfile.write_text(
+                '{"qid": "a", "question": "x?"}\n' + json.dumps(row)[:-1] + f', "{key}": {bad}}}\n'
+            )
+            with pytest.raises(FathomError, match=rf"q\.jsonl:2: {key} must be a string or a list"):
+                load_questions(qfile)
+
+
 @pytest.mark.slow
 def test_ray_executor_matches_local(ecfg, qa_set, tmp_path):
     pytest.importorskip("ray")
@@ -461,6 +486,66 @@ def test_document_split_never_shares_a_document(qa_set):
     assert split_by_document(qs, "train", seed=4) != train
     with pytest.raises(ConfigError):
         split_by_document(qs, "validation", seed=3)
+
+
+def test_an_empty_document_half_is_an_error(tmp_path):
+    """A split that leaves no questions fails (exit 1) rather than reporting an empty table."""
+    from cli import main
+    from evaluation.runner import document_half
+
+    qfile = tmp_path / "one.jsonl"
+    qfile.write_text('{"qid": "a", "question": "x?", "answers": ["y"], "doc_ids": ["d1"]}\n')
+    other = "test" if document_half("d1", 0) == "train" else "train"
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "d1.txt").write_text("y is the answer.")
+    runs = {
+        "eval": ["eval", "--strategies", "fixed:1", "--out", str(tmp_path / "e")],
+        "sweep": ["policy", "sweep", "--budgets", "0,1", "--out", str(tmp_path / "s")],
+    }
+    for name, args in runs.items():
+        args += ["--docs", str(docs), "--questions", str(qfile), "--split", other]
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 1, (name, result.output)
+        assert f"no questions on the {other} half" in result.stderr, name
+        assert "Traceback" not in result.output
+        assert not (tmp_path / name[0]).exists()
+
+
+def test_an_out_that_is_a_file_is_one_clear_error(qa_set, tmp_path):
+    from cli import main
+
+    docs, questions = qa_set
+    taken = tmp_path / "taken"
+    taken.write_text("not a folder")
+    common = ["--docs", str(docs), "--questions", str(questions), "--out", str(taken)]
+    for args in (["eval", "--strategies", "fixed:1", *common], ["policy", "sweep", *common]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 1, (args[0], result.output)
+        assert f"{taken}: exists and is not a folder" in result.stderr
+        assert "Traceback" not in result.output and len(result.stderr.splitlines()) == 1
+    assert taken.read_text() == "not a folder"
+
+
+def test_a_missing_policy_file_fails_before_run_json(ecfg, qa_set, tmp_path, monkeypatch):
+    """A mistyped policy path must not leave a run.json behind that refuses the corrected run."""
+    from cli import main
+
+    monkeypatch.setenv("FATHOM_GENERATOR__BACKEND", "extractive")
+    monkeypatch.setenv("FATHOM_RERANK__ENABLED", "false")
+    docs, questions = qa_set
+    out = tmp_path / "r"
+    common = ["eval", "--docs", str(docs), "--questions", str(questions), "--limit", "2"]
+    bad = CliRunner().invoke(
+        main,
+        [*common, "--strategies", f"fixed:1,forest:{tmp_path / 'nope' / 'p'}", "--out", str(out)],
+    )
+    assert bad.exit_code == 1, bad.output
+    assert "nope" in bad.stderr and "Traceback" not in bad.output
+    assert not (out / "run.json").exists()
+    good = CliRunner().invoke(main, [*common, "--strategies", "fixed:1", "--out", str(out)])
+    assert good.exit_code == 0, good.output
+    assert len(rows_of(out)) == 2
 
 
 def test_recall_judge_scores_the_context(ecfg, qa_set, tmp_path):
