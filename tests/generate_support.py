@@ -254,3 +254,57 @@ class PacedGenerator:
             finish_reason=finish,
             ms=n * self.write_ms,  # the time it says it took (it takes none)
         )
+
+
+class CannedServer:
+    """A real HTTP server on 127.0.0.1 that answers every request with fixed bytes: ``body``
+    whole (with Content-Length), or each of ``chunks`` as one piece of a chunked stream (for
+    server-sent events and NDJSON). Request paths are kept in ``paths``."""
+
+    def __init__(
+        self,
+        body: bytes = b"",
+        chunks: list[bytes] | None = None,
+        content_type: str = "application/json",
+    ) -> None:
+        self.paths: list[str] = []
+        canned = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # keep test output clean
+                pass
+
+            def do_GET(self) -> None:
+                self.do_POST()
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                canned.paths.append(self.path)
+                self.send_response(200)
+                self.send_header("Content-Type", content_type)
+                if chunks is None:
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for piece in chunks:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> CannedServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()

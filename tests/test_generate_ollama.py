@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 
 import pytest
@@ -9,7 +10,14 @@ import pytest
 from stages.config import GeneratorConfig
 from stages.errors import BackendUnavailable, FathomError
 from stages.generate.ollama import OllamaGenerator, ollama_host, same_model
-from tests.generate_support import FakeOllama, closed_port, eiffel_hits, make_hit
+from tests.generate_support import (
+    CannedServer,
+    FakeOllama,
+    closed_port,
+    eiffel_hits,
+    make_hit,
+    smollm2_path,
+)
 
 QUESTION = "Where is the Eiffel Tower?"
 
@@ -113,3 +121,28 @@ def test_host_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
     assert ollama_host(GeneratorConfig(ollama_host="https://gpu-box/")) == "https://gpu-box:443"
     assert ollama_host(GeneratorConfig(ollama_host="gpu-box")) == "http://gpu-box:11434"
     assert same_model("llama3.2", "llama3.2:latest") and not same_model("llama3.2", "llama3.2:1b")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_a_reply_that_is_not_a_json_object_is_named_malformed(stream: bool) -> None:
+    kind = "application/x-ndjson" if stream else "application/json"
+    with CannedServer(b"[1, 2]\n", chunks=[b"[1]\n"] if stream else None, content_type=kind) as s:
+        gen = OllamaGenerator(config(s.url, model="m", retries=0, timeout_s=5))
+        on_token = (lambda piece: None) if stream else None
+        with pytest.raises(BackendUnavailable, match="malformed reply for model 'm'") as err:
+            gen.generate(QUESTION, eiffel_hits(), on_token=on_token)
+    assert s.url in str(err.value) and "Ollama server" in str(err.value)
+
+
+def test_a_prompt_that_passes_the_check_fits_the_real_context() -> None:
+    """Sources that tokenize badly (DNA) must not pass the check and then be cut by Ollama."""
+    from stages.config import GeneratorConfig as Cfg
+    from stages.generate.llamacpp import LlamaCppGenerator
+
+    rng = random.Random(0)
+    dna = [" ".join("".join(rng.choice("ACGT") for _ in range(60)) for _ in range(3))]
+    hits = [make_hit(i, f"Sample {i}. {dna[0]}.") for i in range(1, 17)]
+    question = "Which sample contains the motif GATTACA?"
+    gen = OllamaGenerator(config("http://127.0.0.1:9", context_window=2048, max_tokens=256))
+    real = LlamaCppGenerator(Cfg(backend="llamacpp", model=str(smollm2_path())))
+    assert gen.prompt_tokens(question, hits) >= real.prompt_tokens(question, hits) > 1700

@@ -20,6 +20,7 @@ from stages.config import GeneratorConfig
 from stages.errors import BackendUnavailable, FathomError
 from stages.generate.openai_backend import OpenAIGenerator
 from tests.generate_support import (
+    CannedServer,
     closed_port,
     eiffel_hits,
     free_port,
@@ -201,3 +202,46 @@ def test_token_counts_without_tiktoken_files_are_conservative() -> None:
     (n,) = gen.count_tokens([text])
     assert n >= 12  # o200k_base gives 12; the offline estimate is higher
     assert gen.prompt_tokens(QUESTION, []) > sum(gen.count_tokens([QUESTION]))
+
+
+def _completion(**fields: Any) -> bytes:
+    return json.dumps({"id": "c1", "object": "chat.completion", "created": 0, **fields}).encode()
+
+
+def _sse(*events: dict[str, Any]) -> list[bytes]:
+    return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (_completion(model="m", choices=[]), "no choices"),
+        (_completion(model="m"), "no list of choices"),
+        (b"[1, 2]", "not an object"),
+        (
+            _completion(
+                model="m", choices=[{"index": 0, "message": None, "finish_reason": "stop"}]
+            ),
+            "a choice without a message",
+        ),
+    ],
+    ids=["empty-choices", "no-choices", "json-list", "null-message"],
+)
+def test_a_reply_of_the_wrong_shape_is_named_malformed(body: bytes, problem: str) -> None:
+    with CannedServer(body) as server:
+        gen = OpenAIGenerator(config(server.url + "/v1", model="m", retries=0, timeout_s=5))
+        with pytest.raises(BackendUnavailable) as err:
+            gen.generate(QUESTION, eiffel_hits())
+    message = str(err.value)
+    assert "malformed reply" in message and f"({problem})" in message
+    assert server.url in message and "'m'" in message
+
+
+def test_a_stream_chunk_of_the_wrong_shape_is_named_malformed() -> None:
+    chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+    stream = _sse(chunk | {"choices": None})
+    with CannedServer(chunks=stream, content_type="text/event-stream") as server:
+        gen = OpenAIGenerator(config(server.url + "/v1", model="m", retries=0, timeout_s=5))
+        with pytest.raises(BackendUnavailable, match="malformed reply for model 'm'") as err:
+            gen.generate(QUESTION, eiffel_hits(), on_token=lambda piece: None)
+    assert "stream chunk without a list of choices" in str(err.value)

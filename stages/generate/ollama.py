@@ -262,10 +262,14 @@ def _ollama_errors(
                 f"Ollama at {host} refused the request for {model!r}: {message} "
                 f"(status {exc.status_code})"
             ) from None
-        if isinstance(exc, ValueError | pydantic.ValidationError):  # JSONDecodeError included
+        # JSONDecodeError is a ValueError; the client raises TypeError or AttributeError when
+        # it unpacks JSON that is not an object (a list, a number).
+        malformed = ValueError | pydantic.ValidationError | TypeError | AttributeError | KeyError
+        if isinstance(exc, malformed):
             raise BackendUnavailable(
-                f"Ollama at {host} sent a malformed reply ({type(exc).__name__}: "
-                f"{first_line(str(exc), 120)}) — is generator.ollama_host an Ollama server?"
+                f"Ollama at {host} sent a malformed reply for model {model!r} "
+                f"({type(exc).__name__}: {first_line(str(exc), 120)}) — is "
+                "generator.ollama_host an Ollama server?"
             ) from None
         if isinstance(exc, httpx.HTTPError):
             raise BackendUnavailable(f"Ollama at {host}: {first_line(str(exc))}") from None

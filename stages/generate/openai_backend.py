@@ -208,7 +208,13 @@ class OpenAIGenerator:
         logprobs: list[float] = []
         if on_token is None:
             response = client.chat.completions.create(**self._params(messages, stream=False))
-            choice = response.choices[0]
+            choices = getattr(response, "choices", None)
+            if not isinstance(choices, list) or not choices:
+                what = "no choices" if isinstance(choices, list) else "no list of choices"
+                raise self._malformed(what if hasattr(response, "choices") else "not an object")
+            choice = choices[0]
+            if getattr(choice, "message", None) is None:
+                raise self._malformed("a choice without a message")
             if choice.logprobs and choice.logprobs.content:
                 logprobs = [t.logprob for t in choice.logprobs.content]
             return (
@@ -223,6 +229,8 @@ class OpenAIGenerator:
         model = ""
         for chunk in client.chat.completions.create(**self._params(messages, stream=True)):
             deadline.check()
+            if not isinstance(getattr(chunk, "choices", None), list):
+                raise self._malformed("a stream chunk without a list of choices")
             model = chunk.model or model
             if chunk.usage is not None:
                 usage = chunk.usage
@@ -237,6 +245,13 @@ class OpenAIGenerator:
         if finish is None:  # every server sends a finish_reason last; a cut stream does not
             raise incomplete_stream(self._where(), len("".join(pieces)))
         return "".join(pieces), usage, finish, logprobs, model
+
+    def _malformed(self, problem: str) -> BackendUnavailable:
+        """The error for a reply that is JSON but not the shape of the chat completions API."""
+        return BackendUnavailable(
+            f"{self._where()} sent a malformed reply for model {self.model!r} ({problem}) — "
+            "check that generator.base_url is an OpenAI-compatible API"
+        )
 
     def _close_client(self) -> None:
         """Close the HTTP connections (ends a read blocked on a stream past its deadline)."""
