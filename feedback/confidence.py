@@ -1,7 +1,8 @@
 """Answer confidence: how well each answer sentence is supported by the context it cites.
 
 For every answer sentence s (citation markers removed) and its evidence chunks E (the chunks it
-cites, or all context chunks when it cites none):
+cites, or all context chunks when it cites none; none at all when it cites only numbers that are
+not sources, so such a sentence has support 0):
 
     support(s) = max over e in E of  w_emb · cos(emb(s), emb(e)) + (1 − w_emb) · overlap(s, e)
 
@@ -22,6 +23,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from stages.generate.prompt import CITATION, cited_numbers, strip_citations
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -34,8 +37,7 @@ ABSTAIN = re.compile(
     r"not\s+(?:mentioned|stated|specified)\s+in\s+the\s+(?:sources?|context|documents?))",
     re.IGNORECASE,
 )
-_CITE = re.compile(r"\[(\d{1,3})\]")
-_TRAILING_CITES = re.compile(r"([.!?])((?:\s*\[\d{1,3}\])+)")
+_TRAILING_CITES = re.compile(rf"([.!?])((?:\s*{CITATION.pattern})+)")
 _WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?")
 _SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 _STOP = frozenset(
@@ -69,8 +71,8 @@ def answer_sentences(text: str) -> list[tuple[str, tuple[int, ...]]]:
     # sentence before it, not to the next one.
     text = _TRAILING_CITES.sub(lambda m: m.group(2) + m.group(1), text.strip())
     for raw in _SENT.split(text):
-        cites = tuple(int(n) for n in _CITE.findall(raw))
-        clean = re.sub(r"\s+([.!?])", r"\1", _CITE.sub("", raw)).strip()
+        cites = tuple(cited_numbers(raw))
+        clean = re.sub(r"\s+([.!?])", r"\1", strip_citations(raw)).strip()
         if len(content_words(clean)) >= 1:
             out.append((clean, cites))
     return out
@@ -134,7 +136,8 @@ class SupportScorer:
         self, draft: Draft, hits: list[Hit], chunk_vectors: np.ndarray | None = None
     ) -> Confidence:
         """Support of ``draft`` by ``hits``; ``chunk_vectors`` ``(len(hits), dim)`` are the hits'
-        stored embeddings when the caller has them (saves embedding the chunks again)."""
+        stored embeddings when the caller has them (saves embedding the chunks again). A
+        sentence citing only numbers outside ``1..len(hits)`` gets support 0."""
         text = draft.text.strip()
         mean_prob = None
         if draft.logprobs:
@@ -151,8 +154,11 @@ class SupportScorer:
             return Confidence(0.0, 0.0, abstained=False, mean_token_prob=mean_prob)
         chunk_words = [content_words(h.chunk.text) for h in hits]
         flat_chunks = [" ".join(h.chunk.text.split()) for h in hits]
+        # A sentence that cites only sources that do not exist has no evidence (support 0): its
+        # citation is false, and scoring it against every source would reward it like a
+        # careful answer.
         evidences = [
-            [n - 1 for n in cites if 1 <= n <= len(hits)] or list(range(len(hits)))
+            [n - 1 for n in cites if 1 <= n <= len(hits)] if cites else list(range(len(hits)))
             for _, cites in sentences
         ]
         # A sentence quoted word for word from its evidence is fully supported by it: no need
@@ -161,7 +167,7 @@ class SupportScorer:
             next((j for j in ev if _quotes(s, flat_chunks[j])), None)
             for (s, _), ev in zip(sentences, evidences, strict=True)
         ]
-        todo = [i for i, q in enumerate(quoted) if q is None]
+        todo = [i for i, q in enumerate(quoted) if q is None and evidences[i]]
         sims = None
         if self.embedder is not None and todo:
             import numpy as np

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from feedback.confidence import attribute
 from stages.base import Citation, Decision, Draft, Hit, Probe
 from stages.errors import CollectionNotFound, FathomError, IndexMismatchError
+from stages.generate.prompt import renumber_citations, strip_citations
 
 if TYPE_CHECKING:
     from stages.config import Config
@@ -522,7 +523,7 @@ class Engine:
             if memo is None:  # the same for every depth: rerank once per prepared question
                 t = time.perf_counter()
                 head = candidates[: self.cfg.rerank.candidates]
-                memo = (reranker.rerank(question, head) + candidates[len(head) :], _ms(t))
+                memo = (_behind(reranker.rerank(question, head), candidates[len(head) :]), _ms(t))
                 prepared.memo["rerank"] = memo
             candidates = list(memo[0])
             trace.reranker = reranker.name
@@ -863,7 +864,10 @@ class Engine:
                 if memo is None:
                     t = time.perf_counter()
                     head = hits[: self.cfg.rerank.candidates]
-                    memo = (self.reranker().rerank(question, head) + hits[len(head) :], _ms(t))
+                    memo = (
+                        _behind(self.reranker().rerank(question, head), hits[len(head) :]),
+                        _ms(t),
+                    )
                     prepared.memo[f"rerank:{name}"] = memo
                     sub.add_ms("rerank", memo[1])  # charged once, not again per round
                 hits = list(memo[0])
@@ -944,15 +948,12 @@ class Engine:
             renumber = {h.chunk.chunk_id: i for i, h in enumerate(kept, start=1)}
             lines = []
             for i, (_name, used, draft, _conf) in enumerate(candidates):
-
-                def cite(m: re.Match[str], used: list[Hit] = used) -> str:
-                    n = int(m.group(1))
-                    if not 1 <= n <= len(used):
-                        return ""
-                    new = renumber.get(used[n - 1].chunk.chunk_id)
-                    return f"[{new}]" if new else ""
-
-                text = re.sub(r"\[(\d{1,3})\]", cite, draft.text).strip()
+                mapping = {
+                    n: renumber[h.chunk.chunk_id]
+                    for n, h in enumerate(used, start=1)
+                    if h.chunk.chunk_id in renumber
+                }
+                text = renumber_citations(draft.text, mapping).strip()
                 lines.append(f"({chr(65 + i)}) {text}")
             return (
                 f"{question}\n\nCandidate answers, each written from different search results "
@@ -1066,9 +1067,14 @@ class Engine:
             keep = sorted(range(len(groups)), key=lambda i: -sum(c.n_tokens for _, c in groups[i]))
             groups = [groups[i] for i in sorted(keep[:max_sections])]
         per_section = max(64, budget // max(1, len(groups)))
+        instruction = "Summarize the main points of these sources in two sentences."
+        # A model reads up to three times its share per section (it keeps two sentences of
+        # it), but never more than the section prompt's own room in the context window.
+        section_budget = (
+            min(per_section * 3, self._budget(instruction, 10**9)) if llm else per_section
+        )
         section_hits: list[Hit] = []
         windows = self._windows(until, len(groups), len(groups) + 1)
-        instruction = "Summarize the main points of these sources in two sentences."
         skipped = cut = 0
         for group, window in zip(groups, windows, strict=True):
             hits = [Hit(chunk=c, score=1.0, row=row) for row, c in group]
@@ -1076,7 +1082,7 @@ class Engine:
             kept = self.compressor.fit(
                 f"main points of {head.section or head.title}",
                 hits,
-                per_section * (3 if llm else 1),
+                section_budget,
             )
             if not kept:
                 continue
@@ -1090,7 +1096,7 @@ class Engine:
                 trace.tokens["prompt"] += draft.prompt_tokens
                 trace.tokens["completion"] += draft.completion_tokens
                 first, last = kept[0].chunk, kept[-1].chunk
-                text = re.sub(r"\[\d+\]", "", draft.text).strip()
+                text = strip_citations(draft.text).strip()
                 if draft.finish_reason == "deadline":
                     cut += 1
                     if len(text.split()) < _MIN_SUMMARY_WORDS:
@@ -1193,6 +1199,17 @@ def _render_sources(hits: list[Hit]) -> str:
 _DEADLINE_NOTICES = ("answer cut at", "sources left out")
 # A section summary cut at the deadline shorter than this is replaced by the section's text.
 _MIN_SUMMARY_WORDS = 8
+
+
+def _behind(head: list[Hit], tail: list[Hit]) -> list[Hit]:
+    """``head`` (reranked) then ``tail`` (the candidates beyond ``rerank.candidates``, never
+    reranked), the tail's scores put just below the head's lowest in their order: its fused
+    scores are on another scale, and the compressor orders sources by score."""
+    if not head or not tail:
+        return head + tail
+    floor = min(h.score for h in head)
+    step = 1e-6 * max(1.0, abs(floor))
+    return head + [replace(h, score=floor - step * i) for i, h in enumerate(tail, start=1)]
 
 
 def _notice(trace: Trace, text: str, kind: str) -> None:

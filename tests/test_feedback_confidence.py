@@ -57,3 +57,23 @@ def test_quote_needs_word_boundaries_and_enough_words() -> None:
     assert _quotes("engine carried eight lanes of traffic", chunk)
     assert not _quotes("started engine carried eight lanes of traffic", chunk)  # in "restarted"
     assert not _quotes("eight lanes", chunk)
+
+
+def test_citing_only_missing_sources_earns_no_support() -> None:
+    from tests.generate_support import eiffel_hits
+
+    hits = eiffel_hits()  # the answer is in source 3 of 3
+    scorer = SupportScorer(None)
+
+    def support(text: str) -> tuple[float, int]:
+        (sentence,) = scorer.score(draft(text, ()), hits).sentences
+        return sentence["support"], sentence["best_source"]
+
+    assert support("The Eiffel Tower is in Paris [9].") == (0.0, 0)
+    assert support("The Eiffel Tower is in Paris [0, 7-9].") == (0.0, 0)
+    wrong, _ = support("The Eiffel Tower is in Paris [1].")
+    assert 0.0 < wrong < 1.0
+    # Uncited: scored against every source; a real source among missing ones is scored alone.
+    assert support("The Eiffel Tower is in Paris.") == (1.0, 3)
+    assert support("The Eiffel Tower is in Paris [9, 3].") == (1.0, 3)
+    assert support("The Eiffel Tower is in Paris [9, 1].") == (wrong, 1)

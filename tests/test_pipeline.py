@@ -495,3 +495,61 @@ def test_a_budget_no_source_fits_is_said_and_not_deepened(tmp_path: Path, extrac
     assert len(answer.trace.rounds) == 1
     assert any(n.startswith("no source fits the 10-token") for n in answer.trace.notices)
     engine.close()
+
+
+def test_a_one_section_summary_keeps_each_prompt_within_the_context_window(
+    tmp_path: Path, extractive_cfg
+) -> None:
+    """Map-reduce reads up to three times a section's share, but never more than the section
+    prompt's room: a document of one long section must not overflow the model's context."""
+    import random
+
+    rng = random.Random(0)
+    vocab = [f"{a}{b}" for a in ("ka", "lo", "mi", "nu", "pe", "ro") for b in ("ba", "de", "fi")]
+    paragraphs = [
+        ". ".join(" ".join(rng.choice(vocab) for _ in range(12)) for _ in range(4)) + "."
+        for _ in range(150)
+    ]
+    doc = tmp_path / "long.txt"
+    doc.write_text("\n\n".join(paragraphs))
+    gen = PacedGenerator()
+    gen.context_window = 2048
+    prompts: list[int] = []
+    generate = gen.generate
+
+    def recording(question, hits, **kw):
+        prompts.append(gen.prompt_tokens(question, hits))
+        return generate(question, hits, **kw)
+
+    gen.generate = recording
+    engine = Engine(extractive_cfg, resolve_target(extractive_cfg, str(doc)), generator=gen)
+    answer = engine.ask("Summarize the key points of this document.")
+    assert answer.trace.strategy["map_reduce"] and len(prompts) >= 2
+    room = gen.context_window - extractive_cfg.generator.max_tokens
+    assert max(prompts) <= room, prompts
+    engine.close()
+
+
+def test_candidates_beyond_the_reranked_head_rank_after_it(tmp_path: Path, extractive_cfg) -> None:
+    """With k over rerank.candidates, the hits never reranked keep their order behind the
+    reranked ones: their fused scores (on another scale than a cross-encoder's negative logits)
+    must not put them first in the compressor's order."""
+    from stages.rerank import _reordered
+
+    class NegativeLogits:  # like ms-marco cross-encoders: most passages score below zero
+        name = "cross-encoder:stub"
+
+        def rerank(self, question, hits):
+            return _reordered(hits, [-8.0 - i for i in range(len(hits))])
+
+    extractive_cfg.rerank.candidates = 2
+    extractive_cfg.feedback.enabled = False
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    engine = Engine(extractive_cfg, resolve_target(extractive_cfg, str(pdf)))
+    engine._reranker, engine._rerank_notice = NegativeLogits(), None
+    answer = engine.ask("What do chunks keep?", k=4, rerank=True)
+    assert answer.trace.reranker == "cross-encoder:stub" and len(answer.used) >= 3
+    assert answer.used[0].ranks.get("rerank") == 1  # the reranker's best leads
+    tail = [h for h in answer.used if "rerank" not in h.ranks]
+    assert tail and all(h.score < -9.0 for h in tail)
+    engine.close()

@@ -4,8 +4,10 @@ results together, `select` answers from each and keeps one (or lets the model me
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import jsonschema
@@ -248,3 +250,23 @@ def test_eval_through_a_portfolio(built, tmp_path: Path) -> None:
     assert len(rows) == 4 and all("portfolio" in r["stages_ms"] for r in rows)
     run = json.loads((out / "run.json").read_text())
     assert run["config"]["retrieval"]["portfolio"] == "qa"
+
+
+def test_select_renumbers_multi_number_citations_of_member_answers(built) -> None:
+    """A member's "[1, 9]" (source 9 does not exist) reaches the selection renumbered to the
+    union's sources, with the missing number dropped, not left as the member wrote it."""
+    _runner, info, _docs, qfile = built
+
+    class Citing(PacedGenerator):
+        def generate(self, question, hits, on_token=None, time_budget_ms=None):
+            draft = super().generate(question, hits, on_token, time_budget_ms)
+            if "Candidate answers" in question:
+                return draft
+            return replace(draft, text="Alpha beta [1, 9].", citations=(1,))
+
+    gen = Citing()
+    _paced_select(info, qfile, gen)
+    selection = gen.calls[-1]["question"]
+    lines = [ln for ln in selection.splitlines() if ln.startswith("(A)") or ln.startswith("(B)")]
+    assert len(lines) == 2
+    assert all(re.fullmatch(r"\([AB]\) Alpha beta \[\d\]\.", ln) for ln in lines), lines
