@@ -565,6 +565,10 @@ class Engine:
                         question, candidates, kk, budget, trace, on_token, escalated=escalated
                     )
 
+                def sources_at(kk: int) -> list[str]:  # what compression keeps at depth kk
+                    fit = self.compressor.fit(question, candidates[:kk], budget)
+                    return [h.chunk.chunk_id for h in fit]
+
             kk = decision.k
             used, draft, conf = attempt(kk, False)
             rounds = 0
@@ -582,6 +586,18 @@ class Engine:
                 new_k = max(kk + 1, math.ceil(max(kk, 1) * fb.growth), strategy.k_min)
                 new_k = min(new_k, deepest)
                 if not self._round_fits(trace, kk, new_k):
+                    break
+                if not select and sources_at(new_k) == sources_at(kk):
+                    # Deeper retrieval changes nothing the generator reads (the context budget
+                    # is full of better sources): regenerating would repeat the same prompt.
+                    trace.add_ms("feedback", _ms(t))
+                    _notice(
+                        trace,
+                        f"feedback stopped at k = {kk}: k = {new_k} gives the generator the same "
+                        f"sources (the {budget}-token context budget is full), so regenerating "
+                        "would repeat the same prompt",
+                        "feedback stopped",
+                    )
                     break
                 rounds += 1
                 emit("escalate", confidence=conf.score, k=new_k)

@@ -553,3 +553,23 @@ def test_candidates_beyond_the_reranked_head_rank_after_it(tmp_path: Path, extra
     tail = [h for h in answer.used if "rerank" not in h.ranks]
     assert tail and all(h.score < -9.0 for h in tail)
     engine.close()
+
+
+def test_feedback_stops_when_deeper_retrieval_gives_the_same_sources(
+    tmp_path: Path, extractive_cfg
+) -> None:
+    """A budget full of better sources makes a deeper k change nothing the generator reads:
+    feedback stops instead of regenerating the same prompt, and says why."""
+    from dataclasses import replace
+
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    engine = Engine(extractive_cfg, resolve_target(extractive_cfg, str(pdf)))
+    one = engine.ask("What do chunks keep?", k=1, rerank=False)
+    assert len(one.trace.rounds) == 1
+    size = one.trace.tokens["context"]
+    score = engine.scorer.score
+    engine.scorer.score = lambda *a: replace(score(*a), score=0.1)  # unsure: feedback goes on
+    answer = engine.ask("What do chunks keep?", k=1, rerank=False, budget_tokens=size + 5)
+    assert [r["sources"] for r in answer.trace.rounds] == [1]
+    assert any(n.startswith("feedback stopped at k = 1") for n in answer.trace.notices)
+    engine.close()
