@@ -15,7 +15,7 @@
    condense more of them the same way to about ``condense_to`` tokens, lowest-ranked first,
    until they fit (top-ranked chunks stay whole as long as there is room: condensing loses the
    answer sentence of about one chunk in twenty on SQuAD);
-4. add sources in that order while the rendered sources (``render_source`` with the final
+4. add sources in that order while the rendered sources (``render_block`` with the final
    numbering, joined by a blank line as ``render_user`` does) fit ``budget`` tokens of the
    generator's tokenizer; a source that does not fit is cut at a sentence boundary when at
    least ``MIN_TRUNCATED_TOKENS`` of its text fit, else skipped. A final exact count guarantees
@@ -34,7 +34,14 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from stages.base import Chunk, Hit
-from stages.generate.prompt import SYSTEM, render_source, render_user
+from stages.generate.prompt import (
+    DEFAULT_FRAMING,
+    SYSTEM,
+    SYSTEM_PLAIN,
+    Framing,
+    render_block,
+    render_user,
+)
 from stages.rerank import (
     EmbeddingReranker,
     content_terms,
@@ -72,17 +79,23 @@ class CompressionStats:
         return dataclasses.asdict(self)
 
 
-def prompt_overhead(question: str, count_tokens: CountTokens, seam_slack: int = 2) -> int:
-    """Tokens that ``build_messages(question, hits)`` spends outside the sources.
+def prompt_overhead(
+    question: str,
+    count_tokens: CountTokens,
+    seam_slack: int = 2,
+    framing: Framing = DEFAULT_FRAMING,
+) -> int:
+    """Tokens that ``build_messages(question, hits, framing)`` spends outside the sources.
 
     The system message plus the user message's text before and after the joined sources
     (contents only: add the chat template's own tokens). ``seam_slack`` tokens per seam cover
     tokenizers that merge characters across a seam differently.
     """
     probe = Hit(Chunk("x", "x", "", 0, 0, 1, 1, "", 0, 0), 0.0)
-    user, source = render_user(question, [probe]), render_source(1, probe)
+    user, source = render_user(question, [probe], framing), render_block(1, probe, framing)
     at = user.index(source)
-    parts = [SYSTEM, user[:at], user[at + len(source) :]]
+    system = SYSTEM_PLAIN if framing == "plain" else SYSTEM
+    parts = [system, user[:at], user[at + len(source) :]]
     return sum(count_tokens(parts)) + 2 * seam_slack
 
 
@@ -181,11 +194,14 @@ class ContextCompressor:
         condense_to: int = 120,
         vectors: Callable[[list[Hit]], np.ndarray | None] | None = None,
         embed_sentences: bool = True,
+        framing: Framing = DEFAULT_FRAMING,
     ) -> None:
         """``vectors(hits)`` gives the hits' stored embeddings ``(n, dim)`` (or None), so chunks
         already in the index are not embedded again; ``embed_sentences=False`` scores sentences
-        by term overlap alone (the light query path)."""
+        by term overlap alone (the light query path). ``framing`` is the generator's
+        (``generator.framing``): sources are counted as that framing writes them."""
         self.count_tokens = count_tokens
+        self.framing = framing
         self.embedder = embedder
         self.vectors = vectors
         self.embed_sentences = embed_sentences
@@ -362,7 +378,7 @@ class ContextCompressor:
             k += 1
         while k > 0:
             cut = _with_text(hit, text[: spans[k - 1][1]] + " …")
-            if self.count_tokens([render_source(n, cut)])[0] <= room:
+            if self.count_tokens([render_block(n, cut, self.framing)])[0] <= room:
                 kept_tokens = sum(counts[:k])
                 if kept_tokens < self.MIN_TRUNCATED_TOKENS:
                     return None
@@ -379,11 +395,13 @@ class ContextCompressor:
         if not hits:
             return []
         n_in = len(hits)
-        rendered_in = [render_source(i, h) for i, h in enumerate(hits, 1)]
-        headers_in = [render_source(i, _with_text(h, "")) for i, h in enumerate(hits, 1)]
+        rendered_in = [render_block(i, h, self.framing) for i, h in enumerate(hits, 1)]
+        headers_in = [
+            render_block(i, _with_text(h, ""), self.framing) for i, h in enumerate(hits, 1)
+        ]
         # The separator's cost in context ("</source>\n\n<source"): BPE tokenizers merge the
         # blank line with its neighbours differently than when it stands alone.
-        probe = render_source(1, _with_text(hits[0], "x"))
+        probe = render_block(1, _with_text(hits[0], "x"), self.framing)
         pair = probe + SOURCE_SEPARATOR + probe
         counts = self.count_tokens([pair, probe, *rendered_in, *headers_in])
         sep = max(0, counts[0] - 2 * counts[1])
@@ -455,7 +473,7 @@ class ContextCompressor:
             if size > limit and i not in long_ones and i not in condensed:  # beyond the estimate
                 hit, size = self._condense_many(query, hits, [i], stats).get(i, (hit, size))
             n = len(out) + 1
-            source = render_source(n, hit)
+            source = render_block(n, hit, self.framing)
             same = hit is hits[i] and n == i + 1  # the very string counted above
             cost = full[i] if same else self.count_tokens([source])[0]
             if cost > room:
@@ -466,7 +484,7 @@ class ContextCompressor:
                 hit, removed = cut
                 stats.truncated += 1
                 stats.sentences_removed += removed
-                source = render_source(n, hit)
+                source = render_block(n, hit, self.framing)
                 cost = self.count_tokens([source])[0]
             out.append(hit)
             rendered.append(source)

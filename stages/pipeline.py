@@ -337,6 +337,7 @@ class Engine:
                 mmr_lambda=c.mmr_lambda,
                 sentence_select_over=c.sentence_select_over,
                 condense_to=c.condense_to,
+                framing=self.cfg.generator.framing,
                 vectors=self.vectors,
                 embed_sentences=False,  # term overlap: no model call per sentence per ask
             )
@@ -627,6 +628,13 @@ class Engine:
 
     # -- pieces ----------------------------------------------------------------------------------
 
+    def _context_tokens(self, kept: list[Hit]) -> int:
+        """Tokens of the sources as the prompt writes them (``generator.framing``)."""
+        if not kept:
+            return 0
+        rendered = _render_sources(kept, self.cfg.generator.framing)
+        return sum(self.generator.count_tokens([rendered]))
+
     def _budget(self, question: str, wanted: int) -> int:
         """The context budget: what was asked for, capped so the prompt fits the window."""
         from stages.compress import prompt_overhead
@@ -639,7 +647,8 @@ class Engine:
         template = gen.prompt_tokens(question, []) - sum(
             gen.count_tokens([m["content"] for m in bare])
         )
-        overhead = max(0, template) + prompt_overhead(question, gen.count_tokens)
+        framing = self.cfg.generator.framing
+        overhead = max(0, template) + prompt_overhead(question, gen.count_tokens, framing=framing)
         room = gen.context_window - overhead - self.cfg.generator.max_tokens - 16
         if room <= 0:
             raise FathomError(
@@ -803,11 +812,7 @@ class Engine:
         # Sources whose reading would already pass the deadline are left out.
         kept = self._readable(question, kept, until, trace)
         trace.add_ms("compress", _ms(t))
-        if kept:
-            rendered = _render_sources(kept)
-            trace.tokens["context"] = sum(self.generator.count_tokens([rendered]))
-        else:
-            trace.tokens["context"] = 0
+        trace.tokens["context"] = self._context_tokens(kept)
         t = time.perf_counter()
         if escalated and on_token is not None:
             on_token("\n")
@@ -984,7 +989,7 @@ class Engine:
         kept = self._readable(selector_for(kept), kept, until, trace)
         trace.add_ms("compress", _ms(t))
         selector = selector_for(kept)
-        trace.tokens["context"] = sum(gen.count_tokens([_render_sources(kept)])) if kept else 0
+        trace.tokens["context"] = self._context_tokens(kept)
         t = time.perf_counter()
         draft = gen.generate(selector, kept, on_token=on_token, **self._time_budget(trace, until))
         trace.add_ms("generate", _ms(t))
@@ -1144,7 +1149,7 @@ class Engine:
             question, self.compressor.fit(question, section_hits, budget), until, trace
         )
         trace.add_ms("compress", _ms(t))
-        trace.tokens["context"] = sum(gen.count_tokens([_render_sources(kept)])) if kept else 0
+        trace.tokens["context"] = self._context_tokens(kept)
         t = time.perf_counter()
         if hasattr(gen, "summarize"):  # no model: a lead-sentence summary, one per section
             draft = gen.summarize(kept, on_token=on_token)
@@ -1205,10 +1210,11 @@ def followup_query(question: str, hits: list[Hit]) -> str:
     return f"{question} {' '.join(bridges)}"
 
 
-def _render_sources(hits: list[Hit]) -> str:
-    from stages.generate.prompt import render_source
+def _render_sources(hits: list[Hit], framing: str) -> str:
+    """The sources as the prompt writes them under ``framing`` (what ``context`` counts)."""
+    from stages.generate.prompt import render_block
 
-    return "\n\n".join(render_source(i, h) for i, h in enumerate(hits, start=1))
+    return "\n\n".join(render_block(i, h, framing) for i, h in enumerate(hits, start=1))
 
 
 # Deadline notices about one generation: in portfolio select mode a member's are named for it.

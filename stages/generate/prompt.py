@@ -126,6 +126,12 @@ def _render_plain(n: int, hit: Hit) -> str:
     return f"[{n}] {c.title or c.doc_id}, p. {c.pages}\n{safe_terminal_text(c.text)}"
 
 
+def render_block(n: int, hit: Hit, framing: Framing = DEFAULT_FRAMING) -> str:
+    """Source ``n`` exactly as ``render_user`` writes it under ``framing`` (what the context
+    budget must count)."""
+    return _render_plain(n, hit) if framing == "plain" else render_source(n, hit, framing)
+
+
 def render_user(question: str, hits: list[Hit], framing: Framing = DEFAULT_FRAMING) -> str:
     """The user message: sources first, the question last (closest to the answer)."""
     if not hits:
