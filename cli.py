@@ -210,9 +210,11 @@ def ingest(
 ) -> None:
     """Ingest PDF, DOCX, TXT and MD files (or folders, or docs.jsonl) into a collection."""
     from index.collection import collection_for, ingest_paths
+    from index.embed import embedder_id_for
 
     cfg = _config(ctx, **{"embedder.name": embedder, "ingest.strict": strict or None})
-    name = collection or collection_for(paths)
+    # The collection `ask FILE` would use for these files with this embedder.
+    name = collection or collection_for(paths, embedder=embedder_id_for(cfg.embedder))
     with _IngestProgress(enabled=not as_json) as prog:
         report = ingest_paths(
             cfg, list(paths), name, rebuild=rebuild, progress=prog, password=password
@@ -443,7 +445,11 @@ def _with_ask_options(fn):
     help="Password for an encrypted PDF TARGET (or set FATHOM_PDF_PASSWORD).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the answer and report as JSON.")
-@click.option("--no-stream", is_flag=True, help="Print the answer only when it is complete.")
+@click.option(
+    "--no-stream",
+    is_flag=True,
+    help="Print the answer only when it is complete (always so when stdout is not a terminal).",
+)
 @click.pass_context
 def ask(
     ctx: click.Context,
@@ -476,7 +482,9 @@ def ask(
         ),
     )  # fmt: skip
     err = _stderr_console()
-    stream = _AnswerStream(enabled=not as_json and not no_stream)
+    # Streaming is for a terminal: piped or redirected, each feedback round's draft would land
+    # in the output before the final answer.
+    stream = _AnswerStream(enabled=not as_json and not no_stream and sys.stdout.isatty())
     from stages.pipeline import resolve_target
 
     # Index first (with its progress bars), then stream the answer on a quiet terminal.
@@ -619,7 +627,7 @@ def chat(
                 break
             if not question.strip():
                 break
-            stream = _AnswerStream(enabled=True)
+            stream = _AnswerStream(enabled=sys.stdout.isatty())
             try:
                 answer = engine.ask(
                     question,
@@ -1448,7 +1456,11 @@ def collections_list(ctx: click.Context, as_json: bool) -> None:
     from index.collection import list_collections
 
     cfg = _config(ctx)
-    manifests = list_collections(cfg)
+    unreadable: list[tuple[str, str]] = []
+    manifests = list_collections(cfg, unreadable)
+    err = _stderr_console()
+    for name, reason in unreadable:  # on stderr, so --json output stays the list it was
+        err.print(f"[yellow]warning:[/yellow] collection {name!r} cannot be read: {_plain(reason)}")
     if as_json:
         _print_json(
             [

@@ -316,7 +316,7 @@ class QuestionWorker:
                     answer.trace.add_ms("generate", replayed)
             cached = getattr(self.generator, "hits", 0) > hits0
             used = list(answer.used)
-            context = _render_sources(used) if used else ""
+            context = _render_sources(used, self.engine.cfg.generator.framing) if used else ""
             extra = self._extra(q, prepared, answer, used)
             extra["cached"] = cached
             row = _row(q, spec, answer, context, prepared, extra, self.run["judge"])

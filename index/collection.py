@@ -250,7 +250,11 @@ class Collection:
             self._release = None
 
 
-def list_collections(cfg: Config) -> list[Manifest]:
+def list_collections(
+    cfg: Config, unreadable: list[tuple[str, str]] | None = None
+) -> list[Manifest]:
+    """The readable collections; each one that cannot be read (another format version, a
+    broken manifest) is appended to ``unreadable`` as ``(name, reason)`` when it is given."""
     root = collections_root(cfg)
     out = []
     if root.is_dir():
@@ -258,7 +262,9 @@ def list_collections(cfg: Config) -> list[Manifest]:
             if child.is_dir() and not child.name.startswith("."):
                 try:
                     manifest = read_manifest(child)
-                except IndexMismatchError:
+                except IndexMismatchError as exc:
+                    if unreadable is not None:
+                        unreadable.append((child.name, str(exc)))
                     continue
                 if manifest is not None:
                     out.append(manifest)

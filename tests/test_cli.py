@@ -214,3 +214,33 @@ def test_policy_show_after_policy_train_reinforce(tmp_path: Path, monkeypatch) -
     assert shown["kind"] == "reinforce" and shown["budgets"] == [0, 2]
     assert shown["embedder"] == "hashing:64" and shown["lambda"] == 0.1
     assert shown["training_data"]["n_questions"] == 18 and shown["n_train"] == 18
+
+
+def test_ask_into_a_pipe_prints_the_final_answer_once_not_a_stream(tmp_path: Path, minilm) -> None:
+    """Streaming is for a terminal: redirected, the output is the answer panel (with the
+    final answer only), not the drafts of every round as they were generated."""
+    from tests import docgen
+
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    res = CliRunner().invoke(
+        cli.main,
+        ["ask", str(pdf), "What are documents split into?", "--generator", "extractive"],
+        env={"FATHOM_HOME": str(tmp_path / "home"), "COLUMNS": "200"},
+    )
+    assert res.exit_code == 0, res.output
+    assert "╭─" in res.stdout and " Answer" in res.stdout.split("╭─", 1)[1].splitlines()[0]
+    assert res.stdout.count("chunks that keep their page numbers") == 1
+
+
+def test_collections_list_warns_about_a_collection_it_cannot_read(tmp_path: Path, minilm) -> None:
+    runner = CliRunner()
+    env = {"FATHOM_HOME": str(tmp_path / "home")}
+    folder = _corpus(tmp_path)
+    for name in ("good", "broken"):
+        res = runner.invoke(cli.main, ["ingest", str(folder), "-c", name, "--json"], env=env)
+        assert res.exit_code == 0, res.output
+    (tmp_path / "home" / "collections" / "broken" / "manifest.json").write_text("{not json")
+    res = runner.invoke(cli.main, ["collections", "list", "--json"], env=env)
+    assert res.exit_code == 0, res.output
+    assert [c["name"] for c in json.loads(res.stdout)] == ["good"]
+    assert "'broken' cannot be read" in res.stderr and "not valid JSON" in res.stderr
