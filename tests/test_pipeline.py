@@ -158,6 +158,7 @@ def test_chat_answers_several_questions_in_one_session(tmp_path: Path, minilm) -
         cli.main,
         ["chat", str(pdf), "--generator", "extractive"],
         input="What are documents split into?\nWhat do readers need?\n\n",
+        env={"COLUMNS": "200"},  # not a terminal: the answers come in panels, unwrapped here
     )
     assert res.exit_code == 0, res.output
     assert "chunks that keep their page numbers" in res.stdout
