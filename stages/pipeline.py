@@ -962,7 +962,6 @@ class Engine:
                     number[h.chunk.chunk_id] = len(union)
         until = self._until(trace)
         t = time.perf_counter()
-        kept = self.compressor.fit(question, union, budget)
 
         def selector_for(kept: list[Hit]) -> str:
             """The selection's question: the candidates with citations renumbered to ``kept``."""
@@ -983,6 +982,10 @@ class Engine:
                 + "\n\nGive the best-supported answer: pick one candidate, or merge them when "
                 "they complement each other. Keep the citations."
             )
+
+        # The selection's prompt holds the candidates as well as the sources: the sources get
+        # the budget less what the candidates take of the context window.
+        kept = self.compressor.fit(question, union, self._budget(selector_for(union), budget))
 
         # What the selection must read before the deadline: the sources and the candidates
         # (measured with the numbering before any cut, which changes only citation numbers).

@@ -270,3 +270,28 @@ def test_select_renumbers_multi_number_citations_of_member_answers(built) -> Non
     lines = [ln for ln in selection.splitlines() if ln.startswith("(A)") or ln.startswith("(B)")]
     assert len(lines) == 2
     assert all(re.fullmatch(r"\([AB]\) Alpha beta \[\d\]\.", ln) for ln in lines), lines
+
+
+def test_the_selection_prompt_leaves_room_for_the_candidates(built) -> None:
+    """The selection reads the candidates as well as the sources: long member answers take
+    their share of the context window, so the selection's prompt still fits it."""
+    _runner, info, _docs, qfile = built
+
+    class Wordy(PacedGenerator):
+        context_window = 900
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.prompts: list[int] = []
+
+        def generate(self, question, hits, on_token=None, time_budget_ms=None):
+            self.prompts.append(self.prompt_tokens(question, hits))
+            draft = super().generate(question, hits, on_token, time_budget_ms)
+            if "Candidate answers" in question:
+                return draft
+            return replace(draft, text=" ".join(["long"] * 330) + " [1].")
+
+    gen = Wordy()
+    _paced_select(info, qfile, gen, **{"generator.max_tokens": 64})
+    assert "Candidate answers" in gen.calls[-1]["question"]
+    assert gen.prompts[-1] <= gen.context_window - 64, gen.prompts
