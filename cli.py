@@ -331,6 +331,15 @@ def _ask_overrides(
     }
 
 
+def _check_portfolio_flags(cfg, mode, ell) -> None:
+    """--portfolio-mode and --portfolio-ell mean nothing without a portfolio: say so."""
+    if (mode is not None or ell is not None) and not cfg.retrieval.portfolio.strip():
+        raise click.UsageError(
+            "--portfolio-mode and --portfolio-ell need a portfolio: give --portfolio NAME "
+            "(or set retrieval.portfolio)"
+        )
+
+
 class _AnswerStream:
     """Streams answer tokens to stdout as they arrive (plain text, not JSON)."""
 
@@ -481,6 +490,7 @@ def ask(
             portfolio_ell, deadline_ms,
         ),
     )  # fmt: skip
+    _check_portfolio_flags(cfg, portfolio_mode, portfolio_ell)
     err = _stderr_console()
     # Streaming is for a terminal: piped or redirected, each feedback round's draft would land
     # in the output before the final answer.
@@ -612,6 +622,7 @@ def chat(
             portfolio_ell, deadline_ms,
         ),
     )  # fmt: skip
+    _check_portfolio_flags(cfg, portfolio_mode, portfolio_ell)
     err = _stderr_console()
     with _IngestProgress(enabled=True) as prog:
         name = resolve_target(cfg, target, progress=prog)
@@ -756,7 +767,8 @@ def stats(ctx: click.Context, slo_ms: float | None, days: float | None, as_json:
     default="none,fixed:1,fixed:2,fixed:4,fixed:8,gap,threshold:p50",
     show_default=True,
     help="Comma-separated: none, fixed:K, gap[:A-B], threshold:pNN[:K], strategy, "
-    "forest[:FILE][@C|@lambda=L]; +fb adds the feedback loop.",
+    "forest[:FILE][@C|@lambda=L], reinforce:FILE, utility:FILE[@PRESET]; +fb adds the "
+    "feedback loop.",
 )
 @click.option("--baseline", default=None, help="Strategy the others are compared with.")
 @click.option(
@@ -839,6 +851,8 @@ def eval_cmd(
         raise click.UsageError("--questions is required")
     if not docs and not collection:
         raise click.UsageError("give --docs PATH or --collection NAME")
+    if docs and collection:
+        raise click.UsageError("give --docs PATH or --collection NAME, not both")
     from evaluation.runner import EvalSettings, run_eval
 
     cfg = _config(

@@ -244,3 +244,16 @@ def test_collections_list_warns_about_a_collection_it_cannot_read(tmp_path: Path
     assert res.exit_code == 0, res.output
     assert [c["name"] for c in json.loads(res.stdout)] == ["good"]
     assert "'broken' cannot be read" in res.stderr and "not valid JSON" in res.stderr
+
+
+def test_flags_that_mean_nothing_alone_are_usage_errors(tmp_path: Path) -> None:
+    runner = CliRunner()
+    env = {"FATHOM_HOME": str(tmp_path / "home")}
+    res = runner.invoke(cli.main, ["ask", "somewhere", "q?", "--portfolio-mode", "select"], env=env)
+    assert res.exit_code == 2 and "need a portfolio" in res.stderr
+    res = runner.invoke(
+        cli.main,
+        ["eval", "--docs", "d", "--collection", "c", "--questions", "q.jsonl"],
+        env=env,
+    )
+    assert res.exit_code == 2 and "not both" in res.stderr
