@@ -404,11 +404,16 @@ class Engine:
                 }
                 stages["portfolio"] = _ms(t)
             if strategy.iterative:
+                # Up to max_hops retrievals in all: each further hop follows the bridge entities
+                # of the fused results so far, and stops when it would repeat a query.
                 t = time.perf_counter()
-                probe, follow = self._second_hop(question, probe, depth)
-                stages["hop"] = _ms(t)
-                if follow:
+                for _ in range(max(1, strategy.max_hops) - 1):
+                    deeper, follow = self._second_hop(question, probe, depth, hops)
+                    if not follow:
+                        break
+                    probe = deeper
                     hops.append(follow)  # searched with BM25 only: no embedding tokens
+                stages["hop"] = _ms(t)
         else:
             probe = Probe(query=question, hits=(), timings_ms={})
         return Prepared(
@@ -436,11 +441,15 @@ class Engine:
         on_event: Progress | None = None,
     ) -> Answer:
         """Answer ``question``; ``k`` fixes the depth, else ``policy``, else the strategy."""
-        prepared = self.prepare(question, retrieve=k != 0, depth=k or 0)
+        configured = self.depth_policy() if k is None and policy is None else None
+        # The probe goes as deep as the deepest budget the policy may choose (its features were
+        # computed on a probe that deep when it was trained).
+        depth = k or policy_depth(policy or configured)
+        prepared = self.prepare(question, retrieve=k != 0, depth=depth)
         # The configured depth policy, unless the question asks about the whole document: no
         # depth covers that, and the strategy's map-reduce reads every section instead.
-        if k is None and policy is None and not prepared.strategy.map_reduce:
-            policy = self.depth_policy()
+        if configured is not None and not prepared.strategy.map_reduce:
+            policy = configured
         return self.answer(
             prepared,
             k=k,
@@ -1012,18 +1021,21 @@ class Engine:
         )
         return kept, draft, conf
 
-    def _second_hop(self, question: str, probe: Probe, depth: int) -> tuple[Probe, str]:
-        """Multi-hop: a follow-up query from what the first hop found, then fuse both lists.
+    def _second_hop(
+        self, question: str, probe: Probe, depth: int, asked: list[str] | None = None
+    ) -> tuple[Probe, str]:
+        """Multi-hop: a follow-up query from what the hops so far found, then fuse both lists.
 
         The follow-up is the question plus bridge entities — exact names, which BM25 matches
-        best — so the second hop searches BM25 alone and skips a second query embedding.
-        Returns the fused probe and the follow-up query ("" when there was none)."""
+        best — so a further hop searches BM25 alone and skips another query embedding.
+        Returns the fused probe and the follow-up query ("" when there was none, or when it
+        repeats one in ``asked``)."""
         import numpy as np
 
         from stages.retrieve import CollectionRetriever, rrf_fuse
 
-        follow = followup_query(question, list(probe.hits[:3]))
-        if not follow:
+        follow = followup_query(question, list(probe.hits[:3]), asked or ())
+        if not follow or follow in (asked or ()):
             return probe, ""
         if self._sparse is None:
             self._sparse = CollectionRetriever(self.collection, None, mode="bm25")
@@ -1193,13 +1205,14 @@ _CAPS = re.compile(
 )
 
 
-def followup_query(question: str, hits: list[Hit]) -> str:
-    """A second-hop query: the question plus the bridge entities the first hop surfaced.
+def followup_query(question: str, hits: list[Hit], asked: list[str] | tuple[str, ...] = ()) -> str:
+    """A further hop's query: the question plus the bridge entities the hops so far surfaced.
 
-    Capitalised phrases (names, places, titles) from the top hits that the question does not
-    already contain are the likely bridges; the most frequent few are appended.
+    Capitalised phrases (names, places, titles) from the top hits that the question, and the
+    follow-ups already ``asked``, do not contain are the likely bridges; the most frequent few
+    are appended.
     """
-    q_lower = question.lower()
+    q_lower = " ".join([question, *asked]).lower()
     counts: dict[str, int] = {}
     for h in hits:
         for m in _CAPS.finditer(h.chunk.text):
@@ -1224,6 +1237,16 @@ def _render_sources(hits: list[Hit], framing: str) -> str:
 _DEADLINE_NOTICES = ("answer cut at", "sources left out")
 # A section summary cut at the deadline shorter than this is replaced by the section's text.
 _MIN_SUMMARY_WORDS = 8
+
+
+def policy_depth(policy: Any | None) -> int:
+    """The deepest budget a depth policy may choose (0 without one): how deep the probe must
+    go for it. Forest and REINFORCE policies list ``budgets``; utility policies ``bundles``."""
+    if policy is None:
+        return 0
+    budgets = list(getattr(policy, "budgets", ()) or ())
+    budgets += list((getattr(policy, "bundles", None) or {}).values())
+    return max(budgets, default=0)
 
 
 def _behind(head: list[Hit], tail: list[Hit]) -> list[Hit]:

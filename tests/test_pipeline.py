@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -573,4 +574,68 @@ def test_feedback_stops_when_deeper_retrieval_gives_the_same_sources(
     answer = engine.ask("What do chunks keep?", k=1, rerank=False, budget_tokens=size + 5)
     assert [r["sources"] for r in answer.trace.rounds] == [1]
     assert any(n.startswith("feedback stopped at k = 1") for n in answer.trace.notices)
+    engine.close()
+
+
+def test_the_probe_goes_as_deep_as_the_policys_deepest_budget(
+    tmp_path: Path, extractive_cfg
+) -> None:
+    """A depth policy whose budgets reach past 20 sees a probe that deep (its features were
+    computed on one when it was trained), so it can choose its deepest budget."""
+    from stages.base import Decision
+
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(
+        "\n".join(
+            json.dumps(
+                {"doc_id": f"d{i}", "text": f"Town{i} has a volcano surveyed in {1900 + i}."}
+            )
+            for i in range(60)
+        )
+    )
+
+    class Deep:
+        budgets = (0, 5, 40)
+
+        def __init__(self) -> None:
+            self.seen: list[int] = []
+
+        def decide(self, question, probe, qtype, **_):
+            self.seen.append(len(probe.hits))
+            return Decision(k=min(40, len(probe.hits)), policy="deep", reason="deepest")
+
+    engine = Engine(extractive_cfg, resolve_target(extractive_cfg, str(docs)))
+    policy = Deep()
+    answer = engine.ask("Who surveyed the volcano near Town7?", policy=policy, rerank=False)
+    assert policy.seen == [40] and answer.trace.decision.k == 40
+    engine.close()
+
+
+def test_a_long_chain_gets_its_third_hop_with_new_bridges(
+    tmp_path: Path, extractive_cfg, monkeypatch
+) -> None:
+    """max_hops = 3 means up to three retrievals; the third follows bridges the second did
+    not already ask about (it used to stop after one extra hop whatever max_hops said)."""
+    import router.strategy
+    from router.strategy import STRATEGIES
+
+    names = ["Alice Moreau", "Chen Wei", "Elena Petrova", "Omar Haddad", "Ines Duarte"]
+    places = ["Lake Varna", "Mount Ostra", "Port Kessel", "Cape Lindo", "Glen Arrow"]
+    rows = [
+        {
+            "doc_id": f"d{i}",
+            "text": f"{names[i % 5]} founded Institute{i} near {places[i % 5]}. "
+            f"The Institute{i} studies the volcano Vulcan{i} with {names[(i + 1) % 5]}.",
+        }
+        for i in range(30)
+    ]
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("\n".join(json.dumps(r) for r in rows))
+    engine = Engine(extractive_cfg, resolve_target(extractive_cfg, str(docs)))
+    long_chain = dataclasses.replace(STRATEGIES["multi_hop"], max_hops=3)
+    monkeypatch.setattr(router.strategy, "strategy_for", lambda qtype, question: long_chain)
+    prepared = engine.prepare("Who worked with the founder of the institute studying Vulcan7?")
+    assert len(prepared.hops) == 2 and prepared.hops[0] != prepared.hops[1]
+    first, second = (h.split("?", 1)[1].split() for h in prepared.hops)
+    assert not set(second) & set(first)  # the third hop asks about new bridges
     engine.close()
