@@ -1,7 +1,15 @@
 """Sparse BM25 index with bm25s: arrays saved as ``.npy`` with ``allow_pickle=False``.
 
-Tokenisation is ours (lowercase, ``\\w\\w+`` tokens, bm25s's English stopwords, PyStemmer
+Tokenisation is ours (NFKC, lowercase, ``\\w\\w+`` tokens, bm25s's English stopwords, PyStemmer
 Snowball stems) so that documents and queries go through exactly the same function.
+
+NFKC makes decomposed text (``e`` + combining acute, as typed on macOS or copied from some PDFs)
+and compatibility characters (ligatures like ``ﬁ``, full-width forms, superscripts, the micro
+sign) give the same terms as their plain forms. It leaves ASCII and NFC text without
+compatibility characters unchanged, so indexes built before it keep working; text indexed before
+it that had compatibility characters or was decomposed (NFD) matches queries only after a
+re-ingest. Lower-casing is ``str.lower``, not ``casefold``, which would change the terms of ``ß``
+in existing indexes.
 """
 
 from __future__ import annotations
@@ -9,6 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import unicodedata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +49,11 @@ def _stemmer(name: str):
     return Stemmer.Stemmer(name)
 
 
+def _normalise(text: str) -> str:
+    """NFKC, then lower-case (see the module docstring for why this order and not casefold)."""
+    return unicodedata.normalize("NFKC", text).lower()
+
+
 class Analyzer:
     """Text → BM25 terms; the same for documents and queries."""
 
@@ -60,7 +74,7 @@ class Analyzer:
     def terms_batch(self, texts: list[str]) -> list[list[str]]:
         """Terms of each text; stems every distinct word once."""
         stop = self._stop
-        words = [[w for w in _TOKEN.findall(t.lower()) if w not in stop] for t in texts]
+        words = [[w for w in _TOKEN.findall(_normalise(t)) if w not in stop] for t in texts]
         if self._stem is None:
             return words
         cache = self._cache
@@ -175,16 +189,21 @@ class Bm25Index:
         return np.bincount(rows, weights=vals, minlength=self.n).astype(np.float32)
 
     def search(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Top ``k`` rows with a positive score: ``(scores (k',), rows (k',) int64)``."""
+        """Top ``k`` rows with a positive score, by score then row: ``(scores (k',), rows (k',)
+        int64)``."""
         import numpy as np
 
         scores = self.scores(query)
-        k = min(k, scores.shape[0])
+        n = scores.shape[0]
+        k = min(k, n)
         if k <= 0:
             return np.zeros(0, np.float32), np.zeros(0, np.int64)
-        top = np.argpartition(-scores, k - 1)[:k]
-        # Stable tie order (by row) so results are reproducible.
-        order = np.lexsort((top, -scores[top]))
-        top = top[order]
-        keep = scores[top] > 0
-        return scores[top][keep].astype(np.float32), top[keep].astype(np.int64)
+        # Exact order: score descending, then row ascending, also for which of the rows tied at
+        # the k-th score make the cut (argpartition alone keeps an arbitrary subset of them). The
+        # candidates are every positive row scoring at least the k-th score: O(n), then a sort of
+        # the few candidates. (Partitioning the negated scores at k − 1 is much faster than the
+        # scores at n − k when most of them are 0.)
+        kth = -np.partition(-scores, k - 1)[k - 1] if k < n else scores.min()
+        cand = np.flatnonzero((scores >= kth) & (scores > 0))
+        top = cand[np.lexsort((cand, -scores[cand]))[:k]]
+        return scores[top].astype(np.float32), top.astype(np.int64)

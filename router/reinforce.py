@@ -38,6 +38,27 @@ FORMAT = 1
 _LAYERS = ("proj", "h1", "h2", "out")
 
 
+def fit_standardisation(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-feature mean and std of ``x`` ``(n, n_features)``, both ``(n_features,) float32``.
+
+    A feature constant in training gets mean = its value and std = 1 (so does std below 10⁻⁶,
+    keeping its mean): it stands at 0 in training, and a value unseen there moves the input by its
+    raw difference, not a million times it (``std + 1e-6`` did that: one "why" question after
+    training on none sent the policy to an extreme budget). Policies saved before keep their
+    stored mean and std.
+    """
+    import numpy as np
+
+    x = np.asarray(x, dtype=np.float32)
+    mean, std = x.mean(axis=0), x.std(axis=0)
+    # Tested exactly as well: the float32 mean of a large constant is rounded, so its std is not
+    # quite 0 (about 6·10⁻⁵ for 64 rows of 1000.1).
+    const = x.max(axis=0) == x.min(axis=0)
+    mean = np.where(const, x[0], mean).astype(np.float32)
+    std = np.where(const | (std < 1e-6), 1.0, std).astype(np.float32)
+    return mean, std
+
+
 @dataclass
 class ReinforcePolicy:
     budgets: tuple[int, ...]
@@ -126,8 +147,7 @@ class ReinforcePolicy:
         try:
             rng = np.random.default_rng(seed)
             x = np.asarray(sweep.features, dtype=np.float32)
-            mean = x.mean(axis=0)
-            std = x.std(axis=0) + 1e-6
+            mean, std = fit_standardisation(x)
             feats = torch.tensor((x - mean) / std)
             q = torch.tensor(np.asarray(qvecs, dtype=np.float32))
             reward = torch.tensor(

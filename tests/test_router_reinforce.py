@@ -58,3 +58,39 @@ def test_training_is_deterministic_for_a_seed() -> None:
     c = ReinforcePolicy.train(sweep, qvecs, epochs=5, seed=4)
     assert all(np.array_equal(a.weights[k], b.weights[k]) for k in a.weights)
     assert not all(np.array_equal(a.weights[k], c.weights[k]) for k in a.weights)
+
+
+def test_constant_features_are_neutral_at_ask_time() -> None:
+    """A feature constant in training (no "why" question there, or a large constant whose float32
+    std is rounding noise) gets std 1: a "why" question at ask time moves its input by 1, not by
+    10⁶ (``std + 1e-6`` sent the policy to one extreme budget)."""
+    sweep, qvecs, _ = synthetic(128)
+    j = FEATURE_NAMES.index("wh_why")
+    big = 1 if j == 0 else 0
+    sweep.features[:, j] = 0.0
+    sweep.features[:, big] = 1000.1
+    policy = ReinforcePolicy.train(sweep, qvecs, epochs=3, seed=1)
+    assert policy.std[j] == policy.std[big] == 1.0
+    assert policy.mean[j] == 0.0 and policy.mean[big] == np.float32(1000.1)
+    varying = [i for i in range(len(FEATURE_NAMES)) if i not in (j, big)]
+    np.testing.assert_allclose(
+        policy.std[varying], sweep.features[:, varying].std(axis=0), rtol=1e-5
+    )
+    assert policy.mean.dtype == policy.std.dtype == np.float32
+    x = np.array(sweep.features[:8])
+    before = policy.proba(qvecs[:8], x)
+    x[:, j] = 1.0
+    x[:, big] = 1001.1
+    after = policy.proba(qvecs[:8], x)
+    assert np.abs(after - before).max() < 0.1
+    assert after.max() < 0.9  # no collapse onto one budget
+
+
+def test_loading_keeps_a_saved_tiny_std(tmp_path) -> None:
+    """Policies saved before the std floor keep their stored standardisation when loaded."""
+    sweep, qvecs, _ = synthetic(64)
+    policy = ReinforcePolicy.train(sweep, qvecs, epochs=1, seed=0)
+    policy.std[0] = 1e-6  # as ``std + 1e-6`` saved it for a constant feature
+    again = ReinforcePolicy.load(policy.save(tmp_path / "old.safetensors"))
+    np.testing.assert_array_equal(again.std, policy.std)
+    np.testing.assert_array_equal(again.mean, policy.mean)
