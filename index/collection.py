@@ -812,7 +812,7 @@ def _assemble(
     manifest = Manifest(
         name=name,
         generation=generation,
-        fathom_version=FATHOM_VERSION,
+        fathom_version=fathom_version(),
         embedder_id=embedder.id,
         embedder_precision=embedder_precision(embedder),
         embedder_dim=dim,
