@@ -35,21 +35,37 @@ def decode_text(path: str, data: bytes) -> tuple[str, str]:
 def decode_text_with_warnings(path: str, data: bytes) -> tuple[str, str, list[str]]:
     """Decode ``data`` as (text, encoding, warnings).
 
-    Tries UTF-16 with a BOM, BOM-less UTF-16 (NULs in every other byte), UTF-8 (strict, then with
-    the few invalid bytes replaced when the rest is clearly UTF-8), then cp1252.
+    Tries UTF-32 and UTF-16 with a BOM, BOM-less UTF-16 (NULs in every other byte), UTF-8
+    (strict, then with the few invalid bytes replaced when the rest is clearly UTF-8), then
+    cp1252.
     """
-    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+    # UTF-32's little-endian mark starts with UTF-16's: test it first.
+    wide_bom = next(
+        (
+            (enc, label)
+            for bom, enc, label in (
+                (codecs.BOM_UTF32_LE, "utf-32", "UTF-32"),
+                (codecs.BOM_UTF32_BE, "utf-32", "UTF-32"),
+                (codecs.BOM_UTF16_LE, "utf-16", "UTF-16"),
+                (codecs.BOM_UTF16_BE, "utf-16", "UTF-16"),
+            )
+            if data.startswith(bom)
+        ),
+        None,
+    )
+    if wide_bom is not None:
+        enc, label = wide_bom
         try:
-            text = data.decode("utf-16")
+            text = data.decode(enc)
         except UnicodeDecodeError as exc:
             raise ParseError(
                 path,
-                f"has a UTF-16 byte-order mark but is not valid UTF-16 ({exc.reason})",
+                f"has a {label} byte-order mark but is not valid {label} ({exc.reason})",
                 "re-save it as UTF-8",
             ) from None
         if _looks_binary(text[:_SNIFF_BYTES]):
             raise ParseError(path, "binary data, not text", _BINARY_FIX)
-        return text, "utf-16", ["decoded as utf-16 (not UTF-8)"]
+        return text, enc, [f"decoded as {enc} (not UTF-8)"]
     head = data[:_SNIFF_BYTES]
     if b"\x00" in head:
         wide = _utf16_without_bom(head)

@@ -72,6 +72,19 @@ def test_mostly_utf8_where_cp1252_cannot_decode(tmp_path: Path) -> None:
     assert doc.warnings == ("decoded as UTF-8 with 2 invalid bytes replaced by U+FFFD",)
 
 
+@pytest.mark.parametrize("encoding", ["utf-32-le", "utf-32-be"])
+def test_utf32_with_bom(tmp_path: Path, encoding: str) -> None:
+    """UTF-32's little-endian mark starts with UTF-16's: it must not be read as UTF-16."""
+    import codecs
+
+    bom = codecs.BOM_UTF32_LE if encoding.endswith("le") else codecs.BOM_UTF32_BE
+    path = tmp_path / "wider.txt"
+    path.write_bytes(bom + NON_ASCII_CLEAN.encode(encoding))
+    doc = TextLoader().load(path)
+    assert doc.text == NON_ASCII_CLEAN
+    assert any("utf-32" in w for w in doc.warnings)
+
+
 @pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
 def test_utf16_without_bom(tmp_path: Path, encoding: str) -> None:
     doc = TextLoader().load(
