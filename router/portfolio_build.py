@@ -85,12 +85,14 @@ def build_portfolio(
 
     from router.portfolio import coverage, greedy_portfolio, top_k_by_average
     from router.portfolio_pool import pool_for, resolve_score
-    from router.portfolio_router import input_schema, train_router
+    from router.portfolio_router import input_schema, probe_settings, train_router
 
     by = resolve_score(questions, by)
     pool = pool_for(collection)
+    probe = probe_settings(collection.cfg)  # what the router's features are computed from
+    questions_ids = [q.qid for q in questions]
     key = json.dumps(
-        [collection.name, n, by, [m.name for m in pool], [q.qid for q in questions], embedder_id]
+        [collection.name, n, by, [m.name for m in pool], questions_ids, embedder_id, probe]
     )
     scores, inputs, dim = _runs_cached(
         cache, key, collection, embedder, questions, pool, n, by, classifier
@@ -110,6 +112,7 @@ def build_portfolio(
         "n_questions": len(questions),
         "score": by,
         "top_n": n,
+        "probe": probe,
         "pool": [
             {
                 "name": m.name,
@@ -176,10 +179,14 @@ def evaluate_portfolio(
 
     from evaluation.metrics import bootstrap_ci
     from router.portfolio_pool import fuse_rows, member_runs, run_scores, score_rows
-    from router.portfolio_router import PortfolioRouter, input_schema, router_inputs
+    from router.portfolio_router import PortfolioRouter, check_probe, input_schema, router_inputs
 
     by, n = info["score"], int(info["top_n"])
     pool = pool_members(collection, [m["name"] for m in info["pool"]])
+    router_info = info.get("router")
+    if router_info:
+        check_probe(info, collection.cfg)  # the router reads this run's probe features
+    rrf_k = collection.cfg.retrieval.rrf_k  # as ask fuses the chosen members' results
     runs: MemberRuns = member_runs(collection, embedder, questions, pool, n, classifier=classifier)
     col = {m.name: j for j, m in enumerate(pool)}
     scores = run_scores(collection, questions, runs, by)
@@ -189,7 +196,7 @@ def evaluate_portfolio(
 
     def fused(names_per_q: list[list[str]]) -> np.ndarray:
         lists = [
-            fuse_rows([r[m] for m in names], n)
+            fuse_rows([r[m] for m in names], n, rrf_k)
             for r, names in zip(runs.rows, names_per_q, strict=True)
         ]
         return score_rows(collection, questions, lists, by)
@@ -207,7 +214,6 @@ def evaluate_portfolio(
         "portfolio (oracle) − best single": rows["portfolio, best member per question (oracle)"]
         - rows[single_name]
     }
-    router_info = info.get("router")
     if router_info:
         router = PortfolioRouter.from_dict(
             router_info, expect_schema=input_schema(embedder_id, runs.qvecs.shape[1])

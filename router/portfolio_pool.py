@@ -187,9 +187,9 @@ class PoolSearcher:
         if m.kind in ("dense", "bm25"):
             return [int(r) for r in ranked[m.kind][1][:n].tolist()]
         if m.kind == "hybrid":
-            # As CollectionRetriever.probe fuses: each list to ``candidates`` deep.
-            lists = {k: (ranked[k][0][: self.candidates], ranked[k][1][: self.candidates])
-                     for k in ("dense", "bm25")}  # fmt: skip
+            # As CollectionRetriever.probe fuses: each list to max(n, candidates) deep.
+            deep = max(n, self.candidates)
+            lists = {k: (ranked[k][0][:deep], ranked[k][1][:deep]) for k in ("dense", "bm25")}
             if p.get("fusion", "convex") == "rrf":
                 top = rrf_fuse(lists, int(p.get("rrf_k", 60)), n)
             else:
@@ -209,9 +209,10 @@ class PoolSearcher:
         from stages.retrieve import convex_fuse
 
         view = self.view(str(m.params["view"]))
-        lists = view.ranked(question, qvec, self.candidates)
+        deep = max(n, self.candidates)  # n chunk rows need at least n units
+        lists = view.ranked(question, qvec, deep)
         w = float(m.params.get("dense_weight", 0.5)) if "dense" in lists else 0.0
-        top = convex_fuse(lists, {"dense": w, "bm25": 1.0 - w}, self.candidates)
+        top = convex_fuse(lists, {"dense": w, "bm25": 1.0 - w}, deep)
         return view.chunk_rows([row for row, *_ in top], n)
 
     def _mmr(self, scores: np.ndarray, rows: np.ndarray, n: int, lam: float) -> list[int]:
@@ -284,14 +285,16 @@ def fuse_rows(lists: list[list[int]], n: int, rrf_k: int = 60) -> list[int]:
 @dataclass
 class MemberRuns:
     """Every member's top ``n`` rows per question, with what a router reads before choosing:
-    the query embedding and the probe features (``router.features``) of the default hybrid
-    probe."""
+    the query embedding and the probe features (``router.features``) of the probe
+    ``Engine.prepare`` makes with the collection's configuration (``probe`` lists its settings,
+    ``router.portfolio_router.probe_settings``)."""
 
     members: tuple[Member, ...]
     n: int
     rows: list[dict[str, list[int]]]  # per question: member name → rows, best first
     qvecs: np.ndarray  # (questions, dim)
     features: np.ndarray  # (questions, len(FEATURE_NAMES))
+    probe: dict[str, Any] = field(default_factory=dict)
 
 
 def member_runs(
@@ -301,19 +304,22 @@ def member_runs(
     pool: tuple[Member, ...] = DEFAULT_POOL,
     n: int = 10,
     classifier: Any | None = None,
-    probe_retriever: Any | None = None,
     features: bool = True,
 ) -> MemberRuns:
     """Run every member of ``pool`` on every question (shared searches per question), and
-    compute the router's inputs from a hybrid probe to the features' depth (unless
-    ``features`` is false: then ``MemberRuns.features`` has no columns)."""
+    compute the router's inputs from the probe ``Engine.prepare`` would make for the question
+    with no ``--k`` — the retriever configured in ``collection.cfg``, to the depth the
+    question's strategy and the reranker ask for (unless ``features`` is false: then
+    ``MemberRuns.features`` has no columns)."""
     import numpy as np
 
-    from router.features import TOP_N, probe_features
-    from stages.retrieve import CollectionRetriever
+    from router.features import probe_features
+    from router.portfolio_router import probe_depth, probe_settings
+    from stages.retrieve import retriever_for
 
     searcher = PoolSearcher(collection)
-    probe_retriever = probe_retriever or CollectionRetriever(collection, embedder, "hybrid")
+    settings = probe_settings(collection.cfg)
+    probe_retriever = retriever_for(collection.cfg, collection, embedder)
     qvecs = np.asarray(embedder.embed([q.question for q in questions]), dtype=np.float32)
     rows: list[dict[str, list[int]]] = []
     feats: list[list[float]] = []
@@ -322,10 +328,14 @@ def member_runs(
         if not features:
             feats.append([])
             continue
-        probs = classifier.classify(q.question, embedding=qvec)[1] if classifier else None
-        probe = probe_retriever.probe(q.question, TOP_N, qvec=qvec)
+        qtype, probs = None, None
+        if classifier is not None:
+            qtype, probs = classifier.classify(q.question, embedding=qvec)
+        depth = probe_depth(settings, q.question, qtype)
+        probe = probe_retriever.probe(q.question, depth, qvec=qvec)
         feats.append(probe_features(q.question, probe, probs))
-    return MemberRuns(tuple(pool), n, rows, qvecs, np.asarray(feats, dtype=np.float32))
+    feats_arr = np.asarray(feats, dtype=np.float32)
+    return MemberRuns(tuple(pool), n, rows, qvecs, feats_arr, settings if features else {})
 
 
 def score_rows(

@@ -1,10 +1,15 @@
 """The portfolio router: which of a portfolio's members to run for one question.
 
 A light linear model scores every member for a question from what is known before any member
-runs: the query embedding and the probe features of the default hybrid probe
-(``router.features``). One ridge regression per member predicts s(q, r) — the member's score on
-the question (gold-document recall or answer containment in its top n) — from the standardised
-inputs; the ``ell`` members with the highest predictions run and their results are fused. The
+runs: the query embedding and the probe features (``router.features``) of the probe
+``Engine.prepare`` makes — the configured retriever (``retrieval.mode``, ``fusion``, its weight
+or ``rrf_k``, ``candidates``) to the depth a question with no ``--k`` gets (``probe_depth``).
+The portfolio records those settings (``probe_settings``); a run whose probe differs is refused
+(``check_probe``), since its features would mean something else.
+
+One ridge regression per member predicts s(q, r) — the member's score on the question
+(gold-document recall or answer containment in its top n) — from the standardised inputs; the
+``ell`` members with the highest predictions run and their results are fused. The
 regularisation strength is chosen by leave-one-out cross-validation (``RidgeCV``, efficient for
 ridge), so training is deterministic. Inference is one matrix–vector product (numpy only); the
 model is stored as JSON inside the portfolio file, no pickle.
@@ -23,8 +28,22 @@ from stages.errors import ConfigError
 if TYPE_CHECKING:
     import numpy as np
 
+    from stages.config import Config
+
 ALPHAS = (0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0)
 FORMAT = 1
+# Engine.prepare probes at least this deep, whatever the strategy and the reranker ask for.
+MIN_PROBE_DEPTH = 20
+# What portfolios built before the probe was recorded were trained on: a default hybrid
+# retriever (convex, w = 0.5, 100 candidates) to depth 20 — the depth rule's with 20 reranker
+# candidates, as every strategy's k_max is at most 20.
+LEGACY_PROBE: dict[str, Any] = {
+    "retrieval.mode": "hybrid",
+    "retrieval.fusion": "convex",
+    "retrieval.candidates": 100,
+    "retrieval.dense_weight": 0.5,
+    "rerank.candidates": 20,
+}
 
 
 @dataclass(frozen=True)
@@ -116,6 +135,50 @@ def input_schema(embedder_id: str, dim: int) -> dict[str, Any]:
         "probe_features": SCHEMA_VERSION,
         "n_probe_features": len(FEATURE_NAMES),
     }
+
+
+def probe_settings(cfg: Config) -> dict[str, Any]:
+    """The settings that shape the probe the router reads, keyed by configuration key: the
+    retriever's and the reranker's depth. Only what changes the probe is listed (``rrf_k`` does
+    not matter to convex fusion, nor the fusion to a dense-only retriever)."""
+    r = cfg.retrieval
+    out: dict[str, Any] = {"retrieval.mode": r.mode}
+    if r.mode == "hybrid":
+        out["retrieval.fusion"] = r.fusion
+        out["retrieval.candidates"] = r.candidates
+        if r.fusion == "convex":
+            out["retrieval.dense_weight"] = r.dense_weight
+        else:
+            out["retrieval.rrf_k"] = r.rrf_k
+    out["rerank.candidates"] = cfg.rerank.candidates
+    return out
+
+
+def probe_depth(settings: dict[str, Any], question: str, qtype: str | None) -> int:
+    """How many hits ``Engine.prepare`` probes for ``question`` of type ``qtype`` with no
+    ``--k``: max(the strategy's k_max, rerank.candidates, 20)."""
+    from router.strategy import strategy_for
+
+    k_max = strategy_for(qtype, question).k_max if qtype else 0
+    return max(k_max, int(settings["rerank.candidates"]), MIN_PROBE_DEPTH)
+
+
+def check_probe(info: dict[str, Any], cfg: Config, name: str = "") -> dict[str, Any]:
+    """The portfolio's probe settings, checked against this run's: ``ConfigError`` naming each
+    setting that differs (its router would read features that mean something else)."""
+    trained = dict(info.get("probe") or LEGACY_PROBE)
+    now = probe_settings(cfg)
+    keys = [k for k in sorted(set(trained) | set(now)) if trained.get(k) != now.get(k)]
+    if keys:
+        diff = "; ".join(f"{k} = {trained.get(k)!r} at build, {now.get(k)!r} now" for k in keys)
+        back = ", ".join(f"{k} = {trained[k]!r}" for k in keys if k in trained)
+        label = f"portfolio {name}" if name else "the portfolio"
+        raise ConfigError(
+            f"{label}: its router was trained on the features of another probe ({diff}) — "
+            "they would not mean the same; rebuild it with this configuration "
+            f"(`fathom portfolio build … --out {name or 'NAME'}`) or set {back}"
+        )
+    return trained
 
 
 def train_router(

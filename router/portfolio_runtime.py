@@ -11,6 +11,7 @@ what that costs against the slowest member alone.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,10 +54,19 @@ class PortfolioRuntime:
         ell: int,
         mode: str,
         name: str = "",
+        cfg: Config | None = None,
     ) -> None:
+        """``cfg`` is the run's configuration: the portfolio's probe settings must be its
+        (``check_probe``), and its ``retrieval.rrf_k`` fuses the members' results (60 without
+        one; then the probe is not checked)."""
         from router.portfolio_build import pool_members
         from router.portfolio_pool import PoolSearcher
-        from router.portfolio_router import PortfolioRouter, input_schema
+        from router.portfolio_router import (
+            LEGACY_PROBE,
+            PortfolioRouter,
+            check_probe,
+            input_schema,
+        )
 
         if mode not in MODES:
             raise ConfigError(f"retrieval.portfolio_mode = {mode!r}: fuse or select")
@@ -82,6 +92,11 @@ class PortfolioRuntime:
         self.mode = mode
         self.collection = collection
         self.searcher = PoolSearcher(collection)
+        self.cfg = cfg
+        trained = dict(info.get("probe") or LEGACY_PROBE)
+        self.probe = check_probe(info, cfg, name) if cfg is not None else trained
+        self.rrf_k = cfg.retrieval.rrf_k if cfg is not None else 60
+        self._retriever: Any = None  # the probe's retriever, for a probe deeper than trained
 
     @classmethod
     def load(cls, cfg: Config, collection: Collection, embedder_id: str, dim: int):
@@ -97,18 +112,52 @@ class PortfolioRuntime:
             r.portfolio_ell,
             r.portfolio_mode,
             name=path.stem,
+            cfg=cfg,
         )
+
+    def features(
+        self, question: str, qvec: np.ndarray, probe: Probe, type_probs: dict[str, float]
+    ) -> np.ndarray:
+        """The probe features the router reads, ``(len(FEATURE_NAMES),) float32``: those of
+        the probe the portfolio was trained on — with no ``--k`` it is ``probe`` itself; a
+        deeper one (``--k 40``) is cut to the trained depth, or, when it fused deeper
+        candidate lists than that depth would (``--k`` above ``retrieval.candidates``), made
+        again at the trained depth."""
+        import numpy as np
+
+        from router.features import probe_features
+        from router.portfolio_router import probe_depth
+
+        qtype = max(type_probs, key=type_probs.__getitem__) if type_probs else None
+        depth = probe_depth(self.probe, question, qtype)
+        if len(probe.hits) > depth:
+            candidates = self.probe.get("retrieval.candidates")
+            if candidates is not None and len(probe.hits) > max(depth, int(candidates)):
+                probe = self._probe_retriever().probe(question, depth, qvec=qvec)
+            else:
+                probe = replace(probe, hits=probe.hits[:depth])
+        return np.asarray(probe_features(question, probe, type_probs), dtype=np.float32)
+
+    def _probe_retriever(self):
+        """The configured retriever (the one ``Engine.prepare`` probes with), built once; it
+        is always given the query's embedding, so its embedder never loads."""
+        if self._retriever is None:
+            from index.embed import query_embedder_for
+            from stages.retrieve import retriever_for
+
+            if self.cfg is None:
+                raise ConfigError(f"portfolio {self.name}: no configuration to probe with")
+            embedder = query_embedder_for(self.cfg, self.collection)
+            self._retriever = retriever_for(self.cfg, self.collection, embedder)
+        return self._retriever
 
     def choose(
         self, question: str, qvec: np.ndarray, probe: Probe, type_probs: dict[str, float]
     ) -> list[str]:
         """The router's ``ell`` members for this question, best first."""
-        import numpy as np
-
-        from router.features import probe_features
         from router.portfolio_router import router_inputs
 
-        feats = np.asarray([probe_features(question, probe, type_probs)], dtype=np.float32)
+        feats = self.features(question, qvec, probe, type_probs)[None, :]
         return self.router.choose(router_inputs(qvec[None, :], feats), self.ell)[0]
 
     def member_hits(
@@ -120,14 +169,15 @@ class PortfolioRuntime:
         for name, member_rows in rows.items():
             chunks = self.collection.chunks(member_rows)
             out[name] = [
-                Hit(chunk=c, score=1.0 / (60 + rank), ranks={name: rank}, row=row)
+                Hit(chunk=c, score=1.0 / (self.rrf_k + rank), ranks={name: rank}, row=row)
                 for rank, (c, row) in enumerate(zip(chunks, member_rows, strict=True), start=1)
             ]
         return out
 
-    @staticmethod
-    def fuse(lists: dict[str, list[Hit]], depth: int, rrf_k: int = 60) -> list[Hit]:
-        """Reciprocal rank fusion of the members' hits; each hit keeps every member's rank."""
+    def fuse(self, lists: dict[str, list[Hit]], depth: int, rrf_k: int | None = None) -> list[Hit]:
+        """Reciprocal rank fusion of the members' hits (``retrieval.rrf_k`` unless ``rrf_k``
+        is given); each hit keeps every member's rank."""
+        rrf_k = self.rrf_k if rrf_k is None else rrf_k
         fused: dict[int, float] = {}
         ranks: dict[int, dict[str, int]] = {}
         first: dict[int, Hit] = {}
