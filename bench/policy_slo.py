@@ -14,9 +14,10 @@ A second table projects what an answer cut at the deadline would give ("… cut 
 held-out row keeps the completion tokens that fit before the SLO, at the per-completion-token
 time fitted on the held-out rows themselves (generate ms against prompt and completion tokens;
 the fit's R² is printed), and its F1 is recomputed on the shortened answer (re-tokenized with
-the packaged SmolLM2 tokenizer when the sweep used it, else cut in proportion to words). It is a
-projection from measured rows, not a measurement of a deadline-aware generator: an answer whose
-prompt alone runs past the SLO still misses it.
+the packaged SmolLM2 tokenizer when the sweep used it, else cut in proportion to words; a cut
+that leaves nothing scores 0, also on an unanswerable question, where only an abstention that
+was delivered in time counts). It is a projection from measured rows, not a measurement of a
+deadline-aware generator: an answer whose prompt alone runs past the SLO still misses it.
 
     python bench/policy_slo.py --train DIR [--train DIR …] --test DIR [--slo-ms MS]
         [--epsilons 0,0.1] [--confidences 0.5,0.7,0.9] [--out DIR]
@@ -56,7 +57,7 @@ def deadline_projection(test_dir: str, test: Any, slo: float) -> tuple[Any, dict
     import dataclasses
     import json
 
-    from evaluation.metrics import f1
+    from evaluation.metrics import f1, is_abstention
 
     rows = {}
     for line in (Path(test_dir) / "log.jsonl").read_text(encoding="utf-8").splitlines():
@@ -82,7 +83,11 @@ def deadline_projection(test_dir: str, test: Any, slo: float) -> tuple[Any, dict
             fits = max(0, int((slo - before) / per_token + 1e-9))  # no float loss of a token
             if o > fits:
                 n_cut += 1
-                quality[i, j] = f1(cut(r["answer"], fits, o), r["gold_answers"])
+                kept = cut(r["answer"], fits, o)
+                # Nothing delivered by the deadline is a missed answer, not an abstention: on
+                # an unanswerable question f1("", []) would credit it as one.
+                abstained = bool(kept.strip()) and is_abstention(kept)
+                quality[i, j] = f1(kept, r["gold_answers"], abstained=abstained)
                 latency[i, j] = before + per_token * fits
     fit = {
         "ms_per_completion_token": per_token,

@@ -13,6 +13,14 @@ a policy at (q_P, t_P) saves 1 − t_P / F(q_P). k* is the fixed budget with the
 the test split (ties → smaller). 95% intervals come from a paired bootstrap over questions that
 recomputes the frontier on every resample.
 
+The saving is undefined in two places, and the table says which: "above frontier" when q_P is
+above the best fixed quality (no budget reaches it), and "at/below k = 0" when the frontier's
+zero-token point (k = 0, ``none``) already reaches q_P, so F(q_P) = 0 (the ``none`` row itself,
+or a policy no better than answering without retrieval). A saving's interval is given only when
+the point estimate is defined and at most ``MAX_UNDEFINED`` (5 %) of the resamples are — an
+interval over the rest would describe a different, conditioned population; the share of
+undefined resamples is reported beside it (``saving_undefined``) either way.
+
     python bench/policy_tradeoffs.py --train DIR [--train DIR …] --test DIR [--test DIR …]
         [--quality answer_recall] [--lambdas 0.0025,0.005,0.01,0.02,0.05] [--out DIR]
 """
@@ -32,11 +40,13 @@ from common import default_out, log, machine_info, print_table, write_json
 CONFIDENCES = (0.9, 0.95, 0.98)
 PRESETS = ("quality", "balanced", "latency", "cost")
 N_BOOT = 1000
+MAX_UNDEFINED = 0.05  # above this share of undefined resamples, the saving gets no interval
 
 
 def frontier_tokens(fq: np.ndarray, ft: np.ndarray, q: float) -> float:
     """Tokens the fixed frontier (qualities ``fq`` at mean tokens ``ft``) needs to reach ``q``;
-    NaN above its best quality."""
+    NaN above its best quality. At or below the cheapest point's quality: that point's tokens in
+    proportion to ``q`` (0 when the cheapest point costs no tokens, as k = 0 does)."""
     order = np.argsort(ft, kind="stable")
     pts: list[tuple[float, float]] = []
     for i in order:
@@ -51,31 +61,56 @@ def frontier_tokens(fq: np.ndarray, ft: np.ndarray, q: float) -> float:
     return float("nan")
 
 
-def saving(quality: np.ndarray, tokens: np.ndarray, choice: np.ndarray, rows: np.ndarray) -> float:
-    """1 − t_P / F(q_P) over the questions ``rows``."""
+ABOVE = "above frontier"
+AT_ZERO = "at/below k = 0"
+
+
+def saving_and_status(
+    quality: np.ndarray, tokens: np.ndarray, choice: np.ndarray, rows: np.ndarray
+) -> tuple[float, str | None]:
+    """1 − t_P / F(q_P) over the questions ``rows``, and why it is NaN when it is: ``ABOVE``
+    (no fixed budget reaches q_P) or ``AT_ZERO`` (F(q_P) = 0: k = 0 already reaches q_P)."""
     qs, ts = quality[rows], tokens[rows]
     fq, ft = qs.mean(axis=0), ts.mean(axis=0)
     pick = np.arange(len(rows))
     q_p = float(qs[pick, choice[rows]].mean())
     t_p = float(ts[pick, choice[rows]].mean())
     f = frontier_tokens(fq, ft, q_p)
-    return 1.0 - t_p / f if f > 0 else float("nan")
+    if np.isnan(f):
+        return float("nan"), ABOVE
+    if f <= 0:
+        return float("nan"), AT_ZERO
+    return 1.0 - t_p / f, None
+
+
+def saving(quality: np.ndarray, tokens: np.ndarray, choice: np.ndarray, rows: np.ndarray) -> float:
+    """1 − t_P / F(q_P) over the questions ``rows``; NaN where undefined (``saving_and_status``)."""
+    return saving_and_status(quality, tokens, choice, rows)[0]
 
 
 def score(sweep: Any, choice: np.ndarray, boot: np.ndarray) -> dict[str, Any]:
-    """Quality, tokens and saving of the budget indices ``choice`` with bootstrap intervals."""
+    """Quality, tokens and saving of the budget indices ``choice`` with bootstrap intervals.
+
+    ``saving_status`` says why ``saving`` is NaN (None when defined); ``saving_undefined`` is
+    the share of resamples whose saving is undefined; ``saving_ci`` is None when the point
+    estimate is undefined or more than ``MAX_UNDEFINED`` of the resamples are (module doc)."""
     n = len(choice)
     q = sweep.quality[np.arange(n), choice]
     t = sweep.tokens[np.arange(n), choice]
     out: dict[str, Any] = {"quality": float(q.mean()), "tokens": float(t.mean())}
-    out["saving"] = saving(sweep.quality, sweep.tokens, choice, np.arange(n))
+    out["saving"], out["saving_status"] = saving_and_status(
+        sweep.quality, sweep.tokens, choice, np.arange(n)
+    )
     qb = np.array([q[r].mean() for r in boot])
     tb = np.array([t[r].mean() for r in boot])
     sb = np.array([saving(sweep.quality, sweep.tokens, choice, r) for r in boot])
-    sb = sb[np.isfinite(sb)]
+    defined = sb[np.isfinite(sb)]
+    undefined = (len(sb) - len(defined)) / len(sb) if len(sb) else 0.0
     out["quality_ci"] = np.quantile(qb, [0.025, 0.975]).tolist()
     out["tokens_ci"] = np.quantile(tb, [0.025, 0.975]).tolist()
-    out["saving_ci"] = np.quantile(sb, [0.025, 0.975]).tolist() if len(sb) else [None, None]
+    out["saving_undefined"] = undefined
+    ok = out["saving_status"] is None and len(defined) and undefined <= MAX_UNDEFINED
+    out["saving_ci"] = np.quantile(defined, [0.025, 0.975]).tolist() if ok else None
     out["mean_k"] = float(np.asarray(sweep.budgets)[choice].mean())
     return out
 
@@ -178,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{r['quality'] - fq[kstar]:+.3f}",
                     f"{r['tokens']:.0f}",
                     f"{r['mean_k']:.2f}",
-                    _pct(r["saving"], r["saving_ci"]),
+                    _pct(r["saving"], r["saving_ci"], r["saving_status"], r["saving_undefined"]),
                 ]
             )
         print_table(
@@ -193,13 +228,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _pct(x: float, ci: list) -> str:
+def _pct(x: float, ci: list | None, status: str | None = None, undefined: float = 0.0) -> str:
+    """A saving for the table: the reason it is undefined, else the value and its interval;
+    with undefined resamples, their share."""
     if not np.isfinite(x):
-        return "above frontier"
-    lo, hi = ci
-    if lo is None:
-        return f"{x:.0%}"
-    return f"{x:.0%} [{lo:.0%}, {hi:.0%}]"
+        return status or "undefined"
+    if ci is None or ci[0] is None:
+        ci = None
+    text = f"{x:.0%}" if ci is None else f"{x:.0%} [{ci[0]:.0%}, {ci[1]:.0%}]"
+    if undefined > 0:
+        text += f" ({undefined:.0%} of resamples undefined{', no CI' if ci is None else ''})"
+    return text
 
 
 def _plots(out: Path, results: dict[str, Any], reinforce: dict[float, Any], lambdas: list) -> None:

@@ -5,6 +5,14 @@ A question's shared stages (embed, classify, probe) run once and every strategy 
 the strategies differ only in what they decide and what that costs; each row still charges
 the shared stages it would have paid on its own (a no-retrieval row pays no probe).
 
+Scores that judge what a strategy did come from its own context and answer, never from the
+shared probe: ``--judge qrels`` scores a row by ``context_ndcg@10``, the nDCG@10 (qrels grades,
+else binary gold documents) of the documents the strategy put in the context, each once in the
+order of their first chunk — 0 for an empty context (k = 0) when the question has relevant
+documents. ``mrr`` and ``ndcg@10`` rank the probe's documents (``ranked_doc_ids``): a property
+of the index, equal for every strategy that retrieves. On an unanswerable question EM, F1 and
+``contains`` credit an abstention as ``evaluation.metrics.is_abstention`` reads the answer text.
+
 Resumable: rows already in ``log.jsonl`` are skipped. Parallel: ``workers`` processes (or Ray
 tasks with ``executor="ray"``) each hold one engine and answer a shard of the questions.
 """
@@ -101,12 +109,39 @@ def document_half(doc_id: str, seed: int) -> str:
 
 def split_by_document(questions: list[Question], half: str, seed: int) -> list[Question]:
     """The questions whose documents fall in ``half``: split by document, never by question, so
-    no test question's document was seen in training. A question goes by its first gold
-    document; one without any (unanswerable) by its qid."""
+    no test question's document was seen in training.
+
+    Questions that share any gold document form one group (connected through their documents:
+    a HotpotQA question on A and B joins every question on A or on B), and a group goes to the
+    half of its smallest document id, so a document never reaches both halves. With one gold
+    document per question that is the half of the question's document. A question without any
+    (unanswerable) goes by its qid."""
     if half not in ("train", "test"):
         raise ConfigError(f"document split {half!r}: must be train or test")
+    parent: dict[str, str] = {}
+
+    def find(d: str) -> str:
+        root = d
+        while parent[root] != root:
+            root = parent[root]
+        while parent[d] != root:  # path compression
+            parent[d], d = root, parent[d]
+        return root
+
+    for q in questions:
+        for d in q.doc_ids:
+            parent.setdefault(d, d)
+        for d in q.doc_ids[1:]:
+            a, b = find(q.doc_ids[0]), find(d)
+            if a != b:
+                # The smaller id is the root, so a group's root is its smallest document id,
+                # whatever the order of the questions.
+                a, b = min(a, b), max(a, b)
+                parent[b] = a
     return [
-        q for q in questions if document_half(q.doc_ids[0] if q.doc_ids else q.qid, seed) == half
+        q
+        for q in questions
+        if document_half(find(q.doc_ids[0]) if q.doc_ids else q.qid, seed) == half
     ]
 
 
@@ -196,7 +231,9 @@ def _row(
     ranked = list(dict.fromkeys(_source_id(h) for h in prepared.probe.hits))[:RANKED_DOCS]
     if not spec.retrieves:
         ranked = []
-    abstained = bool(answer.confidence.get("abstained"))
+    # The eval's own abstention rule on the answer text (metrics.is_abstention), not the
+    # feedback scorer's narrower one: the scores must not depend on the feedback settings.
+    abstained = M.is_abstention(answer.text)
     golds = list(q.answers)
     gold_docs = list(q.doc_ids)
     m: dict[str, Any] = {
@@ -205,8 +242,12 @@ def _row(
         "contains": M.contains(answer.text, golds),
         "answer_recall": M.answer_recall(context, golds),
         "recall@k": M.recall_at_k(context_docs, gold_docs),
+        # The probe's ranking: a property of the index, the same for every retrieving strategy.
         "mrr": M.mrr(ranked, gold_docs) if spec.retrieves else None,
         "ndcg@10": M.ndcg_at_k(ranked, gold_docs, q.qrels, 10) if spec.retrieves else None,
+        # What the strategy put in the context: its documents in context order, each once
+        # (0 with an empty context when the question has relevant documents).
+        "context_ndcg@10": M.ndcg_at_k(list(dict.fromkeys(context_docs)), gold_docs, q.qrels, 10),
         "abstain_correct": extra.get("abstain_correct"),
         "faithfulness": extra.get("faithfulness"),
         "context_relevance": extra.get("context_relevance"),
@@ -217,7 +258,7 @@ def _row(
     m["quality"] = {
         "contains": m["contains"],
         "f1": m["f1"],
-        "qrels": m["ndcg@10"],
+        "qrels": m["context_ndcg@10"],  # the context's documents, not the shared probe's
         "recall": m["answer_recall"],  # retrieval alone: a gold answer in the context
     }[judge]
     return {
@@ -281,7 +322,7 @@ class QuestionWorker:
 
     def rows(self, q: Question, todo: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """Rows for ``q`` under the strategies in ``todo`` (default: all)."""
-        from stages.pipeline import _render_sources
+        from stages.pipeline import _render_sources, policy_depth
 
         wanted = set(todo) if todo is not None else {s.name for s in self.specs}
         specs = [s for s in self.specs if s.name in wanted]
@@ -290,6 +331,8 @@ class QuestionWorker:
         retrieve = any(s.retrieves for s in specs)
         depth = max((s.k or 0 for s in specs if s.kind in ("fixed", "threshold")), default=0)
         depth = max([depth, *(s.k_max for s in specs if s.kind == "gap")])
+        # A learned policy's probe goes as deep as its deepest budget, as at ask time.
+        depth = max([depth, *(policy_depth(self.policies[s.name][0]) for s in specs)])
         prepared = self.engine.prepare(q.question, retrieve=retrieve, depth=depth)
         features = None
         if self.run.get("features") and retrieve:
@@ -328,7 +371,9 @@ class QuestionWorker:
     def _extra(self, q: Question, prepared: Any, answer: Any, used: list) -> dict[str, Any]:
         import numpy as np
 
-        abstained = bool(answer.confidence.get("abstained"))
+        from evaluation.metrics import is_abstention
+
+        abstained = is_abstention(answer.text)  # as _row scores it
         extra: dict[str, Any] = {}
         if self.has_unanswerable:
             extra["abstain_correct"] = float(abstained == q.unanswerable)

@@ -31,6 +31,7 @@ METRIC_ORDER = (
     "recall@k",
     "mrr",
     "ndcg@10",
+    "context_ndcg@10",
     "abstain_correct",
     "faithfulness",
     "context_relevance",

@@ -60,3 +60,35 @@ def test_answers_past_the_slo_are_cut_at_it(tmp_path: Path) -> None:
     # The cut row keeps the 13 tokens that fit (800 − 670 = 130 ms): "Paris" is lost.
     assert capped.latency[1, 1] == pytest.approx(800.0) and capped.latency[1, 1] <= slo + 1e-6
     assert capped.quality[1, 1] == 0.0
+
+
+def test_an_answer_cut_to_nothing_is_not_an_abstention(tmp_path: Path) -> None:
+    """On an unanswerable question f1("", []) is 1 (an abstention): a cut that delivers nothing
+    must score 0, while an abstention delivered before the deadline keeps its credit."""
+    rows = [
+        {**_row("u", 0, "Paris is the capital", 40, 4), "gold_answers": []},
+        # Past the SLO before its first token: nothing is delivered.
+        {**_row("u", 1, "Paris is the capital of France", 400, 6), "gold_answers": []},
+        {**_row("v", 0, "I don't know", 40, 3), "gold_answers": []},
+        # Cut after "I don't know": the abstention reached the user in time.
+        {**_row("v", 1, "I don't know, the sources do not say", 325, 40), "gold_answers": []},
+    ]
+    (tmp_path / "log.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    quality = np.array([[0.0, 0.0], [1.0, 1.0]])
+    latency = np.array([[r["total_ms"] for r in rows[:2]], [r["total_ms"] for r in rows[2:]]])
+    sweep = Sweep(
+        run={"generator": {"model": "not-the-packaged-one.gguf"}},
+        budgets=(0, 1),
+        qids=["u", "v"],
+        query_types=["factual", "factual"],
+        features=np.zeros((2, 1)),
+        quality=quality,
+        tokens=np.zeros((2, 2)),
+        latency=latency,
+    )
+    # u at k = 1: 50 + 100 + 800 = 950 ms before any token; v at k = 1 has 150 ms left for
+    # 15 of its 40 tokens, 3 of its 8 words.
+    capped, fit = deadline_projection(str(tmp_path), sweep, 950.0)
+    assert fit["rows_cut"] == 2
+    assert capped.quality[0, 1] == 0.0  # not credited as an abstention
+    assert capped.quality[1, 1] == 1.0

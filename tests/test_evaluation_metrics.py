@@ -119,6 +119,10 @@ def test_is_abstention_recognises_the_generators_texts() -> None:
         "The sources do not contain the answer.",
         "There is no information about the treaty.",
         "The provided context contains no information on this.",
+        "There is no information in the provided sources about this.",
+        "I am unable to answer that from the sources.",
+        "The question is unanswerable from the given text.",
+        "This is not found in the provided context.",
         "",
     ]:
         assert is_abstention(text), text
@@ -129,6 +133,7 @@ def test_is_abstention_recognises_the_generators_texts() -> None:
         "The government released no information about the crash [1].",
         "The treaty did not mention Paris [2].",
         "I don't think the sources agree: one says 1973 [1], the other 1974 [2].",
+        "The report gives no information about side effects, but the dose is 5 mg.",
     ]:
         assert not is_abstention(text), text
 

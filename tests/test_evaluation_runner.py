@@ -120,6 +120,13 @@ def test_eval_rows_match_brute_force_and_report_reproduces_summary(ecfg, qa_set,
             )
             idcg = sum(1 / math.log2(i + 2) for i in range(min(len(gold), 10)))
             assert m["ndcg@10"] == pytest.approx(dcg / idcg), r["qid"]
+        if r["gold_doc_ids"]:
+            # context nDCG@10: the context's documents, each once, in context order
+            ctx = list(dict.fromkeys(r["context_doc_ids"]))[:10]
+            gold = set(r["gold_doc_ids"])
+            dcg = sum(1 / math.log2(i + 2) for i, d in enumerate(ctx) if d in gold)
+            idcg = sum(1 / math.log2(i + 2) for i in range(min(len(gold), 10)))
+            assert m["context_ndcg@10"] == pytest.approx(dcg / idcg), r["qid"]
         if r["strategy"] == "none":
             assert r["k"] == 0 and r["context"] == "" and "probe" not in r["stages_ms"]
             assert r["tokens"]["context"] == 0
@@ -580,3 +587,140 @@ def test_eval_and_sweep_take_an_answer_deadline(ecfg, qa_set, tmp_path, monkeypa
         assert run["config"]["generator"]["deadline_ms"] == 5000.0
         rows = rows_of(tmp_path / folder)
         assert rows and all(r["total_ms"] >= 0 for r in rows)
+
+
+# --- rows scored from what the strategy used ----------------------------------------------------
+
+
+def _hit(doc: str, n: int = 0):
+    from types import SimpleNamespace as NS
+
+    return NS(chunk=NS(source_id=doc, title=None, doc_id=doc, chunk_id=f"{doc}#{n}"))
+
+
+def _answer(text: str, used: list, abstained: bool = False):
+    from types import SimpleNamespace as NS
+
+    k = len(used)
+    trace = NS(
+        decision=NS(k=k, policy="p", reason=""),
+        tokens={"context": 10 * k, "prompt": 1, "completion": 1},
+        cost=0.0,
+        stages_ms={},
+        total_ms=1.0,
+        query_type="factual",
+    )
+    return NS(trace=trace, used=used, text=text, confidence={"abstained": abstained})
+
+
+def test_qrels_judge_scores_the_documents_in_the_context():
+    """Under --judge qrels the quality is the nDCG@10 of the strategy's own context, not of the
+    probe ranking every strategy shares; an empty context scores 0."""
+    from types import SimpleNamespace as NS
+
+    from evaluation.data import Question
+    from evaluation.runner import _row
+
+    probe = [_hit(d) for d in ["x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "g1", "g2"]]
+    prepared = NS(probe=NS(hits=probe))
+    q = Question("q1", "?", ("ans",), ("g1", "g2"), {"g1": 2, "g2": 1})
+
+    def quality(name: str, used: list) -> dict:
+        r = _row(q, parse_strategy(name), _answer("ans", used), "", prepared, {}, "qrels")
+        return r["metrics"]
+
+    shared = quality("fixed:10", probe)["ndcg@10"]
+    assert 0 < shared < 1
+    assert quality("fixed:1", probe[:1])["quality"] == 0.0  # only x1 in the context
+    assert quality("fixed:10", probe)["quality"] == pytest.approx(shared)
+    # A gate that skipped retrieval, and no retrieval at all: nothing relevant was read.
+    assert quality("threshold:p50", [])["quality"] == 0.0
+    assert quality("none", [])["quality"] == 0.0
+    # Documents count once, in the order of their first chunk: g1, g1, g2 reads as g1, g2.
+    best = quality("fixed:3", [_hit("g1", 0), _hit("g1", 1), _hit("g2", 0)])
+    assert best["quality"] == pytest.approx(1.0)
+    worse = quality("fixed:3", [_hit("g2", 0), _hit("g1", 0), _hit("g1", 1)])
+    assert 0 < worse["quality"] < 1
+    # The probe's ranking metrics stay a property of the index.
+    assert best["ndcg@10"] == pytest.approx(shared) and best["mrr"] == pytest.approx(1 / 9)
+
+
+@pytest.mark.parametrize(
+    ("text", "scorer_said", "abstains"),
+    [
+        ("There is no information in the provided sources about this.", False, True),
+        ("I am unable to answer that from the sources.", False, True),
+        ("The question is unanswerable from the given text.", False, True),
+        ("This is not found in the provided context.", False, True),
+        ("The report gives no information about side effects, but the dose is 5 mg.", True, False),
+        ("Paris.", True, False),
+    ],
+)
+def test_unanswerable_rows_read_the_abstention_from_the_answer(text, scorer_said, abstains):
+    """EM / F1 / contains on unanswerable questions follow metrics.is_abstention on the answer
+    text, not the feedback scorer's narrower patterns."""
+    from types import SimpleNamespace as NS
+
+    from evaluation.data import Question
+    from evaluation.runner import _row
+
+    q = Question("u1", "?", (), (), None, unanswerable=True)
+    r = _row(
+        q,
+        parse_strategy("fixed:1"),
+        _answer(text, [_hit("d")], abstained=scorer_said),
+        "[1] d",
+        NS(probe=NS(hits=[_hit("d")])),
+        {},
+        "contains",
+    )
+    want = 1.0 if abstains else 0.0
+    m = r["metrics"]
+    assert (m["em"], m["f1"], m["contains"], m["quality"]) == (want, want, want, want)
+    assert r["abstained"] is abstains
+
+
+def _first_doc_split(questions, half, seed):
+    """The split before multi-document questions were grouped: by the first gold document."""
+    from evaluation.runner import document_half
+
+    return [
+        q for q in questions if document_half(q.doc_ids[0] if q.doc_ids else q.qid, seed) == half
+    ]
+
+
+def test_single_document_questions_split_as_before(qa_set):
+    from evaluation.runner import split_by_document
+
+    qs = load_questions(qa_set[1])
+    assert all(len(q.doc_ids) <= 1 for q in qs)
+    for seed in range(5):
+        for half in ("train", "test"):
+            assert split_by_document(qs, half, seed) == _first_doc_split(qs, half, seed)
+
+
+def test_questions_sharing_any_document_stay_on_one_half():
+    """A multi-hop question's second document must not reach the other half."""
+    from evaluation.data import Question
+    from evaluation.runner import split_by_document
+
+    qs = [
+        Question("a", "?", ("x",), ("A", "B")),
+        Question("b", "?", ("x",), ("B", "C")),  # joins a through B
+        Question("c", "?", ("x",), ("C",)),  # joins b through C
+        Question("d", "?", ("x",), ("D", "E")),
+        Question("e", "?", ("x",), ("E",)),
+        Question("f", "?", ("x",), ("F",)),
+        Question("u", "?", (), (), unanswerable=True),
+    ]
+    groups = [{"a", "b", "c"}, {"d", "e"}, {"f"}, {"u"}]
+    for seed in range(20):
+        train = split_by_document(qs, "train", seed)
+        test = split_by_document(qs, "test", seed)
+        assert sorted(q.qid for q in train + test) == sorted(q.qid for q in qs)
+        docs = lambda part: {d for q in part for d in q.doc_ids}  # noqa: E731
+        assert not docs(train) & docs(test), seed
+        ids = {q.qid for q in train}
+        assert all(g <= ids or not g & ids for g in groups), seed
+        # The same halves whatever the order of the questions.
+        assert {q.qid for q in split_by_document(qs[::-1], "train", seed)} == ids
