@@ -6,6 +6,8 @@ package, so nothing is downloaded. Both produce L2-normalised ``(n, dim) float32
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib.util
 import itertools
 import os
@@ -41,15 +43,66 @@ def resolve_model(name: str) -> tuple[str, str]:
     """Map a configured model name to ``(load_target, embedder_id)``.
 
     ``embedder_id`` is what the manifest records: the canonical hub name for the packaged MiniLM
-    (so a hub copy and the packaged copy are interchangeable), else the name or path as given.
+    (so a hub copy and the packaged copy are interchangeable), ``path:<folder name>@<fingerprint>``
+    for another local folder, else the name as given.
     """
     if name.lower() in _MINILM_ALIASES:
         local = packaged_minilm_dir()
         return (str(local) if local else MINILM_ID), MINILM_ID
     path = Path(name).expanduser()
     if path.exists():
-        return str(path.resolve()), f"path:{path.resolve().name}"
+        path = path.resolve()
+        local = packaged_minilm_dir()
+        if local is not None and path == local.resolve():
+            return str(path), MINILM_ID
+        # The folder name alone would give two different models in folders named alike (say
+        # .../a/model and .../b/model) one id, and so one ONNX export and one manifest entry.
+        return str(path), f"path:{path.name}@{model_fingerprint(path)}"
     return name, name
+
+
+# Files at most this size are hashed whole; larger ones (the weights) by size, head and tail.
+_WHOLE_FILE = 1 << 20
+
+
+def model_fingerprint(folder: Path) -> str:
+    """12 hex digits identifying a local model folder's contents, wherever the folder lives.
+
+    Hashes every file's path relative to ``folder`` with its contents (files up to 1 MiB) or its
+    size and first and last MiB (the weights), skipping hidden entries and Markdown (README edits
+    do not change the model). Stable across runs, folder locations and working directories.
+    """
+    path = Path(folder).resolve()
+    if path.is_file():
+        files = [(path.name, path)]
+        path = path.parent
+    else:
+        files = sorted(
+            (p.relative_to(path).as_posix(), p)
+            for p in path.rglob("*")
+            if p.is_file()
+            and p.suffix.lower() != ".md"
+            and not any(part.startswith(".") for part in p.relative_to(path).parts)
+        )
+    # Cached on the files' sizes and modification times: a model is resolved several times per
+    # command, and re-reading its weights' ends each time would be wasted.
+    signature = tuple((rel, p.stat().st_size, p.stat().st_mtime_ns) for rel, p in files)
+    return _fingerprint(str(path), signature)
+
+
+@functools.lru_cache(maxsize=32)
+def _fingerprint(folder: str, signature: tuple[tuple[str, int, int], ...]) -> str:
+    digest = hashlib.sha256()
+    for rel, size, _mtime in signature:
+        digest.update(f"{rel}\0{size}\0".encode())
+        with open(Path(folder, rel), "rb") as fh:
+            if size <= _WHOLE_FILE:
+                digest.update(fh.read())
+            else:
+                digest.update(fh.read(_WHOLE_FILE))
+                fh.seek(size - _WHOLE_FILE)
+                digest.update(fh.read(_WHOLE_FILE))
+    return digest.hexdigest()[:12]
 
 
 # Texts per ONNX Runtime call when embedding a corpus: on 2 CPU cores batches of 8 cost less
@@ -232,13 +285,11 @@ def make_embedder(
     through the model's ONNX export when there is one and ``query_backend`` is not ``torch``.
     """
     name = cfg.name.strip()
-    if name == "hashing" or name.startswith("hashing:"):
-        dim = name.partition(":")[2] or "384"
-        if not dim.isdigit():
-            raise ConfigError(f"embedder.name = {name!r}: expected hashing:<dimension>")
+    if _is_hashing(name):
+        dim = _hashing_dim(name)
         if cfg.precision != "fp32":
             raise ConfigError(f"embedder.precision = {cfg.precision!r}: {name!r} has no weights")
-        return HashingEmbedder(int(dim))
+        return HashingEmbedder(dim)
     if not name:
         raise ConfigError("embedder.name is empty")
     # Keep torch from spawning more threads than there are cores on small machines.
@@ -273,11 +324,26 @@ def _check_quantizable(cfg: EmbedderConfig, models: Path | None) -> None:
         )
 
 
+def _is_hashing(name: str) -> bool:
+    return name == "hashing" or name.startswith("hashing:")
+
+
+def _hashing_dim(name: str) -> int:
+    """The dimension of ``hashing[:dim]`` (384 when omitted), as ``HashingEmbedder`` uses it."""
+    text = name.partition(":")[2].strip() or "384"
+    if not text.isdigit() or int(text) < 8:
+        raise ConfigError(
+            f"embedder.name = {name!r}: expected hashing:<dimension>, the dimension a whole "
+            "number ≥ 8 (e.g. hashing:384)"
+        )
+    return int(text)
+
+
 def embedder_id_for(cfg: EmbedderConfig) -> str:
     """The id an embedder built from ``cfg`` would have, without loading any model."""
     name = cfg.name.strip()
-    if name == "hashing" or name.startswith("hashing:"):
-        return f"hashing:{name.partition(':')[2] or '384'}"
+    if _is_hashing(name):
+        return f"hashing:{_hashing_dim(name)}"  # "hashing:0384" is HashingEmbedder(384)
     return resolve_model(name)[1]
 
 

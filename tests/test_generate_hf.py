@@ -155,3 +155,26 @@ def test_a_time_budget_cuts_without_an_error(tiny_model: Path) -> None:
     cut = g.generate(QUESTION, eiffel_hits(), time_budget_ms=1e-3)
     assert full.completion_tokens >= 2 and cut.finish_reason == "deadline"
     assert cut.completion_tokens < full.completion_tokens
+
+
+def test_a_time_budget_counts_the_model_load(
+    tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first answer loads the model lazily: that load is spent from its time budget."""
+    import time
+
+    from transformers import AutoModelForCausalLM
+
+    load = AutoModelForCausalLM.from_pretrained
+
+    def slow_load(*args, **kwargs):
+        time.sleep(1.0)
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", slow_load)
+    g = HuggingFaceGenerator(GeneratorConfig(model=str(tiny_model), max_tokens=40))
+    d = g.generate(QUESTION, eiffel_hits(), time_budget_ms=500)
+    assert d.finish_reason == "deadline", d  # the load alone used the budget up
+    assert d.completion_tokens <= 2 and d.ms >= 1000
+    warm = g.generate(QUESTION, eiffel_hits(), time_budget_ms=5000)
+    assert warm.finish_reason in ("stop", "length")  # loaded once; the budget is now the answer's

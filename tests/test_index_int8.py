@@ -49,6 +49,17 @@ def test_int8_model_is_a_close_but_real_quantization(minilm, models_cache: Path)
     assert file_sha256(directory / MODEL_FILES["int8"]) == before
 
 
+def test_int8_vectors_do_not_depend_on_the_batch(minilm, models_cache: Path) -> None:
+    """Activations are quantized per call: a chunk embedded at ingest beside others (padded to the
+    longest) must get the vector its text gets alone on the query path."""
+    int8 = OnnxEmbedder(ensure_onnx_export(minilm, models_cache), precision="int8")
+    texts = [*TEXTS, "Owls.", "Bees make honey from nectar collected from flowers."]
+    batched = int8.embed(texts, batch_size=8)
+    alone = np.stack([int8.embed_query(t) for t in texts])
+    np.testing.assert_allclose(batched, alone, atol=1e-6)
+    np.testing.assert_allclose(int8.embed(texts[::-1], batch_size=3)[::-1], alone, atol=1e-6)
+
+
 def test_int8_model_follows_its_source_export(minilm, models_cache: Path, tmp_path: Path) -> None:
     import shutil
 

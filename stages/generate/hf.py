@@ -165,6 +165,9 @@ class HuggingFaceGenerator:
         with self._lock:
             ids = self._prompt_ids(build_messages(question, hits, self.cfg.framing))
             check_fits(self.name, self.model, len(ids), self.cfg.max_tokens, self.context_window)
+            # Load the weights (first call only) before measuring what is left of the budget: a
+            # deadline covers the whole answer, and loading can take longer than generating.
+            self._load()
             budget = None
             if time_budget_ms is not None:
                 budget = max(1e-3, time_budget_ms / 1000 - (time.perf_counter() - t0))
