@@ -1122,6 +1122,12 @@ def policy_train(ctx: click.Context, **opts: Any) -> None:
 
     cfg = _config(ctx)
     sweep = combine_sweeps([load_sweep(d, quality=opts["quality"]) for d in opts["sweep_dirs"]])
+    # What a reinforce or utility policy records about its training.
+    meta = {
+        "judge": sweep.run.get("judge"),
+        "embedder": embedder_id_for(cfg.embedder),
+        "training_data": {"questions": sweep.run.get("questions"), "n_questions": len(sweep.qids)},
+    }
     if opts["kind"] == "reinforce":
         from router.reinforce import ReinforcePolicy
         from router.train_policy import sweep_query_vectors
@@ -1132,29 +1138,15 @@ def policy_train(ctx: click.Context, **opts: Any) -> None:
             lam=0.1 if opts["lam"] is None else opts["lam"],
             epochs=opts["epochs"],
             seed=opts["seed"],
-            meta={
-                "judge": sweep.run.get("judge"),
-                "embedder": embedder_id_for(cfg.embedder),
-                "training_data": {"questions": sweep.run.get("questions"),
-                                  "n_questions": len(sweep.qids)},
-            },
-        )  # fmt: skip
+            meta=meta,
+        )
         path = rl.save(opts["out"])
         click.echo(f"reinforce policy on {len(sweep.qids)} questions → {path}")
         return
     if opts["kind"] == "utility":
         from router.utility import UtilityPolicy
 
-        util = UtilityPolicy.fit(
-            sweep,
-            preset=opts["preset"],
-            meta={
-                "judge": sweep.run.get("judge"),
-                "embedder": embedder_id_for(cfg.embedder),
-                "training_data": {"questions": sweep.run.get("questions"),
-                                  "n_questions": len(sweep.qids)},
-            },
-        )  # fmt: skip
+        util = UtilityPolicy.fit(sweep, preset=opts["preset"], meta=meta)
         path = util.save(opts["out"])
         click.echo(f"utility policy on {len(sweep.qids)} questions → {path}")
         return
