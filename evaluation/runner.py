@@ -213,6 +213,18 @@ def source_id(chunk: Any) -> str:
     return chunk.source_id or chunk.title or chunk.doc_id
 
 
+def eval_abstained(answer: Any) -> bool:
+    """Whether the answer abstains, by ``metrics.is_abstention`` on its text; an answer the
+    deadline cut to nothing did not abstain (it said nothing), so it earns no credit on an
+    unanswerable question."""
+    cut = any(n.startswith("answer cut at") for n in answer.trace.notices)
+    if cut and not answer.text.strip():
+        return False
+    from evaluation.metrics import is_abstention
+
+    return is_abstention(answer.text)
+
+
 def _row(
     q: Question,
     spec: StrategySpec,
@@ -233,7 +245,7 @@ def _row(
         ranked = []
     # The eval's own abstention rule on the answer text (metrics.is_abstention), not the
     # feedback scorer's narrower one: the scores must not depend on the feedback settings.
-    abstained = M.is_abstention(answer.text)
+    abstained = eval_abstained(answer)
     golds = list(q.answers)
     gold_docs = list(q.doc_ids)
     m: dict[str, Any] = {
@@ -371,9 +383,7 @@ class QuestionWorker:
     def _extra(self, q: Question, prepared: Any, answer: Any, used: list) -> dict[str, Any]:
         import numpy as np
 
-        from evaluation.metrics import is_abstention
-
-        abstained = is_abstention(answer.text)  # as _row scores it
+        abstained = eval_abstained(answer)  # as _row scores it
         extra: dict[str, Any] = {}
         if self.has_unanswerable:
             extra["abstain_correct"] = float(abstained == q.unanswerable)

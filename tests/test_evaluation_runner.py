@@ -724,3 +724,21 @@ def test_questions_sharing_any_document_stay_on_one_half():
         assert all(g <= ids or not g & ids for g in groups), seed
         # The same halves whatever the order of the questions.
         assert {q.qid for q in split_by_document(qs[::-1], "train", seed)} == ids
+
+
+def test_an_answer_cut_to_nothing_is_not_an_abstention() -> None:
+    """Under a deadline an empty answer said nothing: it earns no abstention credit on an
+    unanswerable question, while a real abstention, cut or not, still does."""
+    from types import SimpleNamespace
+
+    from evaluation import metrics as M
+    from evaluation.runner import eval_abstained
+
+    def answer(text: str, cut: bool) -> SimpleNamespace:
+        notices = ["answer cut at the 500 ms deadline (generator.deadline_ms)"] if cut else []
+        return SimpleNamespace(text=text, trace=SimpleNamespace(notices=notices))
+
+    assert not eval_abstained(answer("", cut=True))
+    assert M.exact_match("", [], abstained=eval_abstained(answer("", cut=True))) == 0.0
+    assert eval_abstained(answer("", cut=False))  # documented: an empty answer abstains
+    assert eval_abstained(answer("I don't know — the sources do not answer this.", cut=True))
