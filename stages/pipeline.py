@@ -575,9 +575,13 @@ class Engine:
                         question, candidates, kk, budget, trace, on_token, escalated=escalated
                     )
 
+                kept_at: dict[int, list[str]] = {}
+
                 def sources_at(kk: int) -> list[str]:  # what compression keeps at depth kk
-                    fit = self.compressor.fit(question, candidates[:kk], budget)
-                    return [h.chunk.chunk_id for h in fit]
+                    if kk not in kept_at:
+                        fit = self.compressor.fit(question, candidates[:kk], budget)
+                        kept_at[kk] = [h.chunk.chunk_id for h in fit]
+                    return kept_at[kk]
 
             kk = decision.k
             used, draft, conf = attempt(kk, False)
