@@ -217,7 +217,7 @@ def eval_abstained(answer: Any) -> bool:
     """Whether the answer abstains, by ``metrics.is_abstention`` on its text; an answer the
     deadline cut to nothing did not abstain (it said nothing), so it earns no credit on an
     unanswerable question."""
-    cut = any(n.startswith("answer cut at") for n in answer.trace.notices)
+    cut = any(n.startswith("answer cut at") for n in getattr(answer.trace, "notices", ()))
     if cut and not answer.text.strip():
         return False
     from evaluation.metrics import is_abstention
