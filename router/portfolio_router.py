@@ -32,8 +32,6 @@ if TYPE_CHECKING:
 
 ALPHAS = (0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0)
 FORMAT = 1
-# Engine.prepare probes at least this deep, whatever the strategy and the reranker ask for.
-MIN_PROBE_DEPTH = 20
 # What portfolios built before the probe was recorded were trained on: a default hybrid
 # retriever (convex, w = 0.5, 100 candidates) to depth 20 — the depth rule's with 20 reranker
 # candidates, as every strategy's k_max is at most 20.
@@ -156,11 +154,12 @@ def probe_settings(cfg: Config) -> dict[str, Any]:
 
 def probe_depth(settings: dict[str, Any], question: str, qtype: str | None) -> int:
     """How many hits ``Engine.prepare`` probes for ``question`` of type ``qtype`` with no
-    ``--k``: max(the strategy's k_max, rerank.candidates, 20)."""
+    ``--k`` (``router.strategy.probe_depth``)."""
+    from router.strategy import probe_depth as depth_rule
     from router.strategy import strategy_for
 
     k_max = strategy_for(qtype, question).k_max if qtype else 0
-    return max(k_max, int(settings["rerank.candidates"]), MIN_PROBE_DEPTH)
+    return depth_rule(k_max, int(settings["rerank.candidates"]))
 
 
 def check_probe(info: dict[str, Any], cfg: Config, name: str = "") -> dict[str, Any]:

@@ -154,6 +154,18 @@ def chain_length(question: str) -> int:
     return len(_LINK.findall(_LEAD_WH.sub("", question, count=1)))
 
 
+# Engine.prepare probes at least this deep, whatever the strategy and the reranker ask for.
+MIN_PROBE_DEPTH = 20
+
+
+def probe_depth(k_max: int, rerank_candidates: int, requested: int = 0) -> int:
+    """How many hits a question's probe fetches: enough for the strategy's deepest k, the
+    reranker's candidates and any depth asked for (``--k``, a policy's deepest budget), and at
+    least ``MIN_PROBE_DEPTH`` (the probe features read the top 20). ``Engine.prepare`` and the
+    portfolio router's training use this one rule."""
+    return max(k_max, rerank_candidates, requested, MIN_PROBE_DEPTH)
+
+
 def strategy_for(qtype: QueryType, question: str) -> Strategy:
     """The strategy for ``qtype``, adjusted to what ``question`` asks.
 

@@ -364,7 +364,7 @@ class Engine:
         """The question-only stages, shared by every depth: embed, classify, probe (and the
         second hop of a multi-hop strategy) to at least ``depth`` hits. ``retrieve=False``
         stops after classifying."""
-        from router.strategy import strategy_for
+        from router.strategy import probe_depth, strategy_for
 
         question = question.strip()
         if not question:
@@ -385,7 +385,7 @@ class Engine:
         hops: list[str] = []
         portfolio = None
         if retrieve:
-            depth = max(strategy.k_max, self.cfg.rerank.candidates, depth, 20)
+            depth = probe_depth(strategy.k_max, self.cfg.rerank.candidates, depth)
             t = time.perf_counter()
             probe = self.retriever.probe(question, depth, qvec=qvec)
             stages["probe"] = _ms(t)
