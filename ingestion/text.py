@@ -40,21 +40,11 @@ def decode_text_with_warnings(path: str, data: bytes) -> tuple[str, str, list[st
     cp1252.
     """
     # UTF-32's little-endian mark starts with UTF-16's: test it first.
-    wide_bom = next(
-        (
-            (enc, label)
-            for bom, enc, label in (
-                (codecs.BOM_UTF32_LE, "utf-32", "UTF-32"),
-                (codecs.BOM_UTF32_BE, "utf-32", "UTF-32"),
-                (codecs.BOM_UTF16_LE, "utf-16", "UTF-16"),
-                (codecs.BOM_UTF16_BE, "utf-16", "UTF-16"),
-            )
-            if data.startswith(bom)
-        ),
-        None,
-    )
-    if wide_bom is not None:
-        enc, label = wide_bom
+    boms = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+            (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))  # fmt: skip
+    enc = next((enc for bom, enc in boms if data.startswith(bom)), None)
+    if enc is not None:
+        label = enc.upper()
         try:
             text = data.decode(enc)
         except UnicodeDecodeError as exc:
