@@ -335,10 +335,14 @@ class QueryClassifier:
         policy_path: str | Path | None = None,
         *,
         embedder_id: str | None = None,
+        policy: QueryTypePolicy | None = None,
     ) -> None:
+        """``policy``: the policy already read from ``policy_path`` (it is then not read again);
+        still checked against the embedder on first use."""
         self.embedder = embedder
         self.embedder_id = embedder_id or (embedder.id if embedder is not None else None)
         self.policy_path = Path(policy_path) if policy_path else DEFAULT_POLICY
+        self._preloaded = policy
         self._policy: QueryTypePolicy | None = None
         self._lock = threading.Lock()
 
@@ -354,7 +358,7 @@ class QueryClassifier:
         if self._policy is None:
             with self._lock:
                 if self._policy is None:
-                    policy = QueryTypePolicy.load(self.policy_path)
+                    policy = self._preloaded or QueryTypePolicy.load(self.policy_path)
                     if self.embedder_id is not None and policy.embedder_id != self.embedder_id:
                         raise IndexMismatchError(
                             f"{self.policy_path}: query-type policy was trained on embeddings "

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from feedback.confidence import attribute
 from stages.base import Citation, Decision, Draft, Hit, Probe
 from stages.errors import CollectionNotFound, FathomError, IndexMismatchError
-from stages.generate.prompt import renumber_citations, strip_citations
+from stages.generate.prompt import render_block, renumber_citations, strip_citations
 
 if TYPE_CHECKING:
     from stages.config import Config
@@ -299,20 +299,16 @@ class Engine:
         on: with a collection built on another (``--embedder``), it embeds each question itself
         with its own (``self._classifier_embeds``) instead of refusing to classify."""
         if self._classifier is None:
-            from dataclasses import replace
+            from index.embed import embedder_id_for, make_query_embedder
+            from router.classify import DEFAULT_POLICY, QueryClassifier, QueryTypePolicy
 
-            from index.embed import make_query_embedder
-            from router.classify import QueryClassifier, QueryTypePolicy
-
-            clf = QueryClassifier.from_config(self.cfg)
-            trained = QueryTypePolicy.load(clf.policy_path).embedder_id
-            if clf.embedder_id is not None and trained != clf.embedder_id:
-                own = replace(self.cfg.embedder, name=trained, precision="fp32")
-                clf = QueryClassifier(
-                    make_query_embedder(own, self.cfg.models_path()), clf.policy_path
-                )
+            policy = QueryTypePolicy.load(DEFAULT_POLICY)  # read once, here
+            embedder_cfg = self.cfg.embedder
+            if policy.embedder_id != embedder_id_for(embedder_cfg):
+                embedder_cfg = replace(embedder_cfg, name=policy.embedder_id, precision="fp32")
                 self._classifier_embeds = True
-            self._classifier = clf
+            embedder = make_query_embedder(embedder_cfg, self.cfg.models_path())
+            self._classifier = QueryClassifier(embedder, DEFAULT_POLICY, policy=policy)
         return self._classifier
 
     def reranker(self):
@@ -1232,8 +1228,6 @@ def followup_query(question: str, hits: list[Hit], asked: list[str] | tuple[str,
 
 def _render_sources(hits: list[Hit], framing: str) -> str:
     """The sources as the prompt writes them under ``framing`` (what ``context`` counts)."""
-    from stages.generate.prompt import render_block
-
     return "\n\n".join(render_block(i, h, framing) for i, h in enumerate(hits, start=1))
 
 
