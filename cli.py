@@ -7,6 +7,25 @@ and logs go to stderr. Exit codes: 0 ok, 1 an expected failure (FathomError), 2 
 
 from __future__ import annotations
 
+if __name__ == "__main__" and not __package__:
+    # `python cli.py …` from a checkout: register this folder as the package `fathom` (whatever
+    # is installed) and run the same program as the installed `fathom` command.
+    import importlib.util as _util
+    import sys as _sys
+    from pathlib import Path as _Path
+
+    _root = _Path(__file__).resolve().parent
+    _spec = _util.spec_from_file_location(
+        "fathom", _root / "__init__.py", submodule_search_locations=[str(_root)]
+    )
+    assert _spec is not None and _spec.loader is not None
+    _package = _util.module_from_spec(_spec)
+    _sys.modules["fathom"] = _package
+    _spec.loader.exec_module(_package)
+    from fathom.cli import main as _main
+
+    _sys.exit(_main())
+
 import dataclasses
 import json
 import sys
@@ -16,24 +35,26 @@ from typing import Any
 
 import click
 
+from fathom import __version__
+
 
 class FathomGroup(click.Group):
     """Turns a FathomError into one clear line on stderr and exit code 1."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        from stages.errors import FathomError
+        from fathom.stages.errors import FathomError
 
         try:
             return super().invoke(ctx)
         except FathomError as exc:
-            from stages.text import safe_terminal_text
+            from fathom.stages.text import safe_terminal_text
 
             # Messages carry paths and server replies: no escape sequences reach the terminal.
             raise click.ClickException(safe_terminal_text(str(exc))) from None
 
 
 def _config(ctx: click.Context, **overrides: Any):
-    from stages.config import load_config
+    from fathom.stages.config import load_config
 
     return load_config(ctx.obj.get("config_path"), overrides=overrides)
 
@@ -49,7 +70,7 @@ def _plain(text: str | None):
     control characters removed, and never parsed as rich markup (``[/x]`` would raise)."""
     from rich.text import Text
 
-    from stages.text import safe_terminal_text
+    from fathom.stages.text import safe_terminal_text
 
     return Text(safe_terminal_text(text or ""))
 
@@ -94,7 +115,7 @@ class IntList(click.ParamType):
     default=None,
     help="fathom.toml to read (default: ./fathom.toml when present).",
 )
-@click.version_option("0.1.0", prog_name="fathom")
+@click.version_option(__version__, prog_name="fathom")
 @click.pass_context
 def main(ctx: click.Context, config_path: str | None) -> None:
     """Fathom: local-first document question answering that decides how deep to retrieve."""
@@ -209,8 +230,8 @@ def ingest(
     password: str | None,
 ) -> None:
     """Ingest PDF, DOCX, TXT and MD files (or folders, or docs.jsonl) into a collection."""
-    from index.collection import collection_for, ingest_paths
-    from index.embed import embedder_id_for
+    from fathom.index.collection import collection_for, ingest_paths
+    from fathom.index.embed import embedder_id_for
 
     cfg = _config(ctx, **{"embedder.name": embedder, "ingest.strict": strict or None})
     # The collection `ask FILE` would use for these files with this embedder.
@@ -265,7 +286,7 @@ def search(
     ctx: click.Context, collection: str, query: str, k: int | None, mode: str | None, as_json: bool
 ) -> None:
     """Search COLLECTION for QUERY and print the best chunks."""
-    from stages.retrieve import open_retriever
+    from fathom.stages.retrieve import open_retriever
 
     cfg = _config(ctx, **{"retrieval.k": k, "retrieval.mode": mode})
     retriever = open_retriever(cfg, collection)
@@ -350,7 +371,7 @@ class _AnswerStream:
     def __call__(self, token: str) -> None:
         if not self.enabled:
             return
-        from stages.text import safe_terminal_text
+        from fathom.stages.text import safe_terminal_text
 
         if not self.started:
             sys.stdout.write("\n")
@@ -481,7 +502,7 @@ def ask(
     no_stream: bool,
 ) -> None:
     """Answer QUESTION from TARGET (a file, a folder or a collection name), with citations."""
-    from stages.pipeline import ask as run_ask
+    from fathom.stages.pipeline import ask as run_ask
 
     cfg = _config(
         ctx,
@@ -495,7 +516,7 @@ def ask(
     # Streaming is for a terminal: piped or redirected, each feedback round's draft would land
     # in the output before the final answer.
     stream = _AnswerStream(enabled=not as_json and not no_stream and sys.stdout.isatty())
-    from stages.pipeline import resolve_target
+    from fathom.stages.pipeline import resolve_target
 
     # Index first (with its progress bars), then stream the answer on a quiet terminal.
     with _IngestProgress(enabled=not as_json) as prog:
@@ -613,7 +634,7 @@ def chat(
     portfolio_ell: int | None,
 ) -> None:
     """Ask questions about TARGET one after another, with the index and models kept loaded."""
-    from stages.pipeline import Engine, record, resolve_target
+    from fathom.stages.pipeline import Engine, record, resolve_target
 
     cfg = _config(
         ctx,
@@ -648,7 +669,7 @@ def chat(
                     on_event=_ask_events(err),
                 )
             except Exception as exc:
-                from stages.errors import FathomError
+                from fathom.stages.errors import FathomError
 
                 if not isinstance(exc, FathomError):
                     raise
@@ -666,7 +687,7 @@ def chat(
 @click.pass_context
 def history(ctx: click.Context, limit: int, as_json: bool) -> None:
     """Recent questions with their depth, latency, tokens and cost."""
-    from stages.history import History
+    from fathom.stages.history import History
 
     cfg = _config(ctx)
     rows = History(cfg.home_path() / "history.db").recent(limit)
@@ -716,7 +737,7 @@ def stats(ctx: click.Context, slo_ms: float | None, days: float | None, as_json:
     """Latency P50/P95, SLO compliance, mean depth, tokens and cost over recorded asks."""
     import time
 
-    from stages.history import History
+    from fathom.stages.history import History
 
     cfg = _config(ctx)
     since = time.time() - days * 86400 if days is not None else None
@@ -853,7 +874,7 @@ def eval_cmd(
         raise click.UsageError("give --docs PATH or --collection NAME")
     if docs and collection:
         raise click.UsageError("give --docs PATH or --collection NAME, not both")
-    from evaluation.runner import EvalSettings, run_eval
+    from fathom.evaluation.runner import EvalSettings, run_eval
 
     cfg = _config(
         ctx,
@@ -953,7 +974,7 @@ def _render_eval(summary: dict[str, Any], out: Path, as_json: bool) -> None:
         return
     from rich.console import Console
 
-    from evaluation.report import render_table
+    from fathom.evaluation.report import render_table
 
     console = Console()
     if not console.is_terminal:  # a file or pipe: wide enough for the whole table
@@ -967,7 +988,7 @@ def _render_eval(summary: dict[str, Any], out: Path, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout.")
 def eval_report(run_dir: Path, as_json: bool) -> None:
     """Recompute summary.json, plots and report.md of a run from its log alone."""
-    from evaluation.runner import report_from_dir
+    from fathom.evaluation.runner import report_from_dir
 
     summary = report_from_dir(run_dir)
     _render_eval(summary, run_dir, as_json)
@@ -1009,8 +1030,8 @@ def policy() -> None:
 def policy_sweep(ctx: click.Context, **opts: Any) -> None:
     """Quality, tokens and latency of every budget for every training question (an eval run
     with probe features logged; resumable)."""
-    from evaluation.runner import EvalSettings, run_eval
-    from router.train_policy import WARN_RECALL, budget_strategies, load_sweep
+    from fathom.evaluation.runner import EvalSettings, run_eval
+    from fathom.router.train_policy import WARN_RECALL, budget_strategies, load_sweep
 
     if not opts["docs"] and not opts["collection"]:
         raise click.UsageError("give --docs PATH or --collection NAME")
@@ -1117,8 +1138,8 @@ def policy_sweep(ctx: click.Context, **opts: Any) -> None:
 @click.pass_context
 def policy_train(ctx: click.Context, **opts: Any) -> None:
     """Train a depth policy on a sweep's oracle labels."""
-    from index.embed import embedder_id_for
-    from router.train_policy import combine_sweeps, load_sweep, train_forest
+    from fathom.index.embed import embedder_id_for
+    from fathom.router.train_policy import combine_sweeps, load_sweep, train_forest
 
     cfg = _config(ctx)
     sweep = combine_sweeps([load_sweep(d, quality=opts["quality"]) for d in opts["sweep_dirs"]])
@@ -1129,8 +1150,8 @@ def policy_train(ctx: click.Context, **opts: Any) -> None:
         "training_data": {"questions": sweep.run.get("questions"), "n_questions": len(sweep.qids)},
     }
     if opts["kind"] == "reinforce":
-        from router.reinforce import ReinforcePolicy
-        from router.train_policy import sweep_query_vectors
+        from fathom.router.reinforce import ReinforcePolicy
+        from fathom.router.train_policy import sweep_query_vectors
 
         rl = ReinforcePolicy.train(
             sweep,
@@ -1144,7 +1165,7 @@ def policy_train(ctx: click.Context, **opts: Any) -> None:
         click.echo(f"reinforce policy on {len(sweep.qids)} questions → {path}")
         return
     if opts["kind"] == "utility":
-        from router.utility import UtilityPolicy
+        from fathom.router.utility import UtilityPolicy
 
         util = UtilityPolicy.fit(sweep, preset=opts["preset"], meta=meta)
         path = util.save(opts["out"])
@@ -1172,7 +1193,7 @@ def policy_train(ctx: click.Context, **opts: Any) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def policy_show(path: str | None, as_json: bool) -> None:
     """A policy's metadata and feature importances (default: the shipped policy)."""
-    from router.forest import ForestPolicy, default_policy_path
+    from fathom.router.forest import ForestPolicy, default_policy_path
 
     target = Path(path) if path else default_policy_path()
     if target.suffix == ".safetensors" or target.with_suffix(".safetensors").is_file():
@@ -1180,7 +1201,7 @@ def policy_show(path: str | None, as_json: bool) -> None:
         return
     meta_file = target.with_suffix(".json")
     if meta_file.is_file() and '"kind": "utility"' in meta_file.read_text(encoding="utf-8"):
-        from router.utility import UtilityPolicy
+        from fathom.router.utility import UtilityPolicy
 
         util = UtilityPolicy.load(meta_file)
         info = {"kind": "utility", "preset": util.preset, "bundles": util.bundles, **util.meta}
@@ -1224,7 +1245,7 @@ def policy_show(path: str | None, as_json: bool) -> None:
 def _show_reinforce(target: Path, as_json: bool) -> None:
     """A REINFORCE policy's metadata as saved (budgets, features, embedder, λ, training), its
     training curve summed up in the text form."""
-    from router.reinforce import ReinforcePolicy
+    from fathom.router.reinforce import ReinforcePolicy
 
     ReinforcePolicy.load(target)  # checks the files, format, kind and feature schema
     meta = json.loads(target.with_suffix(".json").read_text(encoding="utf-8"))
@@ -1275,14 +1296,14 @@ def portfolio() -> None:
 def portfolio_build(ctx: click.Context, **opts: Any) -> None:
     """Score every pool member on the questions (cached beside --out), choose --size members
     greedily by best-of-K coverage and train the router that picks among them per question."""
-    from evaluation.data import load_questions
-    from evaluation.runner import split_by_document
-    from index.collection import Collection
-    from index.embed import embedder_id_for, query_embedder_for
-    from router.classify import QueryClassifier
-    from router.portfolio_build import build_portfolio
-    from stages.errors import ConfigError
-    from stages.pipeline import resolve_target
+    from fathom.evaluation.data import load_questions
+    from fathom.evaluation.runner import split_by_document
+    from fathom.index.collection import Collection
+    from fathom.index.embed import embedder_id_for, query_embedder_for
+    from fathom.router.classify import QueryClassifier
+    from fathom.router.portfolio_build import build_portfolio
+    from fathom.stages.errors import ConfigError
+    from fathom.stages.pipeline import resolve_target
 
     cfg = _config(ctx)
     target = opts["collection"] or opts["docs"]
@@ -1335,15 +1356,15 @@ def portfolio_eval(ctx: click.Context, path: str, **opts: Any) -> None:
     """Coverage of a built portfolio on held-out questions: best-of coverage beside the best
     single member, the top K by average (both chosen on the training questions) and the whole
     pool; the router's top ℓ members fused against a random ℓ; paired bootstrap intervals."""
-    from evaluation.data import load_questions
-    from evaluation.runner import split_by_document
-    from index.collection import Collection
-    from index.embed import embedder_id_for, query_embedder_for
-    from router.classify import QueryClassifier
-    from router.portfolio_build import evaluate_portfolio, load_portfolio
-    from router.portfolio_runtime import resolve_portfolio
-    from stages.errors import ConfigError
-    from stages.pipeline import resolve_target
+    from fathom.evaluation.data import load_questions
+    from fathom.evaluation.runner import split_by_document
+    from fathom.index.collection import Collection
+    from fathom.index.embed import embedder_id_for, query_embedder_for
+    from fathom.router.classify import QueryClassifier
+    from fathom.router.portfolio_build import evaluate_portfolio, load_portfolio
+    from fathom.router.portfolio_runtime import resolve_portfolio
+    from fathom.stages.errors import ConfigError
+    from fathom.stages.pipeline import resolve_target
 
     cfg = _config(ctx)
     path = resolve_portfolio(cfg, path)
@@ -1402,8 +1423,8 @@ def portfolio_eval(ctx: click.Context, path: str, **opts: Any) -> None:
 def portfolio_show(ctx: click.Context, path: str, as_json: bool) -> None:
     """A portfolio's members, their marginal gains and coverage, beside the baselines and the
     router (a file or a name under $FATHOM_HOME/portfolios)."""
-    from router.portfolio_build import load_portfolio
-    from router.portfolio_runtime import resolve_portfolio
+    from fathom.router.portfolio_build import load_portfolio
+    from fathom.router.portfolio_runtime import resolve_portfolio
 
     info = load_portfolio(resolve_portfolio(_config(ctx), path))
     if as_json:
@@ -1459,7 +1480,7 @@ def collections() -> None:
 @click.pass_context
 def collections_list(ctx: click.Context, as_json: bool) -> None:
     """List collections."""
-    from index.collection import list_collections
+    from fathom.index.collection import list_collections
 
     cfg = _config(ctx)
     unreadable: list[tuple[str, str]] = []
@@ -1506,7 +1527,7 @@ def collections_list(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def collections_show(ctx: click.Context, name: str, as_json: bool) -> None:
     """Show a collection's manifest."""
-    from index.collection import Collection
+    from fathom.index.collection import Collection
 
     cfg = _config(ctx)
     coll = Collection.open(cfg, name)
@@ -1553,10 +1574,10 @@ def collections_show(ctx: click.Context, name: str, as_json: bool) -> None:
 def collections_views(ctx: click.Context, name: str, build: tuple[str, ...], as_json: bool) -> None:
     """A collection's extra views for retriever portfolios (sentence windows, sections, BM25
     variants): list them, or build them with --build."""
-    from index.collection import Collection
-    from index.embed import embedder_id_for, make_embedder
-    from index.views import DEFAULT_VIEWS, build_view, list_views
-    from stages.errors import ConfigError
+    from fathom.index.collection import Collection
+    from fathom.index.embed import embedder_id_for, make_embedder
+    from fathom.index.views import DEFAULT_VIEWS, build_view, list_views
+    from fathom.stages.errors import ConfigError
 
     cfg = _config(ctx)
     coll = Collection.open(cfg, name)
@@ -1595,7 +1616,7 @@ def collections_views(ctx: click.Context, name: str, build: tuple[str, ...], as_
 @click.pass_context
 def collections_remove(ctx: click.Context, name: str) -> None:
     """Delete a collection."""
-    from index.collection import remove_collection
+    from fathom.index.collection import remove_collection
 
     remove_collection(_config(ctx), name)
     click.echo(f"removed {name}")

@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import (
+from fathom.bench.common import (
     REPO,
     bench_config,
     data_dir,
@@ -42,8 +42,8 @@ EXCLUDED = ("generate",)
 
 
 def build(cfg, data: Path) -> None:
-    from index.collection import Collection, ingest_paths
-    from stages.errors import CollectionNotFound
+    from fathom.index.collection import Collection, ingest_paths
+    from fathom.stages.errors import CollectionNotFound
 
     try:
         coll = Collection.open(cfg, COLLECTION)
@@ -58,7 +58,7 @@ def build(cfg, data: Path) -> None:
 
 
 def run_asks(cfg, questions: list[str], rerank: bool) -> dict:
-    from stages.pipeline import Engine
+    from fathom.stages.pipeline import Engine
 
     engine = Engine(cfg, COLLECTION)
     for q in questions[:5]:  # warm-up: sessions, caches, first-use imports

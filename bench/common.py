@@ -17,15 +17,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from rich.console import Console
+from rich.table import Table
 
-from rich.console import Console  # noqa: E402 - after the sys.path fix-up, like the project imports
-from rich.table import Table  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 if TYPE_CHECKING:
-    from stages.config import Config
+    from fathom.stages.config import Config
 
 out_console = Console(soft_wrap=False, width=160)  # tables: stdout
 err_console = Console(stderr=True)  # progress: stderr
@@ -60,7 +58,7 @@ def bench_config(home: Path, overrides: dict[str, Any] | None = None) -> Config:
 
     (``load_config(path=None)`` would read a ``fathom.toml`` in the working directory.)
     """
-    from stages.config import Config, apply_overrides
+    from fathom.stages.config import Config, apply_overrides
 
     cfg = Config()
     cfg.home = str(home)

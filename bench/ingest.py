@@ -17,7 +17,7 @@ import random
 from pathlib import Path
 
 import numpy as np
-from common import (
+from fathom.bench.common import (
     Stopwatch,
     bench_config,
     data_dir,
@@ -71,7 +71,7 @@ def floor(model, texts: list[str], sample: int, seed: int = 0) -> dict:
 
 
 def bench_set(cfg, name: str, docs_path: Path, embedder, chunker, sample: int) -> dict:
-    from index.collection import Collection, embed_input, ingest
+    from fathom.index.collection import Collection, embed_input, ingest
 
     log(f"{name}: full ingest")
     with Stopwatch() as first:
@@ -124,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     root = data_dir(args.data)
     sets = [s.strip() for s in args.sets.split(",") if s.strip()]
 
-    from chunking import make_chunker
-    from index.embed import make_embedder
+    from fathom.chunking import make_chunker
+    from fathom.index.embed import make_embedder
 
     results: dict[str, dict] = {}
     with temp_home("ingest") as home:

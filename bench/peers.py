@@ -230,16 +230,15 @@ class FathomSearcher:
     """Fathom's query path over a built collection (``open_retriever``: ONNX query embedder)."""
 
     def __init__(self, home: Path, name: str) -> None:
-        sys.path.insert(0, str(HERE))
-        from common import bench_config
+        from fathom.bench.common import bench_config
 
-        from stages.retrieve import open_retriever
+        from fathom.stages.retrieve import open_retriever
 
         # The query embedder runs at the collection's precision (fp32 or int8).
         self.retriever = open_retriever(bench_config(home), name)
 
     def search(self, query: str, k: int) -> list[tuple[str, str]]:
-        from evaluation.runner import source_id
+        from fathom.evaluation.runner import source_id
 
         return [(source_id(h.chunk), h.chunk.text) for h in self.retriever.probe(query, k).hits]
 
@@ -375,7 +374,7 @@ def prepare_docs(root: Path, set_key: str, work: Path, questions, scifact_docs: 
 
 
 def load_set(root: Path, set_key: str, n: int, seed: int = 0):
-    from evaluation.data import load_questions
+    from fathom.evaluation.data import load_questions
 
     path = root / SETS[set_key]
     qs = load_questions(path if set_key == "scifact" else path / "questions.jsonl")
@@ -492,7 +491,7 @@ def query(
 
 def score_answers(questions, run: dict, counter, max_k: int) -> dict:
     """Answer recall and mean context tokens at every k ≤ max_k (prefixes of the ranked hits)."""
-    from evaluation.metrics import answer_recall
+    from fathom.evaluation.metrics import answer_recall
 
     recall = {k: [] for k in range(1, max_k + 1)}
     tokens = {k: [] for k in range(1, max_k + 1)}
@@ -509,7 +508,7 @@ def score_answers(questions, run: dict, counter, max_k: int) -> dict:
 
 
 def score_beir(questions, run: dict) -> float:
-    from evaluation.metrics import ndcg_at_k
+    from fathom.evaluation.metrics import ndcg_at_k
 
     values = []
     for q, hits in zip(questions, run["hits"], strict=True):
@@ -595,7 +594,7 @@ def summarize(set_key: str, built: dict, run: dict, questions, system: str, coun
 
 
 def log_result(res: dict) -> None:
-    from common import log
+    from fathom.bench.common import log
 
     log(
         f"  P95 {res['latency_ms']['p95']:.1f} ms"
@@ -611,7 +610,7 @@ def assemble(args, root: Path, work: Path, sets: list[str], systems: list[str], 
     """Results of an interrupted run from its work folder and progress log (``--assemble``):
     finished builds and query runs are read back, cold start is measured anew on the first
     answer set."""
-    from common import log
+    from fathom.bench.common import log
 
     home = work / "fathom-home"
     log_text = args.assemble.read_text()
@@ -721,8 +720,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def parent(argv: list[str]) -> int:
-    sys.path.insert(0, str(HERE))
-    from common import data_dir, default_out, log, machine_info, print_table, write_json
+    from fathom.bench.common import data_dir, default_out, log, machine_info, print_table, write_json
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", help="data folder (default: $FATHOM_DATA, else ../shared/data)")
@@ -771,7 +769,7 @@ def parent(argv: list[str]) -> int:
     work = args.work or Path(tempfile.mkdtemp(prefix="fathom-peers-"))
     work.mkdir(parents=True, exist_ok=True)
     home = work / "fathom-home"
-    from chunking.tokens import token_counter_for
+    from fathom.chunking.tokens import token_counter_for
 
     counter = token_counter_for(model_path())
     t_start = time.perf_counter()

@@ -15,7 +15,7 @@ import os
 import time
 from pathlib import Path
 
-from common import data_dir, default_out, log, percentiles, print_table, read_jsonl, write_json
+from fathom.bench.common import data_dir, default_out, log, percentiles, print_table, read_jsonl, write_json
 
 TARGET_P99_MS = 1.0
 
@@ -34,10 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.home:
         os.environ["FATHOM_HOME"] = args.home
 
-    from router.features import probe_features
-    from router.forest import ForestPolicy, default_policy_path
-    from stages.config import load_config
-    from stages.pipeline import Engine
+    from fathom.router.features import probe_features
+    from fathom.router.forest import ForestPolicy, default_policy_path
+    from fathom.stages.config import load_config
+    from fathom.stages.pipeline import Engine
 
     cfg = load_config()
     cfg.generator.backend = "extractive"
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     feat_ms, decide_ms = [], []
     for p in prepared[:20]:  # warm-up: first-use caches and lazy list conversion
         policy.decide(p.question, p.probe, p.query_type, type_probs=p.type_probs)
-    from stages.rerank import content_terms
+    from fathom.stages.rerank import content_terms
 
     content_terms.cache_clear()  # first sight of each chunk, as in a real ask
     for p in prepared:
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         decide_ms.append((time.perf_counter() - t) * 1000)
     util_ms: list[float] = []
     if args.utility:
-        from router.utility import UtilityPolicy
+        from fathom.router.utility import UtilityPolicy
 
         util = UtilityPolicy.load(args.utility)
         for p in prepared:

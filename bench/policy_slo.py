@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import default_out, log, machine_info, print_table, write_json
+from fathom.bench.common import default_out, log, machine_info, print_table, write_json
 
 N_BOOT = 1000
 
@@ -57,7 +57,7 @@ def deadline_projection(test_dir: str, test: Any, slo: float) -> tuple[Any, dict
     import dataclasses
     import json
 
-    from evaluation.metrics import f1, is_abstention
+    from fathom.evaluation.metrics import f1, is_abstention
 
     rows = {}
     for line in (Path(test_dir) / "log.jsonl").read_text(encoding="utf-8").splitlines():
@@ -101,7 +101,7 @@ def deadline_projection(test_dir: str, test: Any, slo: float) -> tuple[Any, dict
 
 def _cutter(run: dict[str, Any]):
     """``cut(answer, keep, of)``: the answer's first ``keep`` of its ``of`` tokens."""
-    from stages.generate.common import packaged_gguf
+    from fathom.stages.generate.common import packaged_gguf
 
     path = packaged_gguf()
     model = (run.get("generator") or {}).get("model", "")
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=default_out("policy_slo"))
     args = ap.parse_args(argv)
 
-    from router.train_policy import combine_sweeps, load_sweep, train_forest
+    from fathom.router.train_policy import combine_sweeps, load_sweep, train_forest
 
     train = combine_sweeps([load_sweep(d, quality=args.quality) for d in args.train])
     test = load_sweep(args.test, quality=args.quality)
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                 choices[f"{tag} c={c:g}"] = forest.choose(proba, confidence=c)
             choices[f"{tag} mode"] = forest.choose(proba, most_likely=True)
     # The oracle under the same labels: what perfect imitation would reach.
-    from router.forest import oracle_labels
+    from fathom.router.forest import oracle_labels
 
     for strict in (False, True):
         oracle = oracle_labels(test.quality, test.latency, 0.0, slo, strict)

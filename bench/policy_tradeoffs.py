@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import default_out, log, machine_info, print_table, write_json
+from fathom.bench.common import default_out, log, machine_info, print_table, write_json
 
 CONFIDENCES = (0.9, 0.95, 0.98)
 PRESETS = ("quality", "balanced", "latency", "cost")
@@ -129,10 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=default_out("policy_tradeoffs"))
     args = ap.parse_args(argv)
 
-    from router.reinforce import ReinforcePolicy
-    from router.train_policy import combine_sweeps, load_sweep, sweep_query_vectors, train_forest
-    from router.utility import UtilityPolicy
-    from stages.config import load_config
+    from fathom.router.reinforce import ReinforcePolicy
+    from fathom.router.train_policy import combine_sweeps, load_sweep, sweep_query_vectors, train_forest
+    from fathom.router.utility import UtilityPolicy
+    from fathom.stages.config import load_config
 
     lambdas = [float(x) for x in args.lambdas.split(",")]
     cfg = load_config(env={})

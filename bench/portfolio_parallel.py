@@ -18,7 +18,7 @@ import os
 import time
 from pathlib import Path
 
-from common import data_dir, default_out, log, percentiles, print_table, read_jsonl, write_json
+from fathom.bench.common import data_dir, default_out, log, percentiles, print_table, read_jsonl, write_json
 
 TARGET = 1.3
 DEFAULT_MEMBERS = "hybrid-convex-0.5,bm25-prf,dense-mmr"
@@ -46,10 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.home:
         os.environ["FATHOM_HOME"] = args.home
 
-    from index.collection import Collection
-    from index.embed import embedder_id_for, query_embedder_for
-    from router.portfolio_pool import PoolSearcher, pool_for
-    from stages.config import load_config
+    from fathom.index.collection import Collection
+    from fathom.index.embed import embedder_id_for, query_embedder_for
+    from fathom.router.portfolio_pool import PoolSearcher, pool_for
+    from fathom.stages.config import load_config
 
     cfg = load_config()
     names = (
@@ -71,8 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     # timing; the router's decision is not part of the members' cost).
     chosen = [members] * len(questions)
     if args.ell:
-        from router.portfolio_runtime import PortfolioRuntime
-        from stages.pipeline import Engine
+        from fathom.router.portfolio_runtime import PortfolioRuntime
+        from fathom.stages.pipeline import Engine
 
         if not args.portfolio:
             ap.error("--ell needs --portfolio")

@@ -33,12 +33,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from common import REPO, log, print_table, write_json
+from fathom.bench.common import REPO, log, print_table, write_json
 
-from tests import docgen
-from tests.fault_server import FaultServer
-from tests.injection_corpus import injection_cases
-from tests.reliability_support import pickle_uses, python_files, run_cli
+from fathom.tests.support import docgen
+from fathom.tests.support.fault_server import FaultServer
+from fathom.tests.support.injection_corpus import injection_cases
+from fathom.tests.support.reliability_support import pickle_uses, python_files, run_cli
 
 GOOD = "Solar panels convert sunlight into electricity using photovoltaic cells."
 SECRET = "sk-bench-SECRET-7f3a9c1e5b"
@@ -48,15 +48,16 @@ def _check_collection(home: Path, name: str) -> tuple[bool, int]:
     """``(consistent, documents)`` of collection ``name`` under ``home`` (a missing one is
     consistent with 0 documents: nothing was committed)."""
     code = (
-        "import json, os, sys; sys.path.insert(0, sys.argv[1]); "
-        "from index.collection import Collection; from stages.config import load_config; "
-        "from stages.errors import CollectionNotFound\n"
-        "try:\n c = Collection.open(load_config(), sys.argv[2])\n"
+        "import json, os, sys; "
+        "from fathom.index.collection import Collection; "
+        "from fathom.stages.config import load_config; "
+        "from fathom.stages.errors import CollectionNotFound\n"
+        "try:\n c = Collection.open(load_config(), sys.argv[1])\n"
         "except CollectionNotFound:\n print(json.dumps([True, 0])); raise SystemExit\n"
         "print(json.dumps([c.check() == [], c.manifest.counts()['documents']]))"
     )
     proc = subprocess.run(
-        [sys.executable, "-c", code, str(REPO), name],
+        [sys.executable, "-c", code, name],
         env={**os.environ, "FATHOM_HOME": str(home)},
         capture_output=True,
         text=True,
@@ -213,12 +214,11 @@ def hostile_files(work: Path, args: argparse.Namespace) -> list[dict]:
 
 _FUZZ_CHILD = """
 import json, re, sys, time
-sys.path.insert(0, sys.argv[1])
-import ingestion
-from stages.errors import ParseError
+from fathom import ingestion
+from fathom.stages.errors import ParseError
 worst, kinds = 0.0, {"loaded": 0, "refused": 0, "crashed": 0}
 crashes = []
-for path in sys.argv[2:]:
+for path in sys.argv[1:]:
     t0 = time.perf_counter()
     try:
         ingestion.load_document(path, timeout_s=60)
@@ -255,7 +255,7 @@ def fuzzing(work: Path, n: int, timeout: float) -> dict:
     log(f"fuzz: loading {n} variants one by one")
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-c", _FUZZ_CHILD, str(REPO), *paths],
+        [sys.executable, "-c", _FUZZ_CHILD, *paths],
         capture_output=True,
         text=True,
         timeout=max(timeout, n * 5.0),
@@ -298,10 +298,9 @@ def fuzzing(work: Path, n: int, timeout: float) -> dict:
 
 _VERSIONS_CHILD = """
 import json, re, sys
-sys.path.insert(0, sys.argv[1])
-from index.collection import Collection
-from stages.config import load_config
-c = Collection.open(load_config(), sys.argv[2])
+from fathom.index.collection import Collection
+from fathom.stages.config import load_config
+c = Collection.open(load_config(), sys.argv[1])
 ok = c.check() == []
 text = "\\n".join(ch.text for ch in c.store.all())
 print(json.dumps([ok, sorted({int(v) for v in re.findall(r"Version (\\d+)", text)})]))
@@ -310,7 +309,7 @@ print(json.dumps([ok, sorted({int(v) for v in re.findall(r"Version (\\d+)", text
 
 def _versions(home: Path, name: str = "k") -> tuple[bool, list[int]]:
     proc = subprocess.run(
-        [sys.executable, "-c", _VERSIONS_CHILD, str(REPO), name],
+        [sys.executable, "-c", _VERSIONS_CHILD, name],
         env={**os.environ, "FATHOM_HOME": str(home)},
         capture_output=True,
         text=True,
@@ -444,11 +443,11 @@ FAULTS = [
 
 
 def backend_faults(limit: float = 30.0) -> list[dict]:
-    from stages.config import GeneratorConfig
-    from stages.errors import FathomError
-    from stages.generate.ollama import OllamaGenerator
-    from stages.generate.openai_backend import OpenAIGenerator
-    from tests.generate_support import closed_port, eiffel_hits
+    from fathom.stages.config import GeneratorConfig
+    from fathom.stages.errors import FathomError
+    from fathom.stages.generate.ollama import OllamaGenerator
+    from fathom.stages.generate.openai_backend import OpenAIGenerator
+    from fathom.tests.support.generate_support import closed_port, eiffel_hits
 
     base = {
         "model": "m",
@@ -533,9 +532,9 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 
 def injection(n: int) -> dict:
-    from stages.config import GeneratorConfig
-    from stages.generate.llamacpp import LlamaCppGenerator
-    from stages.generate.prompt import DEFAULT_FRAMING, FRAMINGS
+    from fathom.stages.config import GeneratorConfig
+    from fathom.stages.generate.llamacpp import LlamaCppGenerator
+    from fathom.stages.generate.prompt import DEFAULT_FRAMING, FRAMINGS
 
     cases = injection_cases(n)
     results: dict[str, Any] = {}

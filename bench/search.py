@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import (
+from fathom.bench.common import (
     REPO,
     Stopwatch,
     bench_config,
@@ -44,7 +44,7 @@ from common import (
     read_jsonl,
     temp_home,
 )
-from common import write_json as _write_json
+from fathom.bench.common import write_json as _write_json
 
 SETS = ("scifact", "hotpotqa_dev500", "musique_train100_hipporag")
 STAGES = ("embed_query", "dense", "bm25", "fuse", "fetch")
@@ -100,7 +100,7 @@ class CachingEmbedder:
 
 def base_records(root: Path, chunker) -> list[tuple[dict, int]]:
     """Interleaved distinct records of the three sets, each with its Fathom chunk count."""
-    import ingestion
+    from fathom import ingestion
 
     per_set = []
     for name in SETS:
@@ -206,9 +206,9 @@ def bench_size(
 ) -> dict:
     import faiss
 
-    from chunking import make_chunker
-    from index.collection import Collection, embed_input, ingest
-    from stages.retrieve import retriever_for
+    from fathom.chunking import make_chunker
+    from fathom.index.collection import Collection, embed_input, ingest
+    from fathom.stages.retrieve import retriever_for
 
     name = f"search-{size}"
     path = work / f"{name}.jsonl"
@@ -287,10 +287,10 @@ def bench_size(
 
 def profile_probes(cfg, size: int, embedder, queries: list[str], out: Path) -> None:
     """cProfile of Fathom hybrid probes (query embedding included) on an existing collection."""
-    from common import profile_to
+    from fathom.bench.common import profile_to
 
-    from index.collection import Collection
-    from stages.retrieve import retriever_for
+    from fathom.index.collection import Collection
+    from fathom.stages.retrieve import retriever_for
 
     coll = Collection.open(cfg, f"search-{size}")
     retriever = retriever_for(cfg, coll, embedder, "hybrid")
@@ -329,8 +329,8 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     queries = load_queries(root, args.queries)
 
-    from chunking import make_chunker
-    from index.embed import make_embedder
+    from fathom.chunking import make_chunker
+    from fathom.index.embed import make_embedder
 
     results: dict[str, dict] = {}
     with temp_home("search") as home:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from chunking.semantic import SemanticChunker
-from stages.base import Chunker, TokenCounter
-from stages.config import ChunkerConfig
-from stages.errors import ConfigError
+from fathom.chunking.semantic import SemanticChunker
+from fathom.stages.base import Chunker, TokenCounter
+from fathom.stages.config import ChunkerConfig
+from fathom.stages.errors import ConfigError
 
 CHUNKERS: dict[str, Callable[[ChunkerConfig, TokenCounter], Chunker]] = {
     "semantic": lambda cfg, counter: SemanticChunker(

@@ -37,11 +37,11 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
-from stages.base import Chunk, Document, TokenCounter
-from stages.errors import ConfigError
+from fathom.stages.base import Chunk, Document, TokenCounter
+from fathom.stages.errors import ConfigError
 
 if TYPE_CHECKING:
-    from chunking.sentences import SentenceSplitter
+    from fathom.chunking.sentences import SentenceSplitter
 
 ALGORITHM_VERSION = 2  # bump when the same input would produce different chunks
 
@@ -417,7 +417,7 @@ def _groups(doc: Document, region_of: list[int], region_starts: list[int]) -> li
 
 
 def _sentence_splitter(text: str) -> SentenceSplitter:
-    from chunking.sentences import SentenceSplitter  # NLTK loads on first use, not on import
+    from fathom.chunking.sentences import SentenceSplitter  # NLTK loads on first use, not on import
 
     return SentenceSplitter.trained_on(text)
 

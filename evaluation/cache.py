@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from stages.base import Draft, Hit
+from fathom.stages.base import Draft, Hit
 
 
 class CachingGenerator:
@@ -64,7 +64,7 @@ class CachingGenerator:
             self._cold = True
 
     def key(self, question: str, hits: list[Hit]) -> str:
-        from stages.generate.prompt import build_messages
+        from fathom.stages.generate.prompt import build_messages
 
         payload = {
             # 2: drafts are timed from an empty KV cache (``forget``); older ones may carry a

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stages.errors import FathomError
+from fathom.stages.errors import FathomError
 
 
 @dataclass(frozen=True, slots=True)

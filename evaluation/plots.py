@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from evaluation.summary import action_key, get_path
+from fathom.evaluation.summary import action_key, get_path
 
 DPI = 120
 

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evaluation.summary import get_path
+from fathom.evaluation.summary import get_path
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -97,7 +97,7 @@ def render_table(summary: dict) -> Table:
     """The per-strategy comparison as a rich table titled with the judge and question count."""
     from rich.table import Table
 
-    from stages.text import safe_terminal_text
+    from fathom.stages.text import safe_terminal_text
 
     table = Table(title=_title(summary))
     for i, col in enumerate(COLUMNS):

@@ -28,9 +28,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaluation.data import Question, load_questions
-from evaluation.strategies import StrategySpec, make_policy, parse_strategies
-from stages.errors import ConfigError, FathomError
+from fathom.evaluation.data import Question, load_questions
+from fathom.evaluation.strategies import StrategySpec, make_policy, parse_strategies
+from fathom.stages.errors import ConfigError, FathomError
 
 FORMAT = 1
 JUDGES = ("contains", "f1", "qrels", "recall")
@@ -189,7 +189,7 @@ def same_config(old: dict[str, Any], new: dict[str, Any]) -> bool:
     """Whether a run recorded with fingerprint ``old`` may be resumed under ``new``: equal,
     except that a setting added to Fathom since (absent from ``old``) may hold its default —
     settings are added with defaults that keep the old behaviour."""
-    from stages.config import Config
+    from fathom.stages.config import Config
 
     default = config_fingerprint(Config())
     filled = {section: {**default.get(section, {}), **values} for section, values in old.items()}
@@ -220,7 +220,7 @@ def eval_abstained(answer: Any) -> bool:
     cut = any(n.startswith("answer cut at") for n in getattr(answer.trace, "notices", ()))
     if cut and not answer.text.strip():
         return False
-    from evaluation.metrics import is_abstention
+    from fathom.evaluation.metrics import is_abstention
 
     return is_abstention(answer.text)
 
@@ -234,7 +234,7 @@ def _row(
     extra: dict[str, Any],
     judge: str,
 ) -> dict[str, Any]:
-    from evaluation import metrics as M
+    from fathom.evaluation import metrics as M
 
     tr = answer.trace
     decision = tr.decision
@@ -306,13 +306,13 @@ class QuestionWorker:
     """One engine answering questions under every strategy; builds log rows."""
 
     def __init__(self, cfg: Any, run: dict[str, Any]) -> None:
-        from stages.generate import make_generator
-        from stages.pipeline import Engine
+        from fathom.stages.generate import make_generator
+        from fathom.stages.pipeline import Engine
 
         self.cfg = cfg
         self.run = run
         self.specs = parse_strategies(run["strategies"])
-        from index.embed import embedder_id_for
+        from fathom.index.embed import embedder_id_for
 
         embedder = embedder_id_for(cfg.embedder)
         self.policies = {s.name: make_policy(s, run.get("fitted"), embedder) for s in self.specs}
@@ -320,8 +320,8 @@ class QuestionWorker:
         # The extractive answerer is deterministic and takes milliseconds: nothing to save,
         # and a cached quote would outlive a change to its code.
         if run.get("cache", True) and gen.name != "extractive":
-            from evaluation.cache import CachingGenerator
-            from index.collection import fathom_version
+            from fathom.evaluation.cache import CachingGenerator
+            from fathom.index.collection import fathom_version
 
             gen = CachingGenerator(
                 gen,
@@ -334,7 +334,7 @@ class QuestionWorker:
 
     def rows(self, q: Question, todo: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """Rows for ``q`` under the strategies in ``todo`` (default: all)."""
-        from stages.pipeline import _render_sources, policy_depth
+        from fathom.stages.pipeline import _render_sources, policy_depth
 
         wanted = set(todo) if todo is not None else {s.name for s in self.specs}
         specs = [s for s in self.specs if s.name in wanted]
@@ -348,7 +348,7 @@ class QuestionWorker:
         prepared = self.engine.prepare(q.question, retrieve=retrieve, depth=depth)
         features = None
         if self.run.get("features") and retrieve:
-            from router.features import probe_features
+            from fathom.router.features import probe_features
 
             features = probe_features(prepared.question, prepared.probe, prepared.type_probs)
         out = []
@@ -415,7 +415,7 @@ _WORKER: QuestionWorker | None = None
 
 
 def _config_from(cfg_dict: dict[str, Any]) -> Any:
-    from stages.config import Config, apply_mapping
+    from fathom.stages.config import Config, apply_mapping
 
     cfg = Config()
     apply_mapping(cfg, cfg_dict, "eval worker")
@@ -484,7 +484,7 @@ def ray_session(workers: int, address: str | None) -> Iterator[Any]:
         import ray
     except ImportError:
         raise FathomError(
-            "--executor ray needs Ray: pip install 'fathom[ray]' (or pip install ray)"
+            "--executor ray needs Ray: pip install 'fathom[ray]'"
         ) from None
     started = False
     if not ray.is_initialized():
@@ -546,7 +546,7 @@ def _execute_ray(
 
 
 def read_rows(log: Path) -> list[dict[str, Any]]:
-    from evaluation.summary import read_log
+    from fathom.evaluation.summary import read_log
 
     return read_log(log) if log.exists() else []
 
@@ -555,8 +555,8 @@ def fit_gates(
     cfg: Any, collection: str, specs: list[StrategySpec], fit: list[Question]
 ) -> dict[str, Any]:
     """Each threshold gate's cut: its percentile of the top similarity over ``fit``."""
-    from router.depth import ScoreThresholdDepth, top_similarity
-    from stages.pipeline import Engine
+    from fathom.router.depth import ScoreThresholdDepth, top_similarity
+    from fathom.stages.pipeline import Engine
 
     gates = [s for s in specs if s.needs_fit]
     if not gates:
@@ -586,7 +586,7 @@ class _NoGenerator:
 def _resolve_collection(cfg: Any, settings: EvalSettings, progress: Progress | None) -> str:
     """The collection to evaluate on; ``--docs`` not yet indexed are ingested first (their
     embedding on Ray actors with ``--executor ray``)."""
-    from stages.pipeline import resolve_target
+    from fathom.stages.pipeline import resolve_target
 
     if settings.collection:
         return resolve_target(cfg, settings.collection)
@@ -594,8 +594,8 @@ def _resolve_collection(cfg: Any, settings: EvalSettings, progress: Progress | N
         raise ConfigError("give --docs PATH or --collection NAME")
     if settings.executor != "ray":
         return resolve_target(cfg, settings.docs, progress=progress)
-    from index.embed import make_embedder
-    from index.ray_embed import RayEmbedder
+    from fathom.index.embed import make_embedder
+    from fathom.index.ray_embed import RayEmbedder
 
     with ray_session(settings.workers, settings.ray_address):
         models = cfg.models_path()
@@ -637,7 +637,7 @@ def plan_run(
     _check_policies(cfg, specs)  # a mistyped policy file fails before run.json is written
     collection = _resolve_collection(cfg, settings, progress)
     run_path = out / "run.json"
-    from stages.generate import make_generator
+    from fathom.stages.generate import make_generator
 
     gen = make_generator(cfg.generator)
     identity = {
@@ -687,7 +687,7 @@ def plan_run(
         old.update(mutable)
         _write_json(run_path, old)  # `eval report` must see what this summary used
         return old, evaluated
-    from index.collection import fathom_version
+    from fathom.index.collection import fathom_version
 
     run = {
         **identity,
@@ -716,7 +716,7 @@ def _check_policies(cfg: Any, specs: list[StrategySpec]) -> None:
     learned = [s for s in specs if s.kind in ("forest", "reinforce", "utility")]
     if not learned:
         return
-    from index.embed import embedder_id_for
+    from fathom.index.embed import embedder_id_for
 
     embedder = embedder_id_for(cfg.embedder)
     for spec in learned:
@@ -794,9 +794,9 @@ def _truncate_partial_line(log: Path) -> None:
 
 def write_outputs(out: Path, run: dict[str, Any]) -> dict[str, Any]:
     """log.csv, summary.json, plots and report.md from ``run`` and ``log.jsonl``."""
-    from evaluation.plots import write_plots
-    from evaluation.report import write_report
-    from evaluation.summary import summarize, write_csv, write_summary
+    from fathom.evaluation.plots import write_plots
+    from fathom.evaluation.report import write_report
+    from fathom.evaluation.summary import summarize, write_csv, write_summary
 
     rows = read_rows(out / "log.jsonl")
     qids = set(run["qids"])

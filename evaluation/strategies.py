@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from stages.errors import ConfigError
+from fathom.stages.errors import ConfigError
 
 _SPEC = re.compile(
     r"^(?:(?P<none>none)|fixed:(?P<k>\d+)|(?P<gap>gap)(?::(?P<a>\d+)-(?P<b>\d+))?|"
@@ -131,7 +131,7 @@ def make_policy(
     """``(policy, k)`` for ``Engine.answer``: a fixed ``k`` or a policy object (None, None =
     the strategy default). ``fitted`` holds threshold fits by spec name; ``embedder`` is the
     collection's embedder id, which a learned policy must have been trained with."""
-    from router.depth import ScoreGapDepth, ScoreThresholdDepth
+    from fathom.router.depth import ScoreGapDepth, ScoreThresholdDepth
 
     if spec.kind in ("none", "fixed"):
         return None, spec.k
@@ -145,7 +145,7 @@ def make_policy(
         policy.name = spec.name
         return policy, None
     if spec.kind == "forest":
-        from router.forest import ForestPolicy, default_policy_path
+        from fathom.router.forest import ForestPolicy, default_policy_path
 
         policy = ForestPolicy.load(spec.path or default_policy_path(), expect_embedder=embedder)
         if spec.confidence is not None:
@@ -158,14 +158,14 @@ def make_policy(
         policy.name = spec.name
         return policy, None
     if spec.kind == "reinforce":
-        from router.reinforce import ReinforcePolicy
+        from fathom.router.reinforce import ReinforcePolicy
 
         assert spec.path is not None
         policy = ReinforcePolicy.load(spec.path, expect_embedder=embedder)
         policy.name = spec.name
         return policy, None
     if spec.kind == "utility":
-        from router.utility import UtilityPolicy
+        from fathom.router.utility import UtilityPolicy
 
         assert spec.path is not None
         policy = UtilityPolicy.load(spec.path, preset=spec.preset)

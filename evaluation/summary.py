@@ -16,8 +16,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from evaluation.metrics import bootstrap_ci, paired_compare, percentiles, stable_seed
-from stages.errors import ParseError
+from fathom.evaluation.metrics import bootstrap_ci, paired_compare, percentiles, stable_seed
+from fathom.stages.errors import ParseError
 
 FORMAT = 1
 

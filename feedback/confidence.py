@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from stages.generate.prompt import CITATION, cited_numbers, strip_citations
+from fathom.stages.generate.prompt import CITATION, cited_numbers, strip_citations
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from stages.base import Draft, Embedder, Hit
+    from fathom.stages.base import Draft, Embedder, Hit
 
 ABSTAIN = re.compile(
     r"\b(i\s+(?:do\s+not|don['’]t)\s+know|cannot\s+(?:be\s+)?(?:answer|determine|find)|"

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from index.manifest import (
+from fathom.index.manifest import (
     FORMAT_VERSION,
     DocEntry,
     Manifest,
@@ -35,9 +35,9 @@ from index.manifest import (
     read_manifest,
     write_manifest,
 )
-from index.store import ChunkStore, write_chunks
-from stages.base import Chunk, Document, content_id
-from stages.errors import (
+from fathom.index.store import ChunkStore, write_chunks
+from fathom.stages.base import Chunk, Document, content_id
+from fathom.stages.errors import (
     CollectionLocked,
     CollectionNotFound,
     ConfigError,
@@ -49,25 +49,21 @@ from stages.errors import (
 if TYPE_CHECKING:
     import numpy as np
 
-    from index.dense import DenseIndex
-    from index.sparse import Bm25Index
-    from stages.base import Chunker, Embedder
-    from stages.config import Config
+    from fathom.index.dense import DenseIndex
+    from fathom.index.sparse import Bm25Index
+    from fathom.stages.base import Chunker, Embedder
+    from fathom.stages.config import Config
 
-FATHOM_VERSION = "0.1.0"
 # In each generation: readers hold a shared flock on it while the collection is open, so a
 # writer's clean-up leaves a generation in use alone (a later ingest removes it).
 READERS = ".readers"
 
 
 def fathom_version() -> str:
-    """The installed package's version, else this checkout's ``FATHOM_VERSION``."""
-    from importlib.metadata import PackageNotFoundError, version
+    """The version of the Fathom that writes (recorded in manifests, policies and runs)."""
+    from fathom import __version__
 
-    try:
-        return version("fathom")
-    except PackageNotFoundError:
-        return FATHOM_VERSION
+    return __version__
 
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -177,7 +173,7 @@ class Collection:
     @property
     def dense(self) -> DenseIndex:
         if self._dense is None:
-            from index.dense import DenseIndex
+            from fathom.index.dense import DenseIndex
 
             self._dense = DenseIndex.load(self.data_dir, self.cfg.index.hnsw_ef_search)
         return self._dense
@@ -185,7 +181,7 @@ class Collection:
     @property
     def bm25(self) -> Bm25Index:
         if self._bm25 is None:
-            from index.sparse import Bm25Index
+            from fathom.index.sparse import Bm25Index
 
             self._bm25 = Bm25Index.load(self.data_dir)
         return self._bm25
@@ -287,7 +283,7 @@ def collection_for(paths: Iterable[str | Path], embedder: str | None = None) -> 
     """The cached collection name for files/folders, keyed by the sha256 of each file, and by
     the embedder id when it is not the default one (so asking with another ``--embedder``
     builds its own collection instead of taking over, or refusing, the default's)."""
-    import ingestion
+    from fathom import ingestion
 
     shas = []
     paths = [Path(p) for p in paths]
@@ -305,8 +301,8 @@ def collection_for(paths: Iterable[str | Path], embedder: str | None = None) -> 
             f"{', '.join(map(str, paths))}: no supported documents "
             f"({', '.join(sorted(ingestion.SUPPORTED_SUFFIXES))}, or a docs.jsonl)"
         )
-    from index.embed import embedder_id_for
-    from stages.config import EmbedderConfig
+    from fathom.index.embed import embedder_id_for
+    from fathom.stages.config import EmbedderConfig
 
     default = embedder_id_for(EmbedderConfig())
     extra = (embedder,) if embedder and embedder != default else ()
@@ -402,7 +398,7 @@ def _iter_inputs(
 ) -> Iterator[tuple[str, Path | None, str, str]]:
     """Yield ``(kind, path, status, reason)``; kind is 'file', 'records' or 'problem'. A file
     reached twice (a folder and a file inside it, or one path given twice) comes once."""
-    import ingestion
+    from fathom import ingestion
 
     seen: set[Path] = set()
     for p in paths:
@@ -472,7 +468,7 @@ def ingest(
     re-parsed and re-embedded; documents under ``paths`` that are gone, and documents whose file
     no longer exists, are dropped. One bad file is recorded as failed and the rest go on.
     """
-    import ingestion
+    from fathom import ingestion
 
     emit = progress or (lambda *a, **k: None)
     check_name(name)
@@ -764,7 +760,7 @@ def _assemble(
     """Order documents by path, copy kept rows from the old generation, stack the vectors."""
     import numpy as np
 
-    from index.dense import DenseIndex
+    from fathom.index.dense import DenseIndex
 
     old_chunks: list[Chunk] = []
     old_dense = None
@@ -837,8 +833,8 @@ def _write_generation(
     cfg: Config,
     emit: Progress,
 ) -> None:
-    from index.dense import DenseIndex
-    from index.sparse import Bm25Index
+    from fathom.index.dense import DenseIndex
+    from fathom.index.sparse import Bm25Index
 
     emit("writing", chunks=len(chunks))
     final = directory / manifest.data_dir_name
@@ -918,8 +914,8 @@ def ingest_paths(
 ) -> IngestReport:
     """``ingest`` with the embedder and chunker that ``cfg`` names (``embedder`` overrides the
     embedder object, e.g. one that embeds on Ray workers; ``password`` opens encrypted PDFs)."""
-    from chunking import make_chunker
-    from index.embed import make_embedder
+    from fathom.chunking import make_chunker
+    from fathom.index.embed import make_embedder
 
     embedder = embedder or make_embedder(cfg.embedder, cfg.models_path())
     chunker = make_chunker(cfg.chunker, embedder.token_counter())
@@ -932,8 +928,8 @@ def ingest_paths(
 
 def _export_query_model(cfg: Config, embedder: Embedder, progress: Progress | None) -> None:
     """Leave an ONNX export of the embedder for the torch-free query path (once per model)."""
-    from index.embed import SentenceTransformerEmbedder, ensure_onnx_export
-    from index.onnx_embed import onnx_dir, onnx_ready
+    from fathom.index.embed import SentenceTransformerEmbedder, ensure_onnx_export
+    from fathom.index.onnx_embed import onnx_dir, onnx_ready
 
     if (
         not isinstance(embedder, SentenceTransformerEmbedder)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
-    from stages.config import IndexConfig
+    from fathom.stages.config import IndexConfig
 
 
 def _faiss():

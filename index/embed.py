@@ -16,14 +16,14 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stages.base import content_id
-from stages.errors import BackendUnavailable, ConfigError
+from fathom.stages.base import content_id
+from fathom.stages.errors import BackendUnavailable, ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from stages.base import TokenCounter
-    from stages.config import Config, EmbedderConfig
+    from fathom.stages.base import TokenCounter
+    from fathom.stages.config import Config, EmbedderConfig
 
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
 _MINILM_ALIASES = {"all-minilm-l6-v2", MINILM_ID.lower(), "minilm"}
@@ -140,7 +140,7 @@ class SentenceTransformerEmbedder:
 
     def _onnx_backend(self):
         if self._onnx is None and self.onnx_dir is not None:
-            from index.onnx_embed import OnnxEmbedder
+            from fathom.index.onnx_embed import OnnxEmbedder
 
             self._onnx = OnnxEmbedder(self.onnx_dir, precision=self.precision)
         return self._onnx
@@ -187,7 +187,7 @@ class SentenceTransformerEmbedder:
 
     def token_counter(self) -> TokenCounter:
         """Counts tokens with this model's own tokenizer."""
-        from chunking.tokens import token_counter_for
+        from fathom.chunking.tokens import token_counter_for
 
         return token_counter_for(self.model_dir())
 
@@ -251,7 +251,7 @@ class HashingEmbedder:
         self.name = self.id
 
     def token_counter(self) -> TokenCounter:
-        from chunking.tokens import token_counter_for
+        from fathom.chunking.tokens import token_counter_for
 
         return token_counter_for(None)
 
@@ -298,7 +298,7 @@ def make_embedder(
     if cfg.precision != "fp32":
         _check_quantizable(cfg, models)
     if models is not None and cfg.device == "cpu" and cfg.query_backend != "torch":
-        from index.onnx_embed import onnx_dir, onnx_ready
+        from fathom.index.onnx_embed import onnx_dir, onnx_ready
 
         candidate = onnx_dir(models, resolve_model(name)[1])
         onnx = candidate if onnx_ready(candidate, resolve_model(name)[1]) else None
@@ -349,7 +349,7 @@ def embedder_id_for(cfg: EmbedderConfig) -> str:
 
 def make_query_embedder(cfg: EmbedderConfig, models: Path):
     """The light embedder for the query path: the ONNX export when present, no torch import."""
-    from index.onnx_embed import OnnxEmbedder, onnx_dir, onnx_ready
+    from fathom.index.onnx_embed import OnnxEmbedder, onnx_dir, onnx_ready
 
     emb_id = embedder_id_for(cfg)
     if emb_id.startswith("hashing:"):
@@ -384,7 +384,7 @@ def ensure_onnx_export(embedder, models: Path) -> Path | None:
 
     Returns the export folder, or None when the embedder has no local folder to export from.
     """
-    from index.onnx_embed import export_onnx, onnx_dir, onnx_ready
+    from fathom.index.onnx_embed import export_onnx, onnx_dir, onnx_ready
 
     if not isinstance(embedder, SentenceTransformerEmbedder):
         return None

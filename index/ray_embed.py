@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     import numpy as np
 
-    from stages.config import EmbedderConfig
+    from fathom.stages.config import EmbedderConfig
 
 
 class _EmbedActor:
@@ -24,8 +24,8 @@ class _EmbedActor:
     def __init__(self, cfg: dict[str, Any], models: str | None) -> None:
         from pathlib import Path
 
-        from index.embed import make_embedder
-        from stages.config import EmbedderConfig
+        from fathom.index.embed import make_embedder
+        from fathom.stages.config import EmbedderConfig
 
         # The models folder gives the actors the ONNX export (and the int8 model) the local
         # embedder uses, so remote vectors match a local ingest's.

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stages.base import Chunk
+from fathom.stages.base import Chunk
 
 CHUNKS = "chunks.jsonl"
 OFFSETS = "chunks.offsets.npy"

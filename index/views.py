@@ -34,13 +34,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stages.errors import ConfigError
+from fathom.stages.errors import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from index.collection import Collection
-    from stages.base import Chunk, Embedder
+    from fathom.index.collection import Collection
+    from fathom.stages.base import Chunk, Embedder
 
 VIEW_FORMAT = 1
 GRANULARITIES = ("sentences", "sections", "chunks")
@@ -73,7 +73,7 @@ def views_dir(collection: Collection) -> Path:
 def _units_sentences(
     chunks: list[Chunk], window: int, stride: int
 ) -> tuple[list[list[int]], list[int], list[int]]:
-    from chunking.sentences import split_sentences
+    from fathom.chunking.sentences import split_sentences
 
     rows: list[list[int]] = []
     starts: list[int] = []
@@ -143,9 +143,9 @@ def build_view(
     """Build (or rebuild) one view of ``collection`` and return it opened."""
     import numpy as np
 
-    from index.collection import embed_input, writer_lock
-    from index.dense import DenseIndex
-    from index.sparse import Bm25Index
+    from fathom.index.collection import embed_input, writer_lock
+    from fathom.index.dense import DenseIndex
+    from fathom.index.sparse import Bm25Index
 
     if spec.granularity not in GRANULARITIES:
         raise ConfigError(f"view {spec.name!r}: granularity {spec.granularity!r} is not one of "
@@ -249,8 +249,8 @@ class View:
     def __init__(self, collection: Collection, directory: Path, meta: dict[str, Any]) -> None:
         import numpy as np
 
-        from index.dense import DenseIndex
-        from index.sparse import Bm25Index
+        from fathom.index.dense import DenseIndex
+        from fathom.index.sparse import Bm25Index
 
         self.collection = collection
         self.meta = meta

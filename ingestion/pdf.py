@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ingestion.clean import (
+from fathom.ingestion.clean import (
     DEFAULT_MAX_BYTES,
     Block,
     assemble,
@@ -28,8 +28,8 @@ from ingestion.clean import (
     sensible_title,
     table_row,
 )
-from stages.base import Document
-from stages.errors import ParseError
+from fathom.stages.base import Document
+from fathom.stages.errors import ParseError
 
 # Headers/footers: a normalised line at the top or bottom of >= this share of pages is removed.
 HEADER_FOOTER_SHARE = 0.5

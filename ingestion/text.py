@@ -6,7 +6,7 @@ import codecs
 import re
 from pathlib import Path
 
-from ingestion.clean import (
+from fathom.ingestion.clean import (
     DEFAULT_MAX_BYTES,
     Block,
     assemble,
@@ -14,8 +14,8 @@ from ingestion.clean import (
     read_source,
     table_row,
 )
-from stages.base import Document
-from stages.errors import ParseError
+from fathom.stages.base import Document
+from fathom.stages.errors import ParseError
 
 # Tried in this order for files without a UTF-16 byte-order mark; the first that decodes wins.
 ENCODINGS = ("utf-8", "cp1252")

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ingestion.clean import (
+from fathom.ingestion.clean import (
     DEFAULT_MAX_BYTES,
     Block,
     assemble,
@@ -20,8 +20,8 @@ from ingestion.clean import (
     read_source,
     table_row,
 )
-from stages.base import Document
-from stages.errors import ParseError
+from fathom.stages.base import Document
+from fathom.stages.errors import ParseError
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _P, _TBL, _SDT, _TR, _TC = f"{_W}p", f"{_W}tbl", f"{_W}sdt", f"{_W}tr", f"{_W}tc"

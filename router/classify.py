@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stages.errors import IndexMismatchError
+from fathom.stages.errors import IndexMismatchError
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from stages.base import Embedder, QueryType
-    from stages.config import Config
+    from fathom.stages.base import Embedder, QueryType
+    from fathom.stages.config import Config
 
 CLASSES: tuple[QueryType, ...] = ("factual", "summarization", "reasoning", "multi_hop")
 POLICY_FORMAT = 1
@@ -349,7 +349,7 @@ class QueryClassifier:
     @classmethod
     def from_config(cls, cfg: Config, policy_path: str | Path | None = None) -> QueryClassifier:
         """A classifier using the configured query-path embedder (the ONNX export when present)."""
-        from index.embed import make_query_embedder
+        from fathom.index.embed import make_query_embedder
 
         return cls(make_query_embedder(cfg.embedder, cfg.models_path()), policy_path)
 

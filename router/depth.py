@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from stages.base import Decision, Probe, QueryType
-from stages.errors import ConfigError
+from fathom.stages.base import Decision, Probe, QueryType
+from fathom.stages.errors import ConfigError
 
 if TYPE_CHECKING:
-    from router.strategy import Strategy
+    from fathom.router.strategy import Strategy
 
 
 class FixedDepth:

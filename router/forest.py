@@ -30,13 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stages.base import Decision
-from stages.errors import ConfigError
+from fathom.stages.base import Decision
+from fathom.stages.errors import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from stages.base import Probe, QueryType
+    from fathom.stages.base import Probe, QueryType
 
 FORMAT = 2  # 2: an extra "none suffices" class; the cost rule
 DEFAULT_BUDGETS = (0, 1, 2, 3, 5, 8, 12, 20)
@@ -364,7 +364,7 @@ class ForestPolicy:
         qtype: QueryType,
         type_probs: dict[str, float] | None = None,
     ) -> Decision:
-        from router.features import probe_features
+        from fathom.router.features import probe_features
 
         t = time.perf_counter()
         f = probe_features(question, probe, type_probs)
@@ -431,7 +431,7 @@ class ForestPolicy:
                 arrays[f"t{i}_{name}"] = getattr(t, name)
         with open(path, "wb") as fh:
             np.savez_compressed(fh, **arrays)
-        from router.features import write_policy_meta
+        from fathom.router.features import write_policy_meta
 
         write_policy_meta(
             path,
@@ -455,7 +455,7 @@ class ForestPolicy:
         embedder."""
         import numpy as np
 
-        from router.features import read_policy_meta
+        from fathom.router.features import read_policy_meta
 
         arr_path = Path(path).with_suffix(".npz")
         meta = read_policy_meta(Path(path), "forest", FORMAT, ".npz", expect_embedder)
@@ -500,12 +500,12 @@ def load_policy(path: str | Path, expect_embedder: str | None = None) -> Any:
     (``"kind": "utility"``) → utility router, otherwise a forest (``.npz`` + ``.json``)."""
     path = Path(path)
     if path.suffix == ".safetensors" or path.with_suffix(".safetensors").is_file():
-        from router.reinforce import ReinforcePolicy
+        from fathom.router.reinforce import ReinforcePolicy
 
         return ReinforcePolicy.load(path, expect_embedder=expect_embedder)
     meta = path.with_suffix(".json")
     if meta.is_file() and '"kind": "utility"' in meta.read_text(encoding="utf-8"):
-        from router.utility import UtilityPolicy
+        from fathom.router.utility import UtilityPolicy
 
         return UtilityPolicy.load(meta)
     return ForestPolicy.load(path, expect_embedder=expect_embedder)

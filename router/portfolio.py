@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from stages.errors import ConfigError
+from fathom.stages.errors import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np

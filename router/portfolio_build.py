@@ -21,15 +21,15 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stages.errors import ConfigError
+from fathom.stages.errors import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from evaluation.data import Question
-    from index.collection import Collection
-    from router.portfolio_pool import Member, MemberRuns
-    from stages.base import Embedder
+    from fathom.evaluation.data import Question
+    from fathom.index.collection import Collection
+    from fathom.router.portfolio_pool import Member, MemberRuns
+    from fathom.stages.base import Embedder
 
 
 def _runs_cached(
@@ -47,8 +47,8 @@ def _runs_cached(
     dimension, from ``cache`` (an ``.npz``) when its key matches, else computed and saved."""
     import numpy as np
 
-    from router.portfolio_pool import member_runs, run_scores
-    from router.portfolio_router import router_inputs
+    from fathom.router.portfolio_pool import member_runs, run_scores
+    from fathom.router.portfolio_router import router_inputs
 
     if cache is not None and cache.is_file():
         with np.load(cache, allow_pickle=False) as data:
@@ -83,9 +83,9 @@ def build_portfolio(
     and the router (see the module docstring)."""
     import numpy as np
 
-    from router.portfolio import coverage, greedy_portfolio, top_k_by_average
-    from router.portfolio_pool import pool_for, resolve_score
-    from router.portfolio_router import input_schema, probe_settings, train_router
+    from fathom.router.portfolio import coverage, greedy_portfolio, top_k_by_average
+    from fathom.router.portfolio_pool import pool_for, resolve_score
+    from fathom.router.portfolio_router import input_schema, probe_settings, train_router
 
     by = resolve_score(questions, by)
     pool = pool_for(collection)
@@ -153,7 +153,7 @@ def load_portfolio(path: Path) -> dict[str, Any]:
 
 def pool_members(collection: Collection, names: list[str]) -> tuple[Member, ...]:
     """Pool members by name, in the given order (views must exist and be up to date)."""
-    from router.portfolio_pool import pool_for
+    from fathom.router.portfolio_pool import pool_for
 
     pool = {m.name: m for m in pool_for(collection)}
     unknown = [n for n in names if n not in pool]
@@ -177,9 +177,9 @@ def evaluate_portfolio(
     """Coverage rows and paired differences on ``questions`` (see the module docstring)."""
     import numpy as np
 
-    from evaluation.metrics import bootstrap_ci
-    from router.portfolio_pool import fuse_rows, member_runs, run_scores, score_rows
-    from router.portfolio_router import PortfolioRouter, check_probe, input_schema, router_inputs
+    from fathom.evaluation.metrics import bootstrap_ci
+    from fathom.router.portfolio_pool import fuse_rows, member_runs, run_scores, score_rows
+    from fathom.router.portfolio_router import PortfolioRouter, check_probe, input_schema, router_inputs
 
     by, n = info["score"], int(info["top_n"])
     pool = pool_members(collection, [m["name"] for m in info["pool"]])

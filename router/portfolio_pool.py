@@ -25,14 +25,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from stages.errors import ConfigError
+from fathom.stages.errors import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from evaluation.data import Question
-    from index.collection import Collection
-    from stages.base import Embedder
+    from fathom.evaluation.data import Question
+    from fathom.index.collection import Collection
+    from fathom.stages.base import Embedder
 
 PRF_DOCS = 3
 PRF_TERMS = 8
@@ -78,7 +78,7 @@ def view_member(meta: dict[str, Any]) -> Member:
 
 def pool_for(collection: Collection) -> tuple[Member, ...]:
     """The default pool plus one member per up-to-date extra view of ``collection``."""
-    from index.views import list_views
+    from fathom.index.views import list_views
 
     extra = [view_member(meta) for meta in list_views(collection) if not meta["stale"]]
     return DEFAULT_POOL + tuple(extra)
@@ -119,7 +119,7 @@ class PoolSearcher:
     def view(self, name: str):
         """An extra view of the collection (``index.views``), opened once."""
         if name not in self._views:
-            from index.views import View
+            from fathom.index.views import View
 
             self._views[name] = View.open(self.collection, name)
         return self._views[name]
@@ -181,7 +181,7 @@ class PoolSearcher:
         return {m.name: out[m.name] for m in members}
 
     def _member_rows(self, m: Member, question: str, ranked: dict, n: int) -> list[int]:
-        from stages.retrieve import convex_fuse, rrf_fuse
+        from fathom.stages.retrieve import convex_fuse, rrf_fuse
 
         p = m.params
         if m.kind in ("dense", "bm25"):
@@ -206,7 +206,7 @@ class PoolSearcher:
     def _view_rows(self, m: Member, question: str, qvec: np.ndarray, n: int) -> list[int]:
         """A view member: its units ranked by the view's own BM25 (and dense, when the view
         has vectors; fused convexly with the member's dense weight), as chunk rows."""
-        from stages.retrieve import convex_fuse
+        from fathom.stages.retrieve import convex_fuse
 
         view = self.view(str(m.params["view"]))
         deep = max(n, self.candidates)  # n chunk rows need at least n units
@@ -239,7 +239,7 @@ class PoolSearcher:
     def _prf(
         self, question: str, scores: np.ndarray, rows: np.ndarray, n: int, docs: int, terms: int
     ) -> list[int]:
-        from stages.rerank import content_terms, words
+        from fathom.stages.rerank import content_terms, words
 
         if len(rows) == 0:
             return []
@@ -262,11 +262,11 @@ class PoolSearcher:
 def question_score(question: Question, chunks: list[Any], by: str) -> float:
     """s(q, r) for the chunks one member returned: gold-document recall or answer containment."""
     if by == "docs":
-        from evaluation.runner import source_id
+        from fathom.evaluation.runner import source_id
 
         gold = set(question.doc_ids)
         return len(gold & {source_id(c) for c in chunks}) / len(gold) if gold else 0.0
-    from evaluation.metrics import answer_recall
+    from fathom.evaluation.metrics import answer_recall
 
     hit = answer_recall("\n".join(c.text for c in chunks), list(question.answers))
     return float(hit or 0.0)
@@ -313,9 +313,9 @@ def member_runs(
     ``MemberRuns.features`` has no columns)."""
     import numpy as np
 
-    from router.features import probe_features
-    from router.portfolio_router import probe_depth, probe_settings
-    from stages.retrieve import retriever_for
+    from fathom.router.features import probe_features
+    from fathom.router.portfolio_router import probe_depth, probe_settings
+    from fathom.stages.retrieve import retriever_for
 
     searcher = PoolSearcher(collection)
     settings = probe_settings(collection.cfg)

@@ -23,12 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from stages.errors import ConfigError
+from fathom.stages.errors import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from stages.config import Config
+    from fathom.stages.config import Config
 
 ALPHAS = (0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0)
 FORMAT = 1
@@ -125,7 +125,7 @@ def router_inputs(qvecs: np.ndarray, features: np.ndarray) -> np.ndarray:
 
 def input_schema(embedder_id: str, dim: int) -> dict[str, Any]:
     """What the inputs are, so a router is never applied to inputs of another kind."""
-    from router.features import FEATURE_NAMES, SCHEMA_VERSION
+    from fathom.router.features import FEATURE_NAMES, SCHEMA_VERSION
 
     return {
         "embedder": embedder_id,
@@ -155,8 +155,8 @@ def probe_settings(cfg: Config) -> dict[str, Any]:
 def probe_depth(settings: dict[str, Any], question: str, qtype: str | None) -> int:
     """How many hits ``Engine.prepare`` probes for ``question`` of type ``qtype`` with no
     ``--k`` (``router.strategy.probe_depth``)."""
-    from router.strategy import probe_depth as depth_rule
-    from router.strategy import strategy_for
+    from fathom.router.strategy import probe_depth as depth_rule
+    from fathom.router.strategy import strategy_for
 
     k_max = strategy_for(qtype, question).k_max if qtype else 0
     return depth_rule(k_max, int(settings["rerank.candidates"]))

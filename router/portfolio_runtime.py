@@ -15,15 +15,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stages.base import Hit
-from stages.errors import ConfigError
+from fathom.stages.base import Hit
+from fathom.stages.errors import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from index.collection import Collection
-    from stages.base import Probe
-    from stages.config import Config
+    from fathom.index.collection import Collection
+    from fathom.stages.base import Probe
+    from fathom.stages.config import Config
 
 MODES = ("fuse", "select")
 
@@ -59,9 +59,9 @@ class PortfolioRuntime:
         """``cfg`` is the run's configuration: the portfolio's probe settings must be its
         (``check_probe``), and its ``retrieval.rrf_k`` fuses the members' results (60 without
         one; then the probe is not checked)."""
-        from router.portfolio_build import pool_members
-        from router.portfolio_pool import PoolSearcher
-        from router.portfolio_router import (
+        from fathom.router.portfolio_build import pool_members
+        from fathom.router.portfolio_pool import PoolSearcher
+        from fathom.router.portfolio_router import (
             LEGACY_PROBE,
             PortfolioRouter,
             check_probe,
@@ -100,7 +100,7 @@ class PortfolioRuntime:
 
     @classmethod
     def load(cls, cfg: Config, collection: Collection, embedder_id: str, dim: int):
-        from router.portfolio_build import load_portfolio
+        from fathom.router.portfolio_build import load_portfolio
 
         path = resolve_portfolio(cfg, cfg.retrieval.portfolio)
         r = cfg.retrieval
@@ -125,8 +125,8 @@ class PortfolioRuntime:
         again at the trained depth."""
         import numpy as np
 
-        from router.features import probe_features
-        from router.portfolio_router import probe_depth
+        from fathom.router.features import probe_features
+        from fathom.router.portfolio_router import probe_depth
 
         qtype = max(type_probs, key=type_probs.__getitem__) if type_probs else None
         depth = probe_depth(self.probe, question, qtype)
@@ -142,8 +142,8 @@ class PortfolioRuntime:
         """The configured retriever (the one ``Engine.prepare`` probes with), built once; it
         is always given the query's embedding, so its embedder never loads."""
         if self._retriever is None:
-            from index.embed import query_embedder_for
-            from stages.retrieve import retriever_for
+            from fathom.index.embed import query_embedder_for
+            from fathom.stages.retrieve import retriever_for
 
             if self.cfg is None:
                 raise ConfigError(f"portfolio {self.name}: no configuration to probe with")
@@ -155,7 +155,7 @@ class PortfolioRuntime:
         self, question: str, qvec: np.ndarray, probe: Probe, type_probs: dict[str, float]
     ) -> list[str]:
         """The router's ``ell`` members for this question, best first."""
-        from router.portfolio_router import router_inputs
+        from fathom.router.portfolio_router import router_inputs
 
         feats = self.features(question, qvec, probe, type_probs)[None, :]
         return self.router.choose(router_inputs(qvec[None, :], feats), self.ell)[0]

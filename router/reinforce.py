@@ -25,14 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stages.base import Decision
-from stages.errors import FathomError
+from fathom.stages.base import Decision
+from fathom.stages.errors import FathomError
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from router.train_policy import Sweep
-    from stages.base import Probe, QueryType
+    from fathom.router.train_policy import Sweep
+    from fathom.stages.base import Probe, QueryType
 
 FORMAT = 1
 _LAYERS = ("proj", "h1", "h2", "out")
@@ -98,7 +98,7 @@ class ReinforcePolicy:
         type_probs: dict[str, float] | None = None,
         qvec: Any = None,
     ) -> Decision:
-        from router.features import probe_features
+        from fathom.router.features import probe_features
 
         if qvec is None:
             raise FathomError("the reinforce policy needs the query embedding")
@@ -139,7 +139,7 @@ class ReinforcePolicy:
         import numpy as np
         import torch
 
-        from router.features import FEATURE_NAMES
+        from fathom.router.features import FEATURE_NAMES
 
         torch.manual_seed(seed)
         threads = torch.get_num_threads()
@@ -228,7 +228,7 @@ class ReinforcePolicy:
         tensors["feature.mean"] = self.mean.astype("float32")
         tensors["feature.std"] = self.std.astype("float32")
         save_file(tensors, str(path))
-        from router.features import write_policy_meta
+        from fathom.router.features import write_policy_meta
 
         write_policy_meta(path, "reinforce", FORMAT, self.budgets, self.meta)
         return path
@@ -237,7 +237,7 @@ class ReinforcePolicy:
     def load(cls, path: str | Path, expect_embedder: str | None = None) -> ReinforcePolicy:
         from safetensors.numpy import load_file
 
-        from router.features import read_policy_meta
+        from fathom.router.features import read_policy_meta
 
         w_path = Path(path).with_suffix(".safetensors")
         meta = read_policy_meta(Path(path), "reinforce", FORMAT, ".safetensors", expect_embedder)

@@ -25,10 +25,10 @@ import re
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from stages.errors import ConfigError
+from fathom.stages.errors import ConfigError
 
 if TYPE_CHECKING:
-    from stages.base import QueryType
+    from fathom.stages.base import QueryType
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from router.classify import (
+from fathom.router.classify import (
     CLASSES,
     DEFAULT_DATA,
     DEFAULT_POLICY,
@@ -34,12 +34,12 @@ from router.classify import (
     RULES_VERSION,
     rule_features,
 )
-from stages.errors import FathomError
+from fathom.stages.errors import FathomError
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from stages.base import Embedder
+    from fathom.stages.base import Embedder
 
 L2_GRID: tuple[float, ...] = (0.003, 0.01, 0.03, 0.1)
 ITERATIONS = 1500
@@ -189,7 +189,7 @@ def confusion_matrix(y: np.ndarray, pred: np.ndarray, n_classes: int) -> list[li
 
 
 def _fathom_version() -> str:
-    from index.collection import fathom_version
+    from fathom.index.collection import fathom_version
 
     return fathom_version()
 
@@ -220,7 +220,7 @@ def train(
 
     data_path = Path(data_path)
     if embedder is None:
-        from index.embed import SentenceTransformerEmbedder
+        from fathom.index.embed import SentenceTransformerEmbedder
 
         embedder = SentenceTransformerEmbedder("all-MiniLM-L6-v2")
     questions, labels = load_examples(data_path)
@@ -328,8 +328,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--l2", type=float, default=None, help="fix the penalty (default: CV)")
     parser.add_argument("--folds", type=int, default=5)
     args = parser.parse_args(argv)
-    from index.embed import make_embedder
-    from stages.config import EmbedderConfig
+    from fathom.index.embed import make_embedder
+    from fathom.stages.config import EmbedderConfig
 
     embedder = make_embedder(EmbedderConfig(name=args.embedder))
     try:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stages.errors import FathomError
+from fathom.stages.errors import FathomError
 
 WARN_RECALL = 0.6  # below this answer recall at the deepest budget, the sweep warns
 
@@ -60,7 +60,7 @@ def load_sweep(directory: str | Path, quality: str = "quality") -> Sweep:
     ``quality`` names the row metric to imitate (default: the run's judge)."""
     import numpy as np
 
-    from evaluation.summary import read_log
+    from fathom.evaluation.summary import read_log
 
     directory = Path(directory)
     run_path = directory / "run.json"
@@ -168,9 +168,9 @@ def train_forest(
     given (else by ``confidence``), with the sweep's mean context tokens per budget."""
     import numpy as np
 
-    from index.collection import fathom_version
-    from router.features import FEATURE_NAMES
-    from router.forest import ForestPolicy, oracle_labels
+    from fathom.index.collection import fathom_version
+    from fathom.router.features import FEATURE_NAMES
+    from fathom.router.forest import ForestPolicy, oracle_labels
 
     # A question no budget answers gets the extra class "none suffices" (index len(budgets)):
     # as label 0 ("skip") it would teach the policy to skip retrieval for questions that merely
@@ -230,7 +230,7 @@ def train_forest(
 def sweep_query_vectors(cfg: Any, sweep: Sweep) -> Any:
     """The query embeddings of a sweep's questions ``(n, dim)``, with the query-path embedder
     the collections use (the reinforce policy reads them)."""
-    from index.embed import make_query_embedder
+    from fathom.index.embed import make_query_embedder
 
     questions = sweep.questions
     if questions is None:

@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stages.base import Decision
-from stages.errors import ConfigError, FathomError
+from fathom.stages.base import Decision
+from fathom.stages.errors import ConfigError, FathomError
 
 if TYPE_CHECKING:
-    from router.train_policy import Sweep
-    from stages.base import Probe, QueryType
+    from fathom.router.train_policy import Sweep
+    from fathom.stages.base import Probe, QueryType
 
 FORMAT = 1
 PRESETS: dict[str, tuple[float, float]] = {

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from stages.base import Chunk, Hit
-from stages.generate.prompt import (
+from fathom.stages.base import Chunk, Hit
+from fathom.stages.generate.prompt import (
     DEFAULT_FRAMING,
     SYSTEM,
     SYSTEM_PLAIN,
@@ -42,7 +42,7 @@ from stages.generate.prompt import (
     render_block,
     render_user,
 )
-from stages.rerank import (
+from fathom.stages.rerank import (
     EmbeddingReranker,
     content_terms,
     lexical_overlap,
@@ -53,7 +53,7 @@ from stages.rerank import (
 if TYPE_CHECKING:
     import numpy as np
 
-    from stages.base import Embedder
+    from fathom.stages.base import Embedder
 
 CountTokens = Callable[[list[str]], list[int]]
 
@@ -324,7 +324,7 @@ class ContextCompressor:
         Condensing a chunk depends only on the query and the chunk's text, so results are kept
         for the next call: a feedback round re-fits the previous round's chunks and more.
         """
-        from chunking.sentences import split_sentences
+        from fathom.chunking.sentences import split_sentences
 
         memo = self._condensed
         if len(memo) > 4096:
@@ -362,7 +362,7 @@ class ContextCompressor:
         """``hit`` cut at a sentence boundary so its rendered source (``header`` tokens without
         text) fits ``room`` tokens, with the number of sentences removed; ``None`` when fewer
         than ``MIN_TRUNCATED_TOKENS`` of text would fit."""
-        from chunking.sentences import split_sentences
+        from fathom.chunking.sentences import split_sentences
 
         if room - header < self.MIN_TRUNCATED_TOKENS:
             return None

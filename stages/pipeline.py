@@ -18,13 +18,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from feedback.confidence import attribute
-from stages.base import Citation, Decision, Draft, Hit, Probe
-from stages.errors import CollectionNotFound, FathomError, IndexMismatchError
-from stages.generate.prompt import render_block, renumber_citations, strip_citations
+from fathom.feedback.confidence import attribute
+from fathom.stages.base import Citation, Decision, Draft, Hit, Probe
+from fathom.stages.errors import CollectionNotFound, FathomError, IndexMismatchError
+from fathom.stages.generate.prompt import render_block, renumber_citations, strip_citations
 
 if TYPE_CHECKING:
-    from stages.config import Config
+    from fathom.stages.config import Config
 
 Progress = Callable[..., None]
 TokenSink = Callable[[str], None]
@@ -148,9 +148,9 @@ def resolve_target(
 ) -> str:
     """The collection for ``target``: a file or folder (ingested on first use, with
     ``embedder`` when given; ``password`` opens encrypted PDFs) or a name."""
-    from index.collection import collection_for, collections_root, ingest_paths
-    from index.embed import embedder_id_for
-    from index.manifest import read_manifest
+    from fathom.index.collection import collection_for, collections_root, ingest_paths
+    from fathom.index.embed import embedder_id_for
+    from fathom.index.manifest import read_manifest
 
     path = Path(target)
     if path.exists():
@@ -208,9 +208,9 @@ class Engine:
     """A collection with its models loaded, answering questions one after another."""
 
     def __init__(self, cfg: Config, collection: str, generator: Any | None = None) -> None:
-        from index.collection import Collection
-        from index.embed import embedder_id_for, query_embedder_for
-        from stages.retrieve import retriever_for
+        from fathom.index.collection import Collection
+        from fathom.index.embed import embedder_id_for, query_embedder_for
+        from fathom.stages.retrieve import retriever_for
 
         self.cfg = cfg
         self.collection = Collection.open(
@@ -241,7 +241,7 @@ class Engine:
     @property
     def generator(self):
         if self._generator is None:
-            from stages.generate import make_generator
+            from fathom.stages.generate import make_generator
 
             self._generator = make_generator(self.cfg.generator)
         inner = getattr(self._generator, "inner", self._generator)  # under an eval cache
@@ -252,8 +252,8 @@ class Engine:
     def depth_policy(self) -> Any | None:
         """The configured depth policy (``retrieval.policy``), or None for the strategy's."""
         if self._policy is False:
-            from index.embed import embedder_id_for
-            from router.forest import default_policy_path, load_policy
+            from fathom.index.embed import embedder_id_for
+            from fathom.router.forest import default_policy_path, load_policy
 
             choice = self.cfg.retrieval.policy.strip()
             path = None
@@ -282,8 +282,8 @@ class Engine:
         if self._portfolio is False:
             self._portfolio = None
             if self.cfg.retrieval.portfolio.strip():
-                from index.embed import embedder_id_for
-                from router.portfolio_runtime import PortfolioRuntime
+                from fathom.index.embed import embedder_id_for
+                from fathom.router.portfolio_runtime import PortfolioRuntime
 
                 self._portfolio = PortfolioRuntime.load(
                     self.cfg,
@@ -299,8 +299,8 @@ class Engine:
         on: with a collection built on another (``--embedder``), it embeds each question itself
         with its own (``self._classifier_embeds``) instead of refusing to classify."""
         if self._classifier is None:
-            from index.embed import embedder_id_for, make_query_embedder
-            from router.classify import DEFAULT_POLICY, QueryClassifier, QueryTypePolicy
+            from fathom.index.embed import embedder_id_for, make_query_embedder
+            from fathom.router.classify import DEFAULT_POLICY, QueryClassifier, QueryTypePolicy
 
             policy = QueryTypePolicy.load(DEFAULT_POLICY)  # read once, here
             embedder_cfg = self.cfg.embedder
@@ -313,7 +313,7 @@ class Engine:
 
     def reranker(self):
         if self._reranker is None:
-            from stages.rerank import make_reranker
+            from fathom.stages.rerank import make_reranker
 
             self._reranker, self._rerank_notice = make_reranker(
                 self.cfg.rerank, self.embedder, vectors=self.vectors
@@ -323,7 +323,7 @@ class Engine:
     @property
     def compressor(self):
         if self._compressor is None:
-            from stages.compress import ContextCompressor
+            from fathom.stages.compress import ContextCompressor
 
             c = self.cfg.compress
             self._compressor = ContextCompressor(
@@ -342,14 +342,14 @@ class Engine:
     @property
     def scorer(self):
         if self._scorer is None:
-            from feedback.confidence import SupportScorer
+            from fathom.feedback.confidence import SupportScorer
 
             self._scorer = SupportScorer(self.embedder)
         return self._scorer
 
     def _count_embedding_tokens(self, texts: list[str]) -> int:
         if self._token_counter is None:
-            from chunking.tokens import token_counter_for
+            from fathom.chunking.tokens import token_counter_for
 
             self._token_counter = token_counter_for(self.embedder.model_dir())
         return sum(self._token_counter.count(texts))
@@ -360,7 +360,7 @@ class Engine:
         """The question-only stages, shared by every depth: embed, classify, probe (and the
         second hop of a multi-hop strategy) to at least ``depth`` hits. ``retrieve=False``
         stops after classifying."""
-        from router.strategy import probe_depth, strategy_for
+        from fathom.router.strategy import probe_depth, strategy_for
 
         question = question.strip()
         if not question:
@@ -474,7 +474,7 @@ class Engine:
         The trace charges the shared stages of ``prepared`` too, except the probe and hop when
         the decision is a fixed k = 0 (a no-retrieval run never needs them).
         """
-        from router.depth import FixedDepth, StrategyDepth
+        from fathom.router.depth import FixedDepth, StrategyDepth
 
         question, strategy, probe = prepared.question, prepared.strategy, prepared.probe
         emit = on_event or (lambda *a, **kw: None)
@@ -646,8 +646,8 @@ class Engine:
 
     def _budget(self, question: str, wanted: int) -> int:
         """The context budget: what was asked for, capped so the prompt fits the window."""
-        from stages.compress import prompt_overhead
-        from stages.generate.prompt import build_messages
+        from fathom.stages.compress import prompt_overhead
+        from fathom.stages.generate.prompt import build_messages
 
         gen = self.generator
         # Chat-template tokens (the no-source prompt minus its message texts), plus everything
@@ -873,7 +873,7 @@ class Engine:
         language model (the extractive answerer), the candidate with the highest support
         confidence wins. ``answered`` carries member answers across feedback rounds of one
         answer, so a member with no deeper results is not asked the same prompt again."""
-        from stages.generate.prompt import parse_citations
+        from fathom.stages.generate.prompt import parse_citations
 
         question = prepared.question
         pf = prepared.portfolio
@@ -1032,7 +1032,7 @@ class Engine:
         repeats one in ``asked``)."""
         import numpy as np
 
-        from stages.retrieve import CollectionRetriever, rrf_fuse
+        from fathom.stages.retrieve import CollectionRetriever, rrf_fuse
 
         follow = followup_query(question, list(probe.hits[:3]), asked or ())
         if not follow or follow in (asked or ()):
@@ -1082,7 +1082,7 @@ class Engine:
 
     def _map_reduce(self, question: str, budget: int, trace: Trace, on_token: TokenSink | None):
         """Summaries over the whole collection: one source per section (map), then one answer."""
-        from stages.base import Chunk
+        from fathom.stages.base import Chunk
 
         gen = self.generator
         llm = gen.name != "extractive"
@@ -1322,7 +1322,7 @@ def ask(
 
 def record(cfg: Config, target: str, answer: Answer) -> None:
     """Append the ask to ``history.db``."""
-    from stages.history import History
+    from fathom.stages.history import History
 
     tr = answer.trace
     History(cfg.home_path() / "history.db").record(

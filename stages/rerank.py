@@ -22,16 +22,16 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stages.base import Hit
-from stages.errors import BackendUnavailable
+from fathom.stages.base import Hit
+from fathom.stages.errors import BackendUnavailable
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     import numpy as np
 
-    from stages.base import Embedder, Reranker
-    from stages.config import RerankConfig
+    from fathom.stages.base import Embedder, Reranker
+    from fathom.stages.config import RerankConfig
 
 # ---------------------------------------------------------------------------------------------
 # Lexical helpers (shared with stages.compress)
@@ -173,7 +173,7 @@ def _cross_encoder_class(model: str):
         raise BackendUnavailable(
             f"reranker {model!r}: sentence-transformers is not installed ({exc}) — pip install -e ."
         ) from None
-    from index.embed import quiet_transformers
+    from fathom.index.embed import quiet_transformers
 
     quiet_transformers()
     return CrossEncoder
@@ -323,7 +323,7 @@ class EmbeddingReranker:
     def units(self, text: str, whole: bool = True) -> list[str]:
         """The sentence units of one chunk (at most ``max_sentences``) plus, with ``whole``,
         the whole text."""
-        from chunking.sentences import split_sentences
+        from fathom.chunking.sentences import split_sentences
 
         spans = split_sentences(text)
         if len(spans) > self.max_sentences:

@@ -16,14 +16,14 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from stages.base import Hit, Probe
-from stages.errors import ConfigError
+from fathom.stages.base import Hit, Probe
+from fathom.stages.errors import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from index.collection import Collection
-    from stages.base import Embedder, SearchMode
+    from fathom.index.collection import Collection
+    from fathom.stages.base import Embedder, SearchMode
 
 
 def rrf_fuse(
@@ -172,8 +172,8 @@ class CollectionRetriever:
 
 def open_retriever(cfg, name: str, mode: SearchMode | None = None) -> CollectionRetriever:
     """A retriever over collection ``name`` using the embedder it was built with."""
-    from index.collection import Collection
-    from index.embed import embedder_id_for, query_embedder_for
+    from fathom.index.collection import Collection
+    from fathom.index.embed import embedder_id_for, query_embedder_for
 
     mode = mode or cfg.retrieval.mode
     coll = Collection.open(cfg, name, expect_embedder=embedder_id_for(cfg.embedder))

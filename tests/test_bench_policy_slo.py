@@ -9,10 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from router.train_policy import Sweep
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from policy_slo import deadline_projection
+from fathom.bench.policy_slo import deadline_projection
+from fathom.router.train_policy import Sweep
 
 
 def _row(qid: str, k: int, answer: str, prompt: int, out: int) -> dict:

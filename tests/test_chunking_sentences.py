@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chunking.sentences import (
+from fathom.chunking.sentences import (
     MIN_TRAIN_CHARS,
     TRAIN_CHARS,
     SentenceSplitter,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from chunking.tokens import HfTokenCounter, WordCounter, find_tokenizer_json, token_counter_for
-from stages.base import TokenCounter
-from stages.errors import BackendUnavailable
+from fathom.chunking.tokens import HfTokenCounter, WordCounter, find_tokenizer_json, token_counter_for
+from fathom.stages.base import TokenCounter
+from fathom.stages.errors import BackendUnavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 

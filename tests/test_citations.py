@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from feedback.confidence import SupportScorer, answer_sentences, attribute
-from stages.base import Draft
-from stages.generate.prompt import (
+from fathom.feedback.confidence import SupportScorer, answer_sentences, attribute
+from fathom.stages.base import Draft
+from fathom.stages.generate.prompt import (
     cited_numbers,
     parse_citations,
     renumber_citations,
     strip_citations,
 )
-from tests.generate_support import eiffel_hits
+from fathom.tests.support.generate_support import eiffel_hits
 
 
 @pytest.mark.parametrize(

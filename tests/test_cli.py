@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import cli
+from fathom import cli
 
 REPO = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "faiss", "sentence_transformers", "fitz", "pymupdf", "transformers", "llama_cpp")
@@ -19,7 +19,7 @@ HEAVY = ("torch", "faiss", "sentence_transformers", "fitz", "pymupdf", "transfor
 def test_help_imports_no_heavy_library() -> None:
     code = (
         "import sys, json; sys.argv = ['fathom', '--help']\n"
-        "import cli\n"
+        "from fathom import cli\n"
         "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
         "print(json.dumps(sorted(sys.modules)))"
     )
@@ -120,7 +120,7 @@ def test_config_show_json(tmp_path: Path, fathom_home: Path) -> None:
 
 
 def test_auto_collection_name_is_keyed_by_content(tmp_path: Path) -> None:
-    from index.collection import collection_for
+    from fathom.index.collection import collection_for
 
     folder = _corpus(tmp_path)
     name = collection_for([folder])
@@ -153,8 +153,8 @@ def test_a_bad_budget_list_is_a_usage_error(tmp_path: Path) -> None:
 def test_policy_show_prints_a_reinforce_policy(tmp_path: Path) -> None:
     import numpy as np
 
-    from router.features import FEATURE_NAMES
-    from router.reinforce import ReinforcePolicy
+    from fathom.router.features import FEATURE_NAMES
+    from fathom.router.reinforce import ReinforcePolicy
 
     rng = np.random.default_rng(0)
     weights = {f"{n}.{p}": rng.normal(size=(2, 2)).astype(np.float32)
@@ -188,7 +188,7 @@ def test_policy_show_prints_a_reinforce_policy(tmp_path: Path) -> None:
 def test_policy_show_after_policy_train_reinforce(tmp_path: Path, monkeypatch) -> None:
     """The reviewer's path: `policy train --kind reinforce --out P/rl`, then `policy show`."""
     pytest.importorskip("torch")
-    from tests.docgen import make_qa_set
+    from fathom.tests.support.docgen import make_qa_set
 
     monkeypatch.setenv("FATHOM_RERANK__ENABLED", "false")
     monkeypatch.setenv("FATHOM_EMBEDDER__NAME", "hashing:64")  # no model to load
@@ -219,7 +219,7 @@ def test_policy_show_after_policy_train_reinforce(tmp_path: Path, monkeypatch) -
 def test_ask_into_a_pipe_prints_the_final_answer_once_not_a_stream(tmp_path: Path, minilm) -> None:
     """Streaming is for a terminal: redirected, the output is the answer panel (with the
     final answer only), not the drafts of every round as they were generated."""
-    from tests import docgen
+    from fathom.tests.support import docgen
 
     pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
     res = CliRunner().invoke(

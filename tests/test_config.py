@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from stages.config import load_config
-from stages.errors import ConfigError
+from fathom.stages.config import load_config
+from fathom.stages.errors import ConfigError
 
 
 def test_defaults_then_toml_then_env_then_flags(tmp_path: Path) -> None:

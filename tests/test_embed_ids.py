@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from index.embed import (
+from fathom.index.embed import (
     MINILM_ID,
     SentenceTransformerEmbedder,
     embedder_id_for,
@@ -18,9 +18,9 @@ from index.embed import (
     packaged_minilm_dir,
     resolve_model,
 )
-from index.onnx_embed import OnnxEmbedder, onnx_ready
-from stages.config import EmbedderConfig
-from stages.errors import ConfigError
+from fathom.index.onnx_embed import OnnxEmbedder, onnx_ready
+from fathom.stages.config import EmbedderConfig
+from fathom.stages.errors import ConfigError
 
 TEXTS = ["Owls hunt at night.", "What are the key findings of the report?", "hello"]
 

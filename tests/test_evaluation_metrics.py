@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluation import metrics
-from evaluation.metrics import (
+from fathom.evaluation import metrics
+from fathom.evaluation.metrics import (
     answer_recall,
     bootstrap_ci,
     contains,
@@ -107,7 +107,7 @@ def test_answer_recall_uses_the_context() -> None:
 
 
 def test_is_abstention_recognises_the_generators_texts() -> None:
-    from stages.generate.extractive import NO_ANSWER
+    from fathom.stages.generate.extractive import NO_ANSWER
 
     for text in [
         NO_ANSWER,
@@ -253,7 +253,7 @@ def test_percentiles_linear() -> None:
 
 
 def test_stable_seed_is_the_same_in_every_process() -> None:
-    code = "from evaluation.metrics import stable_seed; print(stable_seed(7, 'gap/quality'))"
+    code = "from fathom.evaluation.metrics import stable_seed; print(stable_seed(7, 'gap/quality'))"
     seen = set()
     for hashseed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": hashseed}

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.plots import cost_per_1000, pareto_front, write_plots
-from evaluation.report import COLUMNS, MISSING, render_table, summary_rows, write_report
+from fathom.evaluation.plots import cost_per_1000, pareto_front, write_plots
+from fathom.evaluation.report import COLUMNS, MISSING, render_table, summary_rows, write_report
 
 REPO = Path(__file__).resolve().parent.parent
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

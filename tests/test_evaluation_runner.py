@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from evaluation.cache import CachingGenerator
-from evaluation.data import load_questions
-from evaluation.runner import EvalSettings, run_eval, split_questions
-from evaluation.strategies import parse_strategies, parse_strategy
-from stages.base import Draft
-from stages.errors import ConfigError, FathomError
-from tests.docgen import make_qa_set
+from fathom.evaluation.cache import CachingGenerator
+from fathom.evaluation.data import load_questions
+from fathom.evaluation.runner import EvalSettings, run_eval, split_questions
+from fathom.evaluation.strategies import parse_strategies, parse_strategy
+from fathom.stages.base import Draft
+from fathom.stages.errors import ConfigError, FathomError
+from fathom.tests.support.docgen import make_qa_set
 
 STRATEGIES = ["none", "fixed:1", "fixed:2", "gap", "threshold:p50"]
 TIMING = {"stages_ms", "total_ms", "cached_generation"}
@@ -42,7 +42,7 @@ def qa_set(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.fixture
 def ecfg(qa_home: Path, monkeypatch: pytest.MonkeyPatch):
     """A config on the module's home (the collection is built once), extractive, no rerank."""
-    from stages.config import load_config
+    from fathom.stages.config import load_config
 
     monkeypatch.setenv("FATHOM_HOME", str(qa_home))
     cfg = load_config()
@@ -147,7 +147,7 @@ def test_eval_rows_match_brute_force_and_report_reproduces_summary(ecfg, qa_set,
     assert summary["strategies"]["none"]["metrics"]["quality"]["mean"] <= 0.2
 
     # `fathom eval report DIR` rebuilds summary.json byte for byte from run.json + log.jsonl.
-    from cli import main
+    from fathom.cli import main
 
     before = (out / "summary.json").read_bytes()
     (out / "summary.json").unlink()
@@ -186,7 +186,7 @@ def test_a_different_run_in_the_same_folder_is_refused(ecfg, qa_set, tmp_path):
 
 
 def test_a_run_from_before_a_setting_existed_resumes_at_its_default(ecfg, qa_set, tmp_path):
-    from evaluation.runner import same_config
+    from fathom.evaluation.runner import same_config
 
     out = tmp_path / "run"
     run_eval(ecfg, settings(qa_set, out, strategies=["fixed:1"], limit=4))
@@ -231,7 +231,7 @@ def test_every_row_is_generated_from_an_empty_kv_cache(ecfg, qa_set, tmp_path, m
     """llama.cpp reuses the longest prefix a prompt shares with the last one; a sweep sends one
     question's budgets in a row, so without ``forget`` fixed:2 would be timed on a prompt whose
     system message and first source were already evaluated for fixed:1."""
-    from stages.generate.llamacpp import LlamaCppGenerator
+    from fathom.stages.generate.llamacpp import LlamaCppGenerator
 
     cached: list[int] = []
     real = LlamaCppGenerator.generate
@@ -445,11 +445,11 @@ def test_ray_ingest_embedding_matches_local(cfg, qa_set):
     pytest.importorskip("ray")
     import numpy as np
 
-    from evaluation.runner import ray_session
-    from index.collection import Collection
-    from index.embed import make_embedder
-    from index.ray_embed import RayEmbedder
-    from stages.pipeline import resolve_target
+    from fathom.evaluation.runner import ray_session
+    from fathom.index.collection import Collection
+    from fathom.index.embed import make_embedder
+    from fathom.index.ray_embed import RayEmbedder
+    from fathom.stages.pipeline import resolve_target
 
     texts = [json.loads(line)["text"] for line in qa_set[0].read_text().splitlines()]
     local = make_embedder(cfg.embedder)
@@ -478,7 +478,7 @@ def test_worker_processes_match_one_process(ecfg, qa_set, tmp_path):
 
 
 def test_document_split_never_shares_a_document(qa_set):
-    from evaluation.runner import split_by_document
+    from fathom.evaluation.runner import split_by_document
 
     qs = load_questions(qa_set[1])
     train = split_by_document(qs, "train", seed=3)
@@ -497,8 +497,8 @@ def test_document_split_never_shares_a_document(qa_set):
 
 def test_an_empty_document_half_is_an_error(tmp_path):
     """A split that leaves no questions fails (exit 1) rather than reporting an empty table."""
-    from cli import main
-    from evaluation.runner import document_half
+    from fathom.cli import main
+    from fathom.evaluation.runner import document_half
 
     qfile = tmp_path / "one.jsonl"
     qfile.write_text('{"qid": "a", "question": "x?", "answers": ["y"], "doc_ids": ["d1"]}\n')
@@ -520,7 +520,7 @@ def test_an_empty_document_half_is_an_error(tmp_path):
 
 
 def test_an_out_that_is_a_file_is_one_clear_error(qa_set, tmp_path):
-    from cli import main
+    from fathom.cli import main
 
     docs, questions = qa_set
     taken = tmp_path / "taken"
@@ -536,7 +536,7 @@ def test_an_out_that_is_a_file_is_one_clear_error(qa_set, tmp_path):
 
 def test_a_missing_policy_file_fails_before_run_json(ecfg, qa_set, tmp_path, monkeypatch):
     """A mistyped policy path must not leave a run.json behind that refuses the corrected run."""
-    from cli import main
+    from fathom.cli import main
 
     monkeypatch.setenv("FATHOM_GENERATOR__BACKEND", "extractive")
     monkeypatch.setenv("FATHOM_RERANK__ENABLED", "false")
@@ -568,7 +568,7 @@ def test_recall_judge_scores_the_context(ecfg, qa_set, tmp_path):
 def test_eval_and_sweep_take_an_answer_deadline(ecfg, qa_set, tmp_path, monkeypatch):
     """`--deadline-ms` sets generator.deadline_ms for every row, and the run records it (a
     resume must match it)."""
-    from cli import main
+    from fathom.cli import main
 
     docs, questions = qa_set
     monkeypatch.setenv("FATHOM_GENERATOR__BACKEND", "extractive")
@@ -618,8 +618,8 @@ def test_qrels_judge_scores_the_documents_in_the_context():
     probe ranking every strategy shares; an empty context scores 0."""
     from types import SimpleNamespace as NS
 
-    from evaluation.data import Question
-    from evaluation.runner import _row
+    from fathom.evaluation.data import Question
+    from fathom.evaluation.runner import _row
 
     probe = [_hit(d) for d in ["x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "g1", "g2"]]
     prepared = NS(probe=NS(hits=probe))
@@ -661,8 +661,8 @@ def test_unanswerable_rows_read_the_abstention_from_the_answer(text, scorer_said
     text, not the feedback scorer's narrower patterns."""
     from types import SimpleNamespace as NS
 
-    from evaluation.data import Question
-    from evaluation.runner import _row
+    from fathom.evaluation.data import Question
+    from fathom.evaluation.runner import _row
 
     q = Question("u1", "?", (), (), None, unanswerable=True)
     r = _row(
@@ -682,7 +682,7 @@ def test_unanswerable_rows_read_the_abstention_from_the_answer(text, scorer_said
 
 def _first_doc_split(questions, half, seed):
     """The split before multi-document questions were grouped: by the first gold document."""
-    from evaluation.runner import document_half
+    from fathom.evaluation.runner import document_half
 
     return [
         q for q in questions if document_half(q.doc_ids[0] if q.doc_ids else q.qid, seed) == half
@@ -690,7 +690,7 @@ def _first_doc_split(questions, half, seed):
 
 
 def test_single_document_questions_split_as_before(qa_set):
-    from evaluation.runner import split_by_document
+    from fathom.evaluation.runner import split_by_document
 
     qs = load_questions(qa_set[1])
     assert all(len(q.doc_ids) <= 1 for q in qs)
@@ -701,8 +701,8 @@ def test_single_document_questions_split_as_before(qa_set):
 
 def test_questions_sharing_any_document_stay_on_one_half():
     """A multi-hop question's second document must not reach the other half."""
-    from evaluation.data import Question
-    from evaluation.runner import split_by_document
+    from fathom.evaluation.data import Question
+    from fathom.evaluation.runner import split_by_document
 
     qs = [
         Question("a", "?", ("x",), ("A", "B")),
@@ -731,8 +731,8 @@ def test_an_answer_cut_to_nothing_is_not_an_abstention() -> None:
     unanswerable question, while a real abstention, cut or not, still does."""
     from types import SimpleNamespace
 
-    from evaluation import metrics as M
-    from evaluation.runner import eval_abstained
+    from fathom.evaluation import metrics as M
+    from fathom.evaluation.runner import eval_abstained
 
     def answer(text: str, cut: bool) -> SimpleNamespace:
         notices = ["answer cut at the 500 ms deadline (generator.deadline_ms)"] if cut else []

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.metrics import bootstrap_ci, stable_seed
-from evaluation.summary import flatten_row, read_log, summarize, write_csv, write_summary
-from stages.errors import ParseError
+from fathom.evaluation.metrics import bootstrap_ci, stable_seed
+from fathom.evaluation.summary import flatten_row, read_log, summarize, write_csv, write_summary
+from fathom.stages.errors import ParseError
 
 STRATEGIES = ["gap", "threshold:p50", "none", "fixed:1"]  # threshold:p50 has no rows
 BASELINE = "fixed:4"

@@ -3,9 +3,9 @@ paraphrases are embedded once and scored against their cited source."""
 
 from __future__ import annotations
 
-from feedback.confidence import SupportScorer
-from stages.base import Draft
-from tests.generate_support import make_hit
+from fathom.feedback.confidence import SupportScorer
+from fathom.stages.base import Draft
+from fathom.tests.support.generate_support import make_hit
 
 
 class CountingEmbedder:
@@ -51,7 +51,7 @@ def test_quotes_skip_embedding_and_paraphrases_are_embedded_once(minilm) -> None
 
 
 def test_quote_needs_word_boundaries_and_enough_words() -> None:
-    from feedback.confidence import _quotes
+    from fathom.feedback.confidence import _quotes
 
     chunk = "The restarted engine carried eight lanes of traffic across the bay."
     assert _quotes("engine carried eight lanes of traffic", chunk)
@@ -60,7 +60,7 @@ def test_quote_needs_word_boundaries_and_enough_words() -> None:
 
 
 def test_citing_only_missing_sources_earns_no_support() -> None:
-    from tests.generate_support import eiffel_hits
+    from fathom.tests.support.generate_support import eiffel_hits
 
     hits = eiffel_hits()  # the answer is in source 3 of 3
     scorer = SupportScorer(None)

@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-from stages.base import Generator
-from stages.config import GeneratorConfig
-from stages.errors import BackendUnavailable
-from stages.generate import GENERATORS, make_generator, packaged_gguf, resolve_backend
-from tests.generate_support import FakeOllama, closed_port, smollm2_path
+from fathom.stages.base import Generator
+from fathom.stages.config import GeneratorConfig
+from fathom.stages.errors import BackendUnavailable
+from fathom.stages.generate import GENERATORS, make_generator, packaged_gguf, resolve_backend
+from fathom.tests.support.generate_support import FakeOllama, closed_port, smollm2_path
 
 
 @pytest.fixture(autouse=True)

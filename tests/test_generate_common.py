@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from stages.generate import common
-from stages.generate.common import estimate_tokens
-from tests.generate_support import smollm2_path
+from fathom.stages.generate import common
+from fathom.stages.generate.common import estimate_tokens
+from fathom.tests.support.generate_support import smollm2_path
 
 ENGLISH = (
     "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It "

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from stages.config import GeneratorConfig
-from stages.errors import BackendUnavailable, FathomError
-from stages.generate.hf import HuggingFaceGenerator
-from tests.generate_support import eiffel_hits, make_hit, smollm2_path
+from fathom.stages.config import GeneratorConfig
+from fathom.stages.errors import BackendUnavailable, FathomError
+from fathom.stages.generate.hf import HuggingFaceGenerator
+from fathom.tests.support.generate_support import eiffel_hits, make_hit, smollm2_path
 
 QUESTION = "Where is the Eiffel Tower?"
 CHAT_TEMPLATE = (

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from stages.base import Generator
-from stages.config import GeneratorConfig
-from stages.errors import BackendUnavailable, FathomError
-from stages.generate.llamacpp import LlamaCppGenerator
-from stages.generate.prompt import build_messages
-from tests.generate_support import eiffel_hits, make_hit, smollm2_path
+from fathom.stages.base import Generator
+from fathom.stages.config import GeneratorConfig
+from fathom.stages.errors import BackendUnavailable, FathomError
+from fathom.stages.generate.llamacpp import LlamaCppGenerator
+from fathom.stages.generate.prompt import build_messages
+from fathom.tests.support.generate_support import eiffel_hits, make_hit, smollm2_path
 
 QUESTION = "Where is the Eiffel Tower?"
 TEXTS = ["Hello world", "", "Ünïcödé façade — naïve café", "東京 1889 [3]", "<|im_end|> x"]
@@ -106,7 +106,7 @@ def test_a_gguf_without_a_chat_template_gets_its_familys_format() -> None:
     prompted in Gemma's turns, not ChatML, which Gemma reads as plain text."""
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-    from stages.generate.common import CHATML_TEMPLATE, chat_template_for
+    from fathom.stages.generate.common import CHATML_TEMPLATE, chat_template_for
 
     messages = [
         {"role": "system", "content": "Answer from the sources."},

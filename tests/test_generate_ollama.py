@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from stages.config import GeneratorConfig
-from stages.errors import BackendUnavailable, FathomError
-from stages.generate.ollama import OllamaGenerator, ollama_host, same_model
-from tests.generate_support import (
+from fathom.stages.config import GeneratorConfig
+from fathom.stages.errors import BackendUnavailable, FathomError
+from fathom.stages.generate.ollama import OllamaGenerator, ollama_host, same_model
+from fathom.tests.support.generate_support import (
     CannedServer,
     FakeOllama,
     closed_port,
@@ -136,8 +136,8 @@ def test_a_reply_that_is_not_a_json_object_is_named_malformed(stream: bool) -> N
 
 def test_a_prompt_that_passes_the_check_fits_the_real_context() -> None:
     """Sources that tokenize badly (DNA) must not pass the check and then be cut by Ollama."""
-    from stages.config import GeneratorConfig as Cfg
-    from stages.generate.llamacpp import LlamaCppGenerator
+    from fathom.stages.config import GeneratorConfig as Cfg
+    from fathom.stages.generate.llamacpp import LlamaCppGenerator
 
     rng = random.Random(0)
     dna = [" ".join("".join(rng.choice("ACGT") for _ in range(60)) for _ in range(3))]

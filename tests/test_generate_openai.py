@@ -16,10 +16,10 @@ from typing import Any, ClassVar
 
 import pytest
 
-from stages.config import GeneratorConfig
-from stages.errors import BackendUnavailable, FathomError
-from stages.generate.openai_backend import OpenAIGenerator
-from tests.generate_support import (
+from fathom.stages.config import GeneratorConfig
+from fathom.stages.errors import BackendUnavailable, FathomError
+from fathom.stages.generate.openai_backend import OpenAIGenerator
+from fathom.tests.support.generate_support import (
     CannedServer,
     closed_port,
     eiffel_hits,

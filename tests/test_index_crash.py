@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from index.collection import Collection
-from stages.config import load_config
-from tests.docgen import ingest_command
-from tests.docgen import make_versioned_corpus as _write_corpus
+from fathom.index.collection import Collection
+from fathom.stages.config import load_config
+from fathom.tests.support.docgen import ingest_command
+from fathom.tests.support.docgen import make_versioned_corpus as _write_corpus
 
 
 @pytest.mark.slow

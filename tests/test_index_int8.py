@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-import cli
-from index.collection import Collection
-from index.embed import ensure_onnx_export, make_embedder, make_query_embedder
-from index.manifest import file_sha256
-from index.onnx_embed import MODEL_FILES, OnnxEmbedder, int8_ready, quantize_int8
-from stages.config import load_config
-from stages.errors import ConfigError
+from fathom import cli
+from fathom.index.collection import Collection
+from fathom.index.embed import ensure_onnx_export, make_embedder, make_query_embedder
+from fathom.index.manifest import file_sha256
+from fathom.index.onnx_embed import MODEL_FILES, OnnxEmbedder, int8_ready, quantize_int8
+from fathom.stages.config import load_config
+from fathom.stages.errors import ConfigError
 
 TEXTS = [
     "What are the key findings of the report?",
@@ -101,7 +101,7 @@ def test_int8_collection_records_its_precision_and_refuses_mixing(
 
     # Queries follow the collection whatever embedder.precision says now ...
     monkeypatch.setenv("FATHOM_EMBEDDER__PRECISION", "fp32")
-    from stages.retrieve import open_retriever
+    from fathom.stages.retrieve import open_retriever
 
     retriever = open_retriever(load_config(), "q8")
     assert retriever.embedder.precision == "int8"

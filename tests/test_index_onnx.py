@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-import cli
-from index.embed import ensure_onnx_export, make_query_embedder
-from index.onnx_embed import OnnxEmbedder, onnx_dir
-from stages.config import load_config
-from stages.errors import BackendUnavailable
+from fathom import cli
+from fathom.index.embed import ensure_onnx_export, make_query_embedder
+from fathom.index.onnx_embed import OnnxEmbedder, onnx_dir
+from fathom.stages.config import load_config
+from fathom.stages.errors import BackendUnavailable
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -94,7 +94,7 @@ def test_search_after_ingest_does_not_import_torch(
 def test_ingest_embedder_uses_the_export(minilm, models_cache: Path) -> None:
     """With an export, ``make_embedder(cfg, models)`` embeds through ONNX Runtime (no torch
     model loaded) with the same vectors and token counter; ``query_backend = torch`` opts out."""
-    from index.embed import make_embedder
+    from fathom.index.embed import make_embedder
 
     ensure_onnx_export(minilm, models_cache)
     cfg = load_config(overrides={"embedder.cache_dir": str(models_cache)})

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from chunking import make_chunker
-from index.collection import Collection, ingest
+from fathom.chunking import make_chunker
+from fathom.index.collection import Collection, ingest
 
 pytestmark = [pytest.mark.data, pytest.mark.slow]
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from index.sparse import Analyzer, Bm25Index
-from stages.config import IndexConfig
-from tests import docgen
+from fathom.index.sparse import Analyzer, Bm25Index
+from fathom.stages.config import IndexConfig
+from fathom.tests.support import docgen
 
 MULTILINGUAL = [
     "Café naïve résumé: Zoë wrote her CV in Köln and Zürich.",

@@ -8,15 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from index.collection import Collection, ingest_paths
-from index.embed import embedder_id_for
-from index.views import DEFAULT_VIEWS, View, ViewSpec, build_view, list_views, unit_text
-from router.portfolio_pool import PoolSearcher, pool_for
-from stages.base import Chunk
-from stages.config import load_config
-from stages.errors import ConfigError
-from stages.pipeline import resolve_target
-from tests.docgen import make_qa_set
+from fathom.index.collection import Collection, ingest_paths
+from fathom.index.embed import embedder_id_for
+from fathom.index.views import DEFAULT_VIEWS, View, ViewSpec, build_view, list_views, unit_text
+from fathom.router.portfolio_pool import PoolSearcher, pool_for
+from fathom.stages.base import Chunk
+from fathom.stages.config import load_config
+from fathom.stages.errors import ConfigError
+from fathom.stages.pipeline import resolve_target
+from fathom.tests.support.docgen import make_qa_set
 
 
 def _chunk(doc: str, text: str, start: int, ordinal: int) -> Chunk:

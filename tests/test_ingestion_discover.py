@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ingestion import SUPPORTED_SUFFIXES, Source, discover, load_document
-from tests import docgen
+from fathom.ingestion import SUPPORTED_SUFFIXES, Source, discover, load_document
+from fathom.tests.support import docgen
 
 
 @pytest.fixture

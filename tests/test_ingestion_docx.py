@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from ingestion import load_document
-from ingestion.word import DocxLoader
-from stages.base import PageSpan
-from stages.errors import ParseError
-from tests import docgen
+from fathom.ingestion import load_document
+from fathom.ingestion.word import DocxLoader
+from fathom.stages.base import PageSpan
+from fathom.stages.errors import ParseError
+from fathom.tests.support import docgen
 
 
 def test_headings_paragraphs_and_table_in_order(tmp_path: Path) -> None:

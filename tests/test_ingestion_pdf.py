@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from ingestion import load_document
-from ingestion.pdf import PdfLoader
-from stages.base import Document
-from stages.errors import ParseError
-from tests import docgen
+from fathom.ingestion import load_document
+from fathom.ingestion.pdf import PdfLoader
+from fathom.stages.base import Document
+from fathom.stages.errors import ParseError
+from fathom.tests.support import docgen
 
 
 @pytest.fixture
@@ -117,7 +117,7 @@ def test_sections(tmp_path: Path, toc: bool, plain: bool) -> None:
 
 
 def test_outline_entry_not_on_its_page_starts_at_the_page(tmp_path: Path) -> None:
-    from ingestion.pdf import import_pymupdf
+    from fathom.ingestion.pdf import import_pymupdf
 
     path = docgen.make_sample_pdf(tmp_path / "s.pdf", toc=True)
     pdf = import_pymupdf().open(path)
@@ -192,7 +192,7 @@ def test_user_guide(tmp_path: Path) -> None:
 def test_fallback_to_pdfplumber_when_pymupdf_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ingestion.pdf as pdf_module
+    import fathom.ingestion.pdf as pdf_module
 
     real = pdf_module._page_lines
     calls = {"n": 0}

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import cli
-from stages.config import load_config
-from stages.pipeline import Engine, ask, resolve_target
-from tests import docgen
-from tests.generate_support import PacedGenerator
+from fathom import cli
+from fathom.stages.config import load_config
+from fathom.stages.pipeline import Engine, ask, resolve_target
+from fathom.tests.support import docgen
+from fathom.tests.support.generate_support import PacedGenerator
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -179,7 +179,7 @@ def test_whole_document_summary_covers_its_sections(tmp_path: Path, extractive_c
 
 
 def test_citations_after_the_full_stop_belong_to_the_sentence_before() -> None:
-    from feedback.confidence import answer_sentences
+    from fathom.feedback.confidence import answer_sentences
 
     got = answer_sentences("Tea is green. [1] Coffee is brewed [2]. Both are drinks. [1][2]")
     assert got == [
@@ -208,7 +208,7 @@ def test_configured_budget_caps_the_context(tmp_path: Path, minilm) -> None:
 def test_passes_count_depths_not_generations() -> None:
     """History, `stats` and the report count feedback passes: in portfolio select mode one pass
     is every member's answer plus the selection, all at the same k."""
-    from stages.pipeline import Trace
+    from fathom.stages.pipeline import Trace
 
     def rounds(*ks: int) -> list[dict]:
         return [{"k": k} for k in ks]
@@ -426,7 +426,7 @@ def test_cut_section_summaries_give_way_to_the_sections_text(
 def test_replayed_answers_use_up_a_summarys_deadline(tmp_path: Path, extractive_cfg) -> None:
     """An evaluation's cache replays a section summary at once, but the run counts the time
     the summary took: the later windows are that much shorter, as they would be live."""
-    from evaluation.cache import CachingGenerator
+    from fathom.evaluation.cache import CachingGenerator
 
     budgets: list[float | None] = []
 
@@ -457,7 +457,7 @@ def test_a_file_with_nothing_to_index_is_an_error_every_time(
     tmp_path: Path, extractive_cfg
 ) -> None:
     """The empty collection the first attempt leaves must not answer "I don't know" later."""
-    from stages.errors import FathomError
+    from fathom.stages.errors import FathomError
 
     empty = tmp_path / "empty.txt"
     empty.write_text("   \n")
@@ -536,7 +536,7 @@ def test_candidates_beyond_the_reranked_head_rank_after_it(tmp_path: Path, extra
     """With k over rerank.candidates, the hits never reranked keep their order behind the
     reranked ones: their fused scores (on another scale than a cross-encoder's negative logits)
     must not put them first in the compressor's order."""
-    from stages.rerank import _reordered
+    from fathom.stages.rerank import _reordered
 
     class NegativeLogits:  # like ms-marco cross-encoders: most passages score below zero
         name = "cross-encoder:stub"
@@ -582,7 +582,7 @@ def test_the_probe_goes_as_deep_as_the_policys_deepest_budget(
 ) -> None:
     """A depth policy whose budgets reach past 20 sees a probe that deep (its features were
     computed on one when it was trained), so it can choose its deepest budget."""
-    from stages.base import Decision
+    from fathom.stages.base import Decision
 
     docs = tmp_path / "docs.jsonl"
     docs.write_text(
@@ -616,8 +616,8 @@ def test_a_long_chain_gets_its_third_hop_with_new_bridges(
 ) -> None:
     """max_hops = 3 means up to three retrievals; the third follows bridges the second did
     not already ask about (it used to stop after one extra hop whatever max_hops said)."""
-    import router.strategy
-    from router.strategy import STRATEGIES
+    import fathom.router.strategy as strategy_module
+    from fathom.router.strategy import STRATEGIES
 
     names = ["Alice Moreau", "Chen Wei", "Elena Petrova", "Omar Haddad", "Ines Duarte"]
     places = ["Lake Varna", "Mount Ostra", "Port Kessel", "Cape Lindo", "Glen Arrow"]
@@ -633,7 +633,7 @@ def test_a_long_chain_gets_its_third_hop_with_new_bridges(
     docs.write_text("\n".join(json.dumps(r) for r in rows))
     engine = Engine(extractive_cfg, resolve_target(extractive_cfg, str(docs)))
     long_chain = dataclasses.replace(STRATEGIES["multi_hop"], max_hops=3)
-    monkeypatch.setattr(router.strategy, "strategy_for", lambda qtype, question: long_chain)
+    monkeypatch.setattr(strategy_module, "strategy_for", lambda qtype, question: long_chain)
     prepared = engine.prepare("Who worked with the founder of the institute studying Vulcan7?")
     assert len(prepared.hops) == 2 and prepared.hops[0] != prepared.hops[1]
     first, second = (h.split("?", 1)[1].split() for h in prepared.hops)

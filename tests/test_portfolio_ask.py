@@ -14,12 +14,12 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 
-from cli import main
-from evaluation.data import load_questions
-from stages.config import load_config
-from stages.pipeline import Engine
-from tests.docgen import make_qa_set
-from tests.generate_support import FakeOllama, PacedGenerator
+from fathom.cli import main
+from fathom.evaluation.data import load_questions
+from fathom.stages.config import load_config
+from fathom.stages.pipeline import Engine
+from fathom.tests.support.docgen import make_qa_set
+from fathom.tests.support.generate_support import FakeOllama, PacedGenerator
 
 SCHEMA = json.loads((Path(__file__).parents[1] / "docs" / "answer.schema.json").read_text())
 

@@ -12,22 +12,22 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cli import main
-from evaluation.data import load_questions
-from index.collection import Collection
-from index.embed import embedder_id_for, query_embedder_for
-from router.classify import QueryClassifier
-from router.features import FEATURE_NAMES, probe_features
-from router.portfolio_build import build_portfolio, evaluate_portfolio
-from router.portfolio_pool import DEFAULT_POOL, PoolSearcher, member_runs
-from router.portfolio_router import LEGACY_PROBE, probe_settings
-from router.portfolio_runtime import PortfolioRuntime
-from stages.base import Hit
-from stages.config import load_config
-from stages.errors import ConfigError
-from stages.pipeline import Engine, resolve_target
-from stages.retrieve import CollectionRetriever
-from tests.docgen import make_qa_set
+from fathom.cli import main
+from fathom.evaluation.data import load_questions
+from fathom.index.collection import Collection
+from fathom.index.embed import embedder_id_for, query_embedder_for
+from fathom.router.classify import QueryClassifier
+from fathom.router.features import FEATURE_NAMES, probe_features
+from fathom.router.portfolio_build import build_portfolio, evaluate_portfolio
+from fathom.router.portfolio_pool import DEFAULT_POOL, PoolSearcher, member_runs
+from fathom.router.portfolio_router import LEGACY_PROBE, probe_settings
+from fathom.router.portfolio_runtime import PortfolioRuntime
+from fathom.stages.base import Hit
+from fathom.stages.config import load_config
+from fathom.stages.errors import ConfigError
+from fathom.stages.pipeline import Engine, resolve_target
+from fathom.stages.retrieve import CollectionRetriever
+from fathom.tests.support.docgen import make_qa_set
 
 # Enough chunks (one per biography) that a probe to 40 or 50 is deeper than one to 20.
 N_DOCS = 60

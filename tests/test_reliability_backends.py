@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from stages.config import GeneratorConfig
-from stages.errors import BackendUnavailable, FathomError
-from stages.generate.ollama import OllamaGenerator
-from stages.generate.openai_backend import OpenAIGenerator
-from tests.fault_server import ANSWER, FaultServer
-from tests.generate_support import closed_port, eiffel_hits
+from fathom.stages.config import GeneratorConfig
+from fathom.stages.errors import BackendUnavailable, FathomError
+from fathom.stages.generate.ollama import OllamaGenerator
+from fathom.stages.generate.openai_backend import OpenAIGenerator
+from fathom.tests.support.fault_server import ANSWER, FaultServer
+from fathom.tests.support.generate_support import closed_port, eiffel_hits
 
 SECRET = "sk-test-SECRET-0123456789abcdef"
 QUESTION = "Where is the Eiffel Tower?"

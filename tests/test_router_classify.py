@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from index.embed import MINILM_ID, HashingEmbedder
-from router.classify import (
+from fathom.index.embed import MINILM_ID, HashingEmbedder
+from fathom.router.classify import (
     CLASSES,
     DEFAULT_DATA,
     DEFAULT_POLICY,
@@ -20,8 +20,8 @@ from router.classify import (
     rule_features,
     rule_label,
 )
-from router.train_classifier import load_examples, stratified_folds, train
-from stages.errors import IndexMismatchError
+from fathom.router.train_classifier import load_examples, stratified_folds, train
+from fathom.stages.errors import IndexMismatchError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -284,7 +284,7 @@ def test_classifying_a_precomputed_embedding_imports_no_torch(minilm, tmp_path: 
     script = f"""
 import sys, time
 import numpy as np
-from router.classify import QueryClassifier
+from fathom.router.classify import QueryClassifier
 clf = QueryClassifier(embedder_id={MINILM_ID!r})
 vec = np.load({str(tmp_path / "q.npy")!r}, allow_pickle=False)
 label, probs = clf.classify({question!r}, embedding=vec)

@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
-from router.depth import FixedDepth, ScoreGapDepth, ScoreThresholdDepth, top_similarity
-from stages.base import Probe
-from stages.errors import ConfigError
-from tests.generate_support import make_hit
+from fathom.router.depth import FixedDepth, ScoreGapDepth, ScoreThresholdDepth, top_similarity
+from fathom.stages.base import Probe
+from fathom.stages.errors import ConfigError
+from fathom.tests.support.generate_support import make_hit
 
 
 def probe_with(dense: list[float], fused: list[float] | None = None) -> Probe:

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from router.features import FEATURE_NAMES
-from router.forest import ForestPolicy, oracle_labels
-from stages.errors import FathomError
-from tests.docgen import make_qa_set
+from fathom.router.features import FEATURE_NAMES
+from fathom.router.forest import ForestPolicy, oracle_labels
+from fathom.stages.errors import FathomError
+from fathom.tests.support.docgen import make_qa_set
 
 BUDGETS = (0, 1, 2, 4)
 
@@ -94,7 +94,7 @@ def test_cost_rule_buys_depth_only_where_it_pays() -> None:
 def test_most_likely_rule_takes_the_likeliest_label_and_skips_when_none_suffices(
     tmp_path,
 ) -> None:
-    from evaluation.strategies import make_policy, parse_strategy
+    from fathom.evaluation.strategies import make_policy, parse_strategy
 
     x, y = _data()
     policy = ForestPolicy.train(x, y, BUDGETS, FEATURE_NAMES, n_trees=5, most_likely=True)
@@ -141,7 +141,7 @@ def test_another_feature_schema_or_embedder_is_refused(tmp_path) -> None:
 
 
 def test_sweep_train_and_evaluate_the_forest(tmp_path, monkeypatch) -> None:
-    from cli import main
+    from fathom.cli import main
 
     monkeypatch.setenv("FATHOM_RERANK__ENABLED", "false")
     docs, questions = make_qa_set(tmp_path / "qa", n_docs=26)
@@ -205,7 +205,7 @@ def test_sweep_train_and_evaluate_the_forest(tmp_path, monkeypatch) -> None:
 
 
 def test_questions_no_budget_answers_get_their_own_class() -> None:
-    from router.train_policy import Sweep, train_forest
+    from fathom.router.train_policy import Sweep, train_forest
 
     rng = np.random.default_rng(0)
     n = 40

@@ -8,14 +8,14 @@ import itertools
 import numpy as np
 import pytest
 
-from router.portfolio import (
+from fathom.router.portfolio import (
     GREEDY_BOUND,
     coverage,
     exhaustive_portfolio,
     greedy_portfolio,
     top_k_by_average,
 )
-from stages.errors import ConfigError
+from fathom.stages.errors import ConfigError
 
 
 def _pools(seed: int):

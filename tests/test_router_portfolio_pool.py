@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from evaluation.data import load_questions
-from index.collection import Collection
-from index.embed import embedder_id_for, make_query_embedder
-from router.portfolio import coverage
-from router.portfolio_pool import DEFAULT_POOL, PoolSearcher, member_scores
-from stages.config import load_config
-from stages.pipeline import resolve_target
-from tests.docgen import make_qa_set
+from fathom.evaluation.data import load_questions
+from fathom.index.collection import Collection
+from fathom.index.embed import embedder_id_for, make_query_embedder
+from fathom.router.portfolio import coverage
+from fathom.router.portfolio_pool import DEFAULT_POOL, PoolSearcher, member_scores
+from fathom.stages.config import load_config
+from fathom.stages.pipeline import resolve_target
+from fathom.tests.support.docgen import make_qa_set
 
 
 def test_every_member_searches_and_scores(tmp_path: Path, minilm, monkeypatch) -> None:
@@ -43,7 +43,7 @@ def test_every_member_searches_and_scores(tmp_path: Path, minilm, monkeypatch) -
 
 
 def test_portfolio_build_and_show(tmp_path: Path, minilm, monkeypatch) -> None:
-    from cli import main
+    from fathom.cli import main
 
     monkeypatch.setenv("FATHOM_HOME", str(tmp_path / "home"))
     docs, qfile = make_qa_set(tmp_path / "qa", n_docs=12)
@@ -94,7 +94,7 @@ def test_portfolio_build_and_show(tmp_path: Path, minilm, monkeypatch) -> None:
 def test_members_run_together_give_what_each_gives_alone(
     tmp_path: Path, minilm, monkeypatch
 ) -> None:
-    from stages.retrieve import CollectionRetriever
+    from fathom.stages.retrieve import CollectionRetriever
 
     monkeypatch.setenv("FATHOM_HOME", str(tmp_path / "home"))
     docs, qfile = make_qa_set(tmp_path / "qa", n_docs=12)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from router.features import FEATURE_NAMES
-from router.reinforce import ReinforcePolicy
-from router.train_policy import Sweep
-from stages.errors import FathomError
+from fathom.router.features import FEATURE_NAMES
+from fathom.router.reinforce import ReinforcePolicy
+from fathom.router.train_policy import Sweep
+from fathom.stages.errors import FathomError
 
 BUDGETS = (0, 1, 4)
 

@@ -7,9 +7,9 @@ import typing
 
 import pytest
 
-from router.strategy import STRATEGIES, Strategy, strategy_for, targets_whole_document
-from stages.base import QueryType
-from stages.errors import ConfigError
+from fathom.router.strategy import STRATEGIES, Strategy, strategy_for, targets_whole_document
+from fathom.stages.base import QueryType
+from fathom.stages.errors import ConfigError
 
 
 def test_every_query_type_has_a_strategy() -> None:

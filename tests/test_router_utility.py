@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evaluation.strategies import make_policy, parse_strategy
-from router.train_policy import Sweep
-from router.utility import UtilityPolicy
-from stages.base import Probe
-from stages.errors import ConfigError, FathomError
-from tests.generate_support import make_hit
+from fathom.evaluation.strategies import make_policy, parse_strategy
+from fathom.router.train_policy import Sweep
+from fathom.router.utility import UtilityPolicy
+from fathom.stages.base import Probe
+from fathom.stages.errors import ConfigError, FathomError
+from fathom.tests.support.generate_support import make_hit
 
 BUDGETS = (0, 1, 2, 5, 12)
 
@@ -70,15 +70,15 @@ def test_eval_strategy_spec_loads_the_file(tmp_path) -> None:
 
 
 def test_load_policy_dispatches_on_the_file(tmp_path) -> None:
-    from router.forest import ForestPolicy, load_policy
-    from router.reinforce import ReinforcePolicy
+    from fathom.router.forest import ForestPolicy, load_policy
+    from fathom.router.reinforce import ReinforcePolicy
 
     util = UtilityPolicy.fit(sweep()).save(tmp_path / "u.json")
     assert isinstance(load_policy(util), UtilityPolicy)
     with pytest.raises(FathomError):
         load_policy(tmp_path / "missing.npz")
     s = sweep()
-    from router.features import FEATURE_NAMES
+    from fathom.router.features import FEATURE_NAMES
 
     s.features = np.zeros((len(s.qids), len(FEATURE_NAMES)), np.float32)
     rl = ReinforcePolicy.train(s, np.zeros((len(s.qids), 8), np.float32), epochs=1)

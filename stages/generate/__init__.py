@@ -20,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from stages.base import Generator
-from stages.config import GeneratorConfig
-from stages.errors import ConfigError
-from stages.generate.common import packaged_gguf
+from fathom.stages.base import Generator
+from fathom.stages.config import GeneratorConfig
+from fathom.stages.errors import ConfigError
+from fathom.stages.generate.common import packaged_gguf
 
 __all__ = ["GENERATORS", "make_generator", "packaged_gguf", "resolve_backend"]
 
@@ -31,31 +31,31 @@ OLLAMA_PROBE_S = 0.5
 
 
 def _llamacpp(cfg: GeneratorConfig) -> Generator:
-    from stages.generate.llamacpp import LlamaCppGenerator
+    from fathom.stages.generate.llamacpp import LlamaCppGenerator
 
     return LlamaCppGenerator(cfg)
 
 
 def _ollama(cfg: GeneratorConfig) -> Generator:
-    from stages.generate.ollama import OllamaGenerator
+    from fathom.stages.generate.ollama import OllamaGenerator
 
     return OllamaGenerator(cfg)
 
 
 def _openai(cfg: GeneratorConfig) -> Generator:
-    from stages.generate.openai_backend import OpenAIGenerator
+    from fathom.stages.generate.openai_backend import OpenAIGenerator
 
     return OpenAIGenerator(cfg)
 
 
 def _huggingface(cfg: GeneratorConfig) -> Generator:
-    from stages.generate.hf import HuggingFaceGenerator
+    from fathom.stages.generate.hf import HuggingFaceGenerator
 
     return HuggingFaceGenerator(cfg)
 
 
 def _extractive(cfg: GeneratorConfig) -> Generator:
-    from stages.generate.extractive import ExtractiveGenerator
+    from fathom.stages.generate.extractive import ExtractiveGenerator
 
     return ExtractiveGenerator(cfg)
 
@@ -92,8 +92,8 @@ def resolve_backend(cfg: GeneratorConfig) -> tuple[str, str]:
         return cfg.backend, "configured"
     if _is_gguf(cfg.model):
         return "llamacpp", f"generator.model is a GGUF file ({cfg.model})"
-    from stages.generate.ollama import DEFAULT_MODEL, ollama_host, same_model
-    from stages.generate.openai_backend import api_key
+    from fathom.stages.generate.ollama import DEFAULT_MODEL, ollama_host, same_model
+    from fathom.stages.generate.openai_backend import api_key
 
     host = ollama_host(cfg)
     model = cfg.model or DEFAULT_MODEL

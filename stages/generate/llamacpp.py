@@ -21,11 +21,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stages.base import Draft, Hit
-from stages.config import GeneratorConfig
-from stages.errors import BackendUnavailable
-from stages.generate.common import chat_template_for, check_fits, resolve_gguf
-from stages.generate.prompt import build_messages, parse_citations
+from fathom.stages.base import Draft, Hit
+from fathom.stages.config import GeneratorConfig
+from fathom.stages.errors import BackendUnavailable
+from fathom.stages.generate.common import chat_template_for, check_fits, resolve_gguf
+from fathom.stages.generate.prompt import build_messages, parse_citations
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
@@ -63,7 +63,7 @@ class LlamaCppGenerator:
             import llama_cpp
         except ImportError:
             raise BackendUnavailable(
-                "llama-cpp-python is not installed — pip install llama-cpp-python"
+                "llama-cpp-python is not installed — pip install 'fathom[llamacpp]'"
             ) from None
         return llama_cpp
 

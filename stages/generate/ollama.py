@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-from stages.base import Draft, Hit, TokenCounter
-from stages.config import GeneratorConfig
-from stages.errors import BackendUnavailable, FathomError
-from stages.generate.common import (
+from fathom.stages.base import Draft, Hit, TokenCounter
+from fathom.stages.config import GeneratorConfig
+from fathom.stages.errors import BackendUnavailable, FathomError
+from fathom.stages.generate.common import (
     Deadline,
     check_fits,
     estimate_prompt_tokens,
@@ -27,7 +27,7 @@ from stages.generate.common import (
     first_line,
     incomplete_stream,
 )
-from stages.generate.prompt import build_messages, parse_citations
+from fathom.stages.generate.prompt import build_messages, parse_citations
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
 DEFAULT_MODEL = "llama3.2"

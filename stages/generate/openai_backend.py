@@ -19,10 +19,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from stages.base import Draft, Hit
-from stages.config import GeneratorConfig
-from stages.errors import BackendUnavailable, FathomError
-from stages.generate.common import (
+from fathom.stages.base import Draft, Hit
+from fathom.stages.config import GeneratorConfig
+from fathom.stages.errors import BackendUnavailable, FathomError
+from fathom.stages.generate.common import (
     Deadline,
     check_fits,
     estimate_prompt_tokens,
@@ -30,7 +30,7 @@ from stages.generate.common import (
     first_line,
     incomplete_stream,
 )
-from stages.generate.prompt import build_messages, parse_citations
+from fathom.stages.generate.prompt import build_messages, parse_citations
 
 DEFAULT_MODEL = "gpt-4o-mini"
 PLACEHOLDER_KEY = "sk-no-key"  # local servers ignore the key, the client insists on one

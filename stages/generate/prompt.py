@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from stages.base import Hit
-from stages.text import safe_terminal_text
+from fathom.stages.base import Hit
+from fathom.stages.text import safe_terminal_text
 
 SYSTEM = (
     "You answer questions using only the numbered sources provided by the user. "

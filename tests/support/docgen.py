@@ -36,7 +36,7 @@ Item = tuple[str, str]
 
 
 def _pymupdf() -> Any:
-    from ingestion.pdf import import_pymupdf
+    from fathom.ingestion.pdf import import_pymupdf
 
     return import_pymupdf()
 

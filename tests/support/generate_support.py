@@ -12,8 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from stages.base import Chunk, Hit
-from stages.generate import packaged_gguf
+from fathom.stages.base import Chunk, Hit
+from fathom.stages.generate import packaged_gguf
 
 EIFFEL = [
     ("Paint", "The tower is repainted every seven years with about 60 tonnes of paint.", 1),
@@ -225,7 +225,7 @@ class PacedGenerator:
         return [len(t.split()) for t in texts]
 
     def prompt_tokens(self, question: str, hits: list[Hit]) -> int:
-        from stages.generate.prompt import build_messages
+        from fathom.stages.generate.prompt import build_messages
 
         return sum(self.count_tokens([m["content"] for m in build_messages(question, hits)]))
 
@@ -233,7 +233,7 @@ class PacedGenerator:
         return n_tokens * self.read_ms
 
     def generate(self, question, hits, on_token=None, time_budget_ms=None):
-        from stages.base import Draft
+        from fathom.stages.base import Draft
 
         self.calls.append(
             {"question": question, "sources": len(hits), "time_budget_ms": time_budget_ms}

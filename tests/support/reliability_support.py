@@ -34,8 +34,7 @@ def _dump():
         fh.write(str(kib))
 atexit.register(_dump)
 sys.argv[0] = "fathom"
-sys.path.insert(0, sys.argv.pop(1))
-import cli
+from fathom import cli
 cli.main()
 """
 
@@ -58,7 +57,7 @@ def run_cli(args: list[str], home: Path, timeout: float = 300.0, **env: str) -> 
         rss_path = fh.name
     home.parent.mkdir(parents=True, exist_ok=True)
     full_env = {**os.environ, "FATHOM_HOME": str(home), **env}
-    cmd = [sys.executable, "-c", _MEASURED_CLI, rss_path, str(REPO), *args]
+    cmd = [sys.executable, "-c", _MEASURED_CLI, rss_path, *args]
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         cmd,

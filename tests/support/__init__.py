@@ -1,0 +1,1 @@
+"""Helpers the tests share: generated documents, fault-injecting servers, fake backends."""
