@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-
 from fathom import __version__
 
 
@@ -42,19 +41,19 @@ class FathomGroup(click.Group):
     """Turns a FathomError into one clear line on stderr and exit code 1."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        from fathom.stages.errors import FathomError
+        from fathom.core.errors import FathomError
 
         try:
             return super().invoke(ctx)
         except FathomError as exc:
-            from fathom.stages.text import safe_terminal_text
+            from fathom.core.text import safe_terminal_text
 
             # Messages carry paths and server replies: no escape sequences reach the terminal.
             raise click.ClickException(safe_terminal_text(str(exc))) from None
 
 
 def _config(ctx: click.Context, **overrides: Any):
-    from fathom.stages.config import load_config
+    from fathom.core.config import load_config
 
     return load_config(ctx.obj.get("config_path"), overrides=overrides)
 
@@ -68,9 +67,8 @@ def _stderr_console():
 def _plain(text: str | None):
     """Text from a document, path, server or model, made safe for rich: escape sequences and
     control characters removed, and never parsed as rich markup (``[/x]`` would raise)."""
+    from fathom.core.text import safe_terminal_text
     from rich.text import Text
-
-    from fathom.stages.text import safe_terminal_text
 
     return Text(safe_terminal_text(text or ""))
 
@@ -286,7 +284,7 @@ def search(
     ctx: click.Context, collection: str, query: str, k: int | None, mode: str | None, as_json: bool
 ) -> None:
     """Search COLLECTION for QUERY and print the best chunks."""
-    from fathom.stages.retrieve import open_retriever
+    from fathom.index.retrieve import open_retriever
 
     cfg = _config(ctx, **{"retrieval.k": k, "retrieval.mode": mode})
     retriever = open_retriever(cfg, collection)
@@ -371,7 +369,7 @@ class _AnswerStream:
     def __call__(self, token: str) -> None:
         if not self.enabled:
             return
-        from fathom.stages.text import safe_terminal_text
+        from fathom.core.text import safe_terminal_text
 
         if not self.started:
             sys.stdout.write("\n")
@@ -516,7 +514,7 @@ def ask(
     # Streaming is for a terminal: piped or redirected, each feedback round's draft would land
     # in the output before the final answer.
     stream = _AnswerStream(enabled=not as_json and not no_stream and sys.stdout.isatty())
-    from fathom.stages.pipeline import resolve_target
+    from fathom.index.targets import resolve_target
 
     # Index first (with its progress bars), then stream the answer on a quiet terminal.
     with _IngestProgress(enabled=not as_json) as prog:
@@ -634,7 +632,9 @@ def chat(
     portfolio_ell: int | None,
 ) -> None:
     """Ask questions about TARGET one after another, with the index and models kept loaded."""
-    from fathom.stages.pipeline import Engine, record, resolve_target
+    from fathom.index.targets import resolve_target
+    from fathom.stages.history import record_ask
+    from fathom.stages.pipeline import Engine
 
     cfg = _config(
         ctx,
@@ -669,13 +669,13 @@ def chat(
                     on_event=_ask_events(err),
                 )
             except Exception as exc:
-                from fathom.stages.errors import FathomError
+                from fathom.core.errors import FathomError
 
                 if not isinstance(exc, FathomError):
                     raise
                 err.print("[red]error[/red]", _plain(str(exc)))
                 continue
-            record(cfg, target, answer)
+            record_ask(cfg, target, answer)
             _render_answer(answer, streamed=stream.started)
     finally:
         engine.close()
@@ -972,9 +972,8 @@ def _render_eval(summary: dict[str, Any], out: Path, as_json: bool) -> None:
     if as_json:
         _print_json(summary)
         return
-    from rich.console import Console
-
     from fathom.evaluation.report import render_table
+    from rich.console import Console
 
     console = Console()
     if not console.is_terminal:  # a file or pipe: wide enough for the whole table
@@ -1296,14 +1295,14 @@ def portfolio() -> None:
 def portfolio_build(ctx: click.Context, **opts: Any) -> None:
     """Score every pool member on the questions (cached beside --out), choose --size members
     greedily by best-of-K coverage and train the router that picks among them per question."""
-    from fathom.evaluation.data import load_questions
+    from fathom.core.errors import ConfigError
     from fathom.evaluation.runner import split_by_document
     from fathom.index.collection import Collection
     from fathom.index.embed import embedder_id_for, query_embedder_for
+    from fathom.index.targets import resolve_target
+    from fathom.ingestion.questions import load_questions
     from fathom.router.classify import QueryClassifier
     from fathom.router.portfolio_build import build_portfolio
-    from fathom.stages.errors import ConfigError
-    from fathom.stages.pipeline import resolve_target
 
     cfg = _config(ctx)
     target = opts["collection"] or opts["docs"]
@@ -1356,15 +1355,16 @@ def portfolio_eval(ctx: click.Context, path: str, **opts: Any) -> None:
     """Coverage of a built portfolio on held-out questions: best-of coverage beside the best
     single member, the top K by average (both chosen on the training questions) and the whole
     pool; the router's top ℓ members fused against a random ℓ; paired bootstrap intervals."""
-    from fathom.evaluation.data import load_questions
+    from fathom.core.errors import ConfigError
+    from fathom.evaluation.portfolio import evaluate_portfolio
     from fathom.evaluation.runner import split_by_document
     from fathom.index.collection import Collection
     from fathom.index.embed import embedder_id_for, query_embedder_for
+    from fathom.index.targets import resolve_target
+    from fathom.ingestion.questions import load_questions
     from fathom.router.classify import QueryClassifier
-    from fathom.router.portfolio_build import evaluate_portfolio, load_portfolio
+    from fathom.router.portfolio import load_portfolio
     from fathom.router.portfolio_runtime import resolve_portfolio
-    from fathom.stages.errors import ConfigError
-    from fathom.stages.pipeline import resolve_target
 
     cfg = _config(ctx)
     path = resolve_portfolio(cfg, path)
@@ -1423,7 +1423,7 @@ def portfolio_eval(ctx: click.Context, path: str, **opts: Any) -> None:
 def portfolio_show(ctx: click.Context, path: str, as_json: bool) -> None:
     """A portfolio's members, their marginal gains and coverage, beside the baselines and the
     router (a file or a name under $FATHOM_HOME/portfolios)."""
-    from fathom.router.portfolio_build import load_portfolio
+    from fathom.router.portfolio import load_portfolio
     from fathom.router.portfolio_runtime import resolve_portfolio
 
     info = load_portfolio(resolve_portfolio(_config(ctx), path))
@@ -1574,10 +1574,10 @@ def collections_show(ctx: click.Context, name: str, as_json: bool) -> None:
 def collections_views(ctx: click.Context, name: str, build: tuple[str, ...], as_json: bool) -> None:
     """A collection's extra views for retriever portfolios (sentence windows, sections, BM25
     variants): list them, or build them with --build."""
+    from fathom.core.errors import ConfigError
     from fathom.index.collection import Collection
     from fathom.index.embed import embedder_id_for, make_embedder
     from fathom.index.views import DEFAULT_VIEWS, build_view, list_views
-    from fathom.stages.errors import ConfigError
 
     cfg = _config(ctx)
     coll = Collection.open(cfg, name)

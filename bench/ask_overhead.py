@@ -42,8 +42,8 @@ EXCLUDED = ("generate",)
 
 
 def build(cfg, data: Path) -> None:
+    from fathom.core.errors import CollectionNotFound
     from fathom.index.collection import Collection, ingest_paths
-    from fathom.stages.errors import CollectionNotFound
 
     try:
         coll = Collection.open(cfg, COLLECTION)

@@ -23,7 +23,7 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parent.parent
 
 if TYPE_CHECKING:
-    from fathom.stages.config import Config
+    from fathom.core.config import Config
 
 out_console = Console(soft_wrap=False, width=160)  # tables: stdout
 err_console = Console(stderr=True)  # progress: stderr
@@ -58,7 +58,7 @@ def bench_config(home: Path, overrides: dict[str, Any] | None = None) -> Config:
 
     (``load_config(path=None)`` would read a ``fathom.toml`` in the working directory.)
     """
-    from fathom.stages.config import Config, apply_overrides
+    from fathom.core.config import Config, apply_overrides
 
     cfg = Config()
     cfg.home = str(home)

@@ -231,14 +231,13 @@ class FathomSearcher:
 
     def __init__(self, home: Path, name: str) -> None:
         from fathom.bench.common import bench_config
-
-        from fathom.stages.retrieve import open_retriever
+        from fathom.index.retrieve import open_retriever
 
         # The query embedder runs at the collection's precision (fp32 or int8).
         self.retriever = open_retriever(bench_config(home), name)
 
     def search(self, query: str, k: int) -> list[tuple[str, str]]:
-        from fathom.evaluation.runner import source_id
+        from fathom.core.base import source_id
 
         return [(source_id(h.chunk), h.chunk.text) for h in self.retriever.probe(query, k).hits]
 
@@ -374,7 +373,7 @@ def prepare_docs(root: Path, set_key: str, work: Path, questions, scifact_docs: 
 
 
 def load_set(root: Path, set_key: str, n: int, seed: int = 0):
-    from fathom.evaluation.data import load_questions
+    from fathom.ingestion.questions import load_questions
 
     path = root / SETS[set_key]
     qs = load_questions(path if set_key == "scifact" else path / "questions.jsonl")
@@ -491,7 +490,7 @@ def query(
 
 def score_answers(questions, run: dict, counter, max_k: int) -> dict:
     """Answer recall and mean context tokens at every k ≤ max_k (prefixes of the ranked hits)."""
-    from fathom.evaluation.metrics import answer_recall
+    from fathom.feedback.judges import answer_recall
 
     recall = {k: [] for k in range(1, max_k + 1)}
     tokens = {k: [] for k in range(1, max_k + 1)}
@@ -508,7 +507,7 @@ def score_answers(questions, run: dict, counter, max_k: int) -> dict:
 
 
 def score_beir(questions, run: dict) -> float:
-    from fathom.evaluation.metrics import ndcg_at_k
+    from fathom.feedback.judges import ndcg_at_k
 
     values = []
     for q, hits in zip(questions, run["hits"], strict=True):
@@ -720,7 +719,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def parent(argv: list[str]) -> int:
-    from fathom.bench.common import data_dir, default_out, log, machine_info, print_table, write_json
+    from fathom.bench.common import (
+        data_dir,
+        default_out,
+        log,
+        machine_info,
+        print_table,
+        write_json,
+    )
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", help="data folder (default: $FATHOM_DATA, else ../shared/data)")

@@ -15,7 +15,15 @@ import os
 import time
 from pathlib import Path
 
-from fathom.bench.common import data_dir, default_out, log, percentiles, print_table, read_jsonl, write_json
+from fathom.bench.common import (
+    data_dir,
+    default_out,
+    log,
+    percentiles,
+    print_table,
+    read_jsonl,
+    write_json,
+)
 
 TARGET_P99_MS = 1.0
 
@@ -34,9 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.home:
         os.environ["FATHOM_HOME"] = args.home
 
+    from fathom.core.config import load_config
     from fathom.router.features import probe_features
     from fathom.router.forest import ForestPolicy, default_policy_path
-    from fathom.stages.config import load_config
     from fathom.stages.pipeline import Engine
 
     cfg = load_config()
@@ -53,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     feat_ms, decide_ms = [], []
     for p in prepared[:20]:  # warm-up: first-use caches and lazy list conversion
         policy.decide(p.question, p.probe, p.query_type, type_probs=p.type_probs)
-    from fathom.stages.rerank import content_terms
+    from fathom.core.words import content_terms
 
     content_terms.cache_clear()  # first sight of each chunk, as in a real ask
     for p in prepared:

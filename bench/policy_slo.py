@@ -57,7 +57,7 @@ def deadline_projection(test_dir: str, test: Any, slo: float) -> tuple[Any, dict
     import dataclasses
     import json
 
-    from fathom.evaluation.metrics import f1, is_abstention
+    from fathom.feedback.judges import f1, is_abstention
 
     rows = {}
     for line in (Path(test_dir) / "log.jsonl").read_text(encoding="utf-8").splitlines():

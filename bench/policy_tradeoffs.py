@@ -129,10 +129,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=default_out("policy_tradeoffs"))
     args = ap.parse_args(argv)
 
+    from fathom.core.config import load_config
     from fathom.router.reinforce import ReinforcePolicy
-    from fathom.router.train_policy import combine_sweeps, load_sweep, sweep_query_vectors, train_forest
+    from fathom.router.train_policy import (
+        combine_sweeps,
+        load_sweep,
+        sweep_query_vectors,
+        train_forest,
+    )
     from fathom.router.utility import UtilityPolicy
-    from fathom.stages.config import load_config
 
     lambdas = [float(x) for x in args.lambdas.split(",")]
     cfg = load_config(env={})

@@ -18,7 +18,15 @@ import os
 import time
 from pathlib import Path
 
-from fathom.bench.common import data_dir, default_out, log, percentiles, print_table, read_jsonl, write_json
+from fathom.bench.common import (
+    data_dir,
+    default_out,
+    log,
+    percentiles,
+    print_table,
+    read_jsonl,
+    write_json,
+)
 
 TARGET = 1.3
 DEFAULT_MEMBERS = "hybrid-convex-0.5,bm25-prf,dense-mmr"
@@ -46,10 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.home:
         os.environ["FATHOM_HOME"] = args.home
 
+    from fathom.core.config import load_config
     from fathom.index.collection import Collection
     from fathom.index.embed import embedder_id_for, query_embedder_for
     from fathom.router.portfolio_pool import PoolSearcher, pool_for
-    from fathom.stages.config import load_config
 
     cfg = load_config()
     names = (

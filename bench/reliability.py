@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from fathom.bench.common import REPO, log, print_table, write_json
-
 from fathom.tests.support import docgen
 from fathom.tests.support.fault_server import FaultServer
 from fathom.tests.support.injection_corpus import injection_cases
@@ -50,8 +49,8 @@ def _check_collection(home: Path, name: str) -> tuple[bool, int]:
     code = (
         "import json, os, sys; "
         "from fathom.index.collection import Collection; "
-        "from fathom.stages.config import load_config; "
-        "from fathom.stages.errors import CollectionNotFound\n"
+        "from fathom.core.config import load_config; "
+        "from fathom.core.errors import CollectionNotFound\n"
         "try:\n c = Collection.open(load_config(), sys.argv[1])\n"
         "except CollectionNotFound:\n print(json.dumps([True, 0])); raise SystemExit\n"
         "print(json.dumps([c.check() == [], c.manifest.counts()['documents']]))"
@@ -215,7 +214,7 @@ def hostile_files(work: Path, args: argparse.Namespace) -> list[dict]:
 _FUZZ_CHILD = """
 import json, re, sys, time
 from fathom import ingestion
-from fathom.stages.errors import ParseError
+from fathom.core.errors import ParseError
 worst, kinds = 0.0, {"loaded": 0, "refused": 0, "crashed": 0}
 crashes = []
 for path in sys.argv[1:]:
@@ -299,7 +298,7 @@ def fuzzing(work: Path, n: int, timeout: float) -> dict:
 _VERSIONS_CHILD = """
 import json, re, sys
 from fathom.index.collection import Collection
-from fathom.stages.config import load_config
+from fathom.core.config import load_config
 c = Collection.open(load_config(), sys.argv[1])
 ok = c.check() == []
 text = "\\n".join(ch.text for ch in c.store.all())
@@ -443,8 +442,8 @@ FAULTS = [
 
 
 def backend_faults(limit: float = 30.0) -> list[dict]:
-    from fathom.stages.config import GeneratorConfig
-    from fathom.stages.errors import FathomError
+    from fathom.core.config import GeneratorConfig
+    from fathom.core.errors import FathomError
     from fathom.stages.generate.ollama import OllamaGenerator
     from fathom.stages.generate.openai_backend import OpenAIGenerator
     from fathom.tests.support.generate_support import closed_port, eiffel_hits
@@ -532,7 +531,7 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 
 def injection(n: int) -> dict:
-    from fathom.stages.config import GeneratorConfig
+    from fathom.core.config import GeneratorConfig
     from fathom.stages.generate.llamacpp import LlamaCppGenerator
     from fathom.stages.generate.prompt import DEFAULT_FRAMING, FRAMINGS
 

@@ -57,7 +57,7 @@ TARGET_HYBRID_NDCG = 0.72
 def ndcg_at_k(ranked: list[str], qrels: dict[str, int], k: int = 10) -> float:
     """nDCG@k graded by ``qrels`` (linear gain, log2 discount): ``evaluation.metrics``'s, 0 when
     nothing is relevant."""
-    from fathom.evaluation.metrics import ndcg_at_k as graded
+    from fathom.feedback.judges import ndcg_at_k as graded
 
     value = graded(ranked, [d for d, r in qrels.items() if r > 0], qrels, k)
     return 0.0 if value is None else value
@@ -87,7 +87,7 @@ def evaluate(runs: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> di
 
 
 def load_qrels(path: Path) -> dict[str, dict[str, int]]:
-    from fathom.evaluation.data import read_qrels
+    from fathom.ingestion.questions import read_qrels
 
     return read_qrels(path)
 
@@ -110,7 +110,7 @@ def run_fathom(cfg, docs_path: Path, queries: list[dict], depth: int) -> dict:
     from fathom.chunking import make_chunker
     from fathom.index.collection import Collection, ingest
     from fathom.index.embed import make_embedder
-    from fathom.stages.retrieve import CollectionRetriever
+    from fathom.index.retrieve import CollectionRetriever
 
     embedder = make_embedder(cfg.embedder)
     with Stopwatch() as load:

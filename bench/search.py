@@ -205,10 +205,9 @@ def bench_size(
     cfg, root: Path, size: int, records, embedder, queries: list[str], warmup: int, work: Path
 ) -> dict:
     import faiss
-
     from fathom.chunking import make_chunker
     from fathom.index.collection import Collection, embed_input, ingest
-    from fathom.stages.retrieve import retriever_for
+    from fathom.index.retrieve import retriever_for
 
     name = f"search-{size}"
     path = work / f"{name}.jsonl"
@@ -288,9 +287,8 @@ def bench_size(
 def profile_probes(cfg, size: int, embedder, queries: list[str], out: Path) -> None:
     """cProfile of Fathom hybrid probes (query embedding included) on an existing collection."""
     from fathom.bench.common import profile_to
-
     from fathom.index.collection import Collection
-    from fathom.stages.retrieve import retriever_for
+    from fathom.index.retrieve import retriever_for
 
     coll = Collection.open(cfg, f"search-{size}")
     retriever = retriever_for(cfg, coll, embedder, "hybrid")

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from fathom.chunking.semantic import SemanticChunker
-from fathom.stages.base import Chunker, TokenCounter
-from fathom.stages.config import ChunkerConfig
-from fathom.stages.errors import ConfigError
+from fathom.core.base import Chunker, TokenCounter
+from fathom.core.config import ChunkerConfig
+from fathom.core.errors import ConfigError
 
 CHUNKERS: dict[str, Callable[[ChunkerConfig, TokenCounter], Chunker]] = {
     "semantic": lambda cfg, counter: SemanticChunker(

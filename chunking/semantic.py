@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
-from fathom.stages.base import Chunk, Document, TokenCounter
-from fathom.stages.errors import ConfigError
+from fathom.core.base import Chunk, Document, TokenCounter
+from fathom.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from fathom.chunking.sentences import SentenceSplitter

@@ -16,8 +16,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fathom.stages.base import TokenCounter
-from fathom.stages.errors import BackendUnavailable
+from fathom.core.base import TokenCounter
+from fathom.core.errors import BackendUnavailable
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer

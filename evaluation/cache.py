@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fathom.stages.base import Draft, Hit
+from fathom.core.base import Draft, Hit
 
 
 class CachingGenerator:
@@ -37,7 +37,7 @@ class CachingGenerator:
         # replay stands for a cold generation: a feedback round that reused the previous
         # round's prefix is faster than the same prompt asked on its own. A backend that keeps
         # no cache Fathom can drop (a server) is taken as it comes.
-        self._cold = not callable(getattr(inner, "forget", None))
+        self._cold = not inner.keeps_prompt_cache
         self.replayed_ms = 0.0  # generation time the replays stood in for (since last reset)
 
     # The Generator protocol, delegated.
@@ -51,17 +51,15 @@ class CachingGenerator:
     def prompt_tokens(self, question: str, hits: list[Hit]) -> int:
         return self.inner.prompt_tokens(question, hits)
 
-    def __getattr__(self, name: str) -> Any:  # summarize() and other optional extras
+    def __getattr__(self, name: str) -> Any:  # the rest of the protocol: the inner's
         if name == "inner":  # not set yet (during unpickling): avoid recursion
             raise AttributeError(name)
         return getattr(self.inner, name)
 
     def forget(self) -> None:
         """Drop the wrapped generator's KV cache (when it keeps one)."""
-        forget = getattr(self.inner, "forget", None)
-        if callable(forget):
-            forget()
-            self._cold = True
+        self.inner.forget()
+        self._cold = True
 
     def key(self, question: str, hits: list[Hit]) -> str:
         from fathom.stages.generate.prompt import build_messages
@@ -107,7 +105,7 @@ class CachingGenerator:
                 "INSERT OR REPLACE INTO drafts (key, draft) VALUES (?, ?)",
                 (key, _draft_json(draft)),
             )
-        self._cold = not callable(getattr(self.inner, "forget", None))
+        self._cold = not self.inner.keeps_prompt_cache
         return draft
 
     def take_replayed_ms(self) -> float:

@@ -95,9 +95,8 @@ def summary_rows(summary: dict) -> list[list[str]]:
 
 def render_table(summary: dict) -> Table:
     """The per-strategy comparison as a rich table titled with the judge and question count."""
+    from fathom.core.text import safe_terminal_text
     from rich.table import Table
-
-    from fathom.stages.text import safe_terminal_text
 
     table = Table(title=_title(summary))
     for i, col in enumerate(COLUMNS):

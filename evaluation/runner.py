@@ -28,9 +28,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fathom.evaluation.data import Question, load_questions
+from fathom.core.base import source_id
+from fathom.core.errors import ConfigError, FathomError
 from fathom.evaluation.strategies import StrategySpec, make_policy, parse_strategies
-from fathom.stages.errors import ConfigError, FathomError
+from fathom.ingestion.questions import Question, load_questions
 
 FORMAT = 1
 JUDGES = ("contains", "f1", "qrels", "recall")
@@ -189,7 +190,7 @@ def same_config(old: dict[str, Any], new: dict[str, Any]) -> bool:
     """Whether a run recorded with fingerprint ``old`` may be resumed under ``new``: equal,
     except that a setting added to Fathom since (absent from ``old``) may hold its default —
     settings are added with defaults that keep the old behaviour."""
-    from fathom.stages.config import Config
+    from fathom.core.config import Config
 
     default = config_fingerprint(Config())
     filled = {section: {**default.get(section, {}), **values} for section, values in old.items()}
@@ -207,12 +208,6 @@ def _source_id(hit: Any) -> str:
     return source_id(hit.chunk)
 
 
-def source_id(chunk: Any) -> str:
-    """The document id a question's gold ``doc_ids`` name: the source's own id (``doc_id`` of a
-    ``docs.jsonl`` line), else its title, else Fathom's content id."""
-    return chunk.source_id or chunk.title or chunk.doc_id
-
-
 def eval_abstained(answer: Any) -> bool:
     """Whether the answer abstains, by ``metrics.is_abstention`` on its text; an answer the
     deadline cut to nothing did not abstain (it said nothing), so it earns no credit on an
@@ -220,7 +215,7 @@ def eval_abstained(answer: Any) -> bool:
     cut = any(n.startswith("answer cut at") for n in getattr(answer.trace, "notices", ()))
     if cut and not answer.text.strip():
         return False
-    from fathom.evaluation.metrics import is_abstention
+    from fathom.feedback.judges import is_abstention
 
     return is_abstention(answer.text)
 
@@ -234,7 +229,7 @@ def _row(
     extra: dict[str, Any],
     judge: str,
 ) -> dict[str, Any]:
-    from fathom.evaluation import metrics as M
+    from fathom.feedback import judges as M
 
     tr = answer.trace
     decision = tr.decision
@@ -316,14 +311,15 @@ class QuestionWorker:
 
         embedder = embedder_id_for(cfg.embedder)
         self.policies = {s.name: make_policy(s, run.get("fitted"), embedder) for s in self.specs}
-        gen = make_generator(cfg.generator)
+        gen = make_generator(cfg.generator, cfg.models_path())
+        self.cache: CachingGenerator | None = None
         # The extractive answerer is deterministic and takes milliseconds: nothing to save,
         # and a cached quote would outlive a change to its code.
         if run.get("cache", True) and gen.name != "extractive":
             from fathom.evaluation.cache import CachingGenerator
             from fathom.index.collection import fathom_version
 
-            gen = CachingGenerator(
+            gen = self.cache = CachingGenerator(
                 gen,
                 cfg.home_path() / "cache" / "generations.db",
                 {**config_fingerprint(cfg)["generator"], "fathom": fathom_version()},
@@ -334,7 +330,7 @@ class QuestionWorker:
 
     def rows(self, q: Question, todo: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """Rows for ``q`` under the strategies in ``todo`` (default: all)."""
-        from fathom.stages.pipeline import _render_sources, policy_depth
+        from fathom.stages.generate.prompt import render_sources
 
         wanted = set(todo) if todo is not None else {s.name for s in self.specs}
         specs = [s for s in self.specs if s.name in wanted]
@@ -344,7 +340,8 @@ class QuestionWorker:
         depth = max((s.k or 0 for s in specs if s.kind in ("fixed", "threshold")), default=0)
         depth = max([depth, *(s.k_max for s in specs if s.kind == "gap")])
         # A learned policy's probe goes as deep as its deepest budget, as at ask time.
-        depth = max([depth, *(policy_depth(self.policies[s.name][0]) for s in specs)])
+        policies = [self.policies[s.name][0] for s in specs]
+        depth = max([depth, *(p.deepest_k for p in policies if p is not None)])
         prepared = self.engine.prepare(q.question, retrieve=retrieve, depth=depth)
         features = None
         if self.run.get("features") and retrieve:
@@ -355,23 +352,19 @@ class QuestionWorker:
         for spec in specs:
             policy, k = self.policies[spec.name]
             # Each row is timed as an answer of its own: no KV cache kept from the last one.
-            forget = getattr(self.generator, "forget", None)
-            if forget:
-                forget()
-            take = getattr(self.generator, "take_replayed_ms", None)
-            if take:
-                take()
-            hits0 = getattr(self.generator, "hits", 0)
+            self.generator.forget()
+            cache = self.cache
+            if cache is not None:
+                cache.take_replayed_ms()
+            hits0 = cache.hits if cache is not None else 0
             answer = self.engine.answer(
                 prepared, k=k, policy=policy, feedback=spec.feedback, rerank=None
             )
-            if take:
-                replayed = take()
-                if replayed:
-                    answer.trace.add_ms("generate", replayed)
-            cached = getattr(self.generator, "hits", 0) > hits0
+            if cache is not None and (replayed := cache.take_replayed_ms()):
+                answer.trace.add_ms("generate", replayed)
+            cached = cache is not None and cache.hits > hits0
             used = list(answer.used)
-            context = _render_sources(used, self.engine.cfg.generator.framing) if used else ""
+            context = render_sources(used, self.engine.cfg.generator.framing) if used else ""
             extra = self._extra(q, prepared, answer, used)
             extra["cached"] = cached
             row = _row(q, spec, answer, context, prepared, extra, self.run["judge"])
@@ -402,9 +395,7 @@ class QuestionWorker:
 
     def close(self) -> None:
         self.engine.close()
-        close = getattr(self.generator, "close", None)
-        if close:
-            close()
+        self.generator.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -415,7 +406,7 @@ _WORKER: QuestionWorker | None = None
 
 
 def _config_from(cfg_dict: dict[str, Any]) -> Any:
-    from fathom.stages.config import Config, apply_mapping
+    from fathom.core.config import Config, apply_mapping
 
     cfg = Config()
     apply_mapping(cfg, cfg_dict, "eval worker")
@@ -483,9 +474,7 @@ def ray_session(workers: int, address: str | None) -> Iterator[Any]:
     try:
         import ray
     except ImportError:
-        raise FathomError(
-            "--executor ray needs Ray: pip install 'fathom[ray]'"
-        ) from None
+        raise FathomError("--executor ray needs Ray: pip install 'fathom[ray]'") from None
     started = False
     if not ray.is_initialized():
         # Workers import Fathom from this checkout even when it is not installed.
@@ -546,7 +535,7 @@ def _execute_ray(
 
 
 def read_rows(log: Path) -> list[dict[str, Any]]:
-    from fathom.evaluation.summary import read_log
+    from fathom.core.jsonl import read_log
 
     return read_log(log) if log.exists() else []
 
@@ -586,7 +575,7 @@ class _NoGenerator:
 def _resolve_collection(cfg: Any, settings: EvalSettings, progress: Progress | None) -> str:
     """The collection to evaluate on; ``--docs`` not yet indexed are ingested first (their
     embedding on Ray actors with ``--executor ray``)."""
-    from fathom.stages.pipeline import resolve_target
+    from fathom.index.targets import resolve_target
 
     if settings.collection:
         return resolve_target(cfg, settings.collection)

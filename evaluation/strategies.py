@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from fathom.stages.errors import ConfigError
+from fathom.core.errors import ConfigError
 
 _SPEC = re.compile(
     r"^(?:(?P<none>none)|fixed:(?P<k>\d+)|(?P<gap>gap)(?::(?P<a>\d+)-(?P<b>\d+))?|"

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from fathom.evaluation.metrics import bootstrap_ci, paired_compare, percentiles, stable_seed
-from fathom.stages.errors import ParseError
 
 FORMAT = 1
 
@@ -265,30 +264,6 @@ def _write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def read_log(path: str | os.PathLike) -> list[dict]:
-    """The rows of ``log.jsonl``. A last line that does not parse (an interrupted run) is
-    dropped; a bad line anywhere else is a ``ParseError``."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    while lines and not lines[-1].strip():
-        lines.pop()
-    rows: list[dict] = []
-    for i, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            if i == len(lines):
-                break  # cut off mid-write
-            raise ParseError(
-                str(path), f"line {i} is not valid JSON ({e.msg})", "re-run the evaluation"
-            ) from None
-        if not isinstance(row, dict):
-            raise ParseError(str(path), f"line {i} is not a JSON object", "re-run the evaluation")
-        rows.append(row)
-    return rows
 
 
 def _cell(v: Any) -> Any:

@@ -20,15 +20,14 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from fathom.stages.generate.prompt import CITATION, cited_numbers, strip_citations
+from fathom.core.citations import CITATION, cited_numbers, strip_citations
+from fathom.core.words import content_words
 
 if TYPE_CHECKING:
     import numpy as np
-
-    from fathom.stages.base import Draft, Embedder, Hit
+    from fathom.core.base import Draft, Embedder, Hit
 
 ABSTAIN = re.compile(
     r"\b(i\s+(?:do\s+not|don['’]t)\s+know|cannot\s+(?:be\s+)?(?:answer|determine|find)|"
@@ -38,30 +37,7 @@ ABSTAIN = re.compile(
     re.IGNORECASE,
 )
 _TRAILING_CITES = re.compile(rf"([.!?])((?:\s*{CITATION.pattern})+)")
-_WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?")
 _SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
-_STOP = frozenset(
-    """
-    a an the and or but if of to in on at by for with from as is are was were be been being
-    this that these those it its it's they them their there here what which who whom whose
-    when where why how do does did done not no yes can could would should will shall may
-    might must have has had having i you he she we our your his her than then so such into
-    about over under also only just very more most other some any each all both
-    """.split()
-)
-
-
-def _stem(word: str) -> str:
-    for suffix in ("ing", "ed", "es", "s"):
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
-
-
-@lru_cache(maxsize=16384)
-def content_words(text: str) -> frozenset[str]:
-    """Stemmed non-stopwords of ``text`` (cached: feedback rounds re-read the same chunks)."""
-    return frozenset(_stem(w.lower()) for w in _WORD.findall(text) if w.lower() not in _STOP)
 
 
 def answer_sentences(text: str) -> list[tuple[str, tuple[int, ...]]]:

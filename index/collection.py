@@ -26,6 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fathom.core.base import Chunk, Document, content_id
+from fathom.core.errors import (
+    CollectionLocked,
+    CollectionNotFound,
+    ConfigError,
+    FathomError,
+    IndexMismatchError,
+    ParseError,
+)
 from fathom.index.manifest import (
     FORMAT_VERSION,
     DocEntry,
@@ -36,23 +45,13 @@ from fathom.index.manifest import (
     write_manifest,
 )
 from fathom.index.store import ChunkStore, write_chunks
-from fathom.stages.base import Chunk, Document, content_id
-from fathom.stages.errors import (
-    CollectionLocked,
-    CollectionNotFound,
-    ConfigError,
-    FathomError,
-    IndexMismatchError,
-    ParseError,
-)
 
 if TYPE_CHECKING:
     import numpy as np
-
+    from fathom.core.base import Chunker, Embedder
+    from fathom.core.config import Config
     from fathom.index.dense import DenseIndex
     from fathom.index.sparse import Bm25Index
-    from fathom.stages.base import Chunker, Embedder
-    from fathom.stages.config import Config
 
 # In each generation: readers hold a shared flock on it while the collection is open, so a
 # writer's clean-up leaves a generation in use alone (a later ingest removes it).
@@ -301,8 +300,8 @@ def collection_for(paths: Iterable[str | Path], embedder: str | None = None) -> 
             f"{', '.join(map(str, paths))}: no supported documents "
             f"({', '.join(sorted(ingestion.SUPPORTED_SUFFIXES))}, or a docs.jsonl)"
         )
+    from fathom.core.config import EmbedderConfig
     from fathom.index.embed import embedder_id_for
-    from fathom.stages.config import EmbedderConfig
 
     default = embedder_id_for(EmbedderConfig())
     extra = (embedder,) if embedder and embedder != default else ()
@@ -759,7 +758,6 @@ def _assemble(
 ) -> tuple[Manifest, list[Chunk], np.ndarray]:
     """Order documents by path, copy kept rows from the old generation, stack the vectors."""
     import numpy as np
-
     from fathom.index.dense import DenseIndex
 
     old_chunks: list[Chunk] = []

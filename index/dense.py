@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
-
-    from fathom.stages.config import IndexConfig
+    from fathom.core.config import IndexConfig
 
 
 def _faiss():

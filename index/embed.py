@@ -16,14 +16,13 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fathom.stages.base import content_id
-from fathom.stages.errors import BackendUnavailable, ConfigError
+from fathom.core.base import content_id
+from fathom.core.errors import BackendUnavailable, ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
-
-    from fathom.stages.base import TokenCounter
-    from fathom.stages.config import Config, EmbedderConfig
+    from fathom.core.base import TokenCounter
+    from fathom.core.config import Config, EmbedderConfig
 
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
 _MINILM_ALIASES = {"all-minilm-l6-v2", MINILM_ID.lower(), "minilm"}

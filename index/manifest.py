@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from fathom.stages.errors import IndexMismatchError
+from fathom.core.errors import IndexMismatchError
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"

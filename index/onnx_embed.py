@@ -17,8 +17,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fathom.core.errors import BackendUnavailable
 from fathom.index.manifest import file_sha256
-from fathom.stages.errors import BackendUnavailable
 
 if TYPE_CHECKING:
     import numpy as np

@@ -14,8 +14,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     import numpy as np
-
-    from fathom.stages.config import EmbedderConfig
+    from fathom.core.config import EmbedderConfig
 
 
 class _EmbedActor:
@@ -24,8 +23,8 @@ class _EmbedActor:
     def __init__(self, cfg: dict[str, Any], models: str | None) -> None:
         from pathlib import Path
 
+        from fathom.core.config import EmbedderConfig
         from fathom.index.embed import make_embedder
-        from fathom.stages.config import EmbedderConfig
 
         # The models folder gives the actors the ONNX export (and the int8 model) the local
         # embedder uses, so remote vectors match a local ingest's.

@@ -13,8 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
-
-from fathom.stages.base import Chunk
+from fathom.core.base import Chunk
 
 CHUNKS = "chunks.jsonl"
 OFFSETS = "chunks.offsets.npy"

@@ -34,13 +34,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fathom.stages.errors import ConfigError
+from fathom.core.errors import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
-
+    from fathom.core.base import Chunk, Embedder
     from fathom.index.collection import Collection
-    from fathom.stages.base import Chunk, Embedder
 
 VIEW_FORMAT = 1
 GRANULARITIES = ("sentences", "sections", "chunks")
@@ -142,7 +141,6 @@ def build_view(
 ) -> View:
     """Build (or rebuild) one view of ``collection`` and return it opened."""
     import numpy as np
-
     from fathom.index.collection import embed_input, writer_lock
     from fathom.index.dense import DenseIndex
     from fathom.index.sparse import Bm25Index
@@ -248,7 +246,6 @@ class View:
 
     def __init__(self, collection: Collection, directory: Path, meta: dict[str, Any]) -> None:
         import numpy as np
-
         from fathom.index.dense import DenseIndex
         from fathom.index.sparse import Bm25Index
 

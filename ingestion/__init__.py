@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TextIO
 
+from fathom.core.base import Document, Loader, PageSpan, SectionSpan
+from fathom.core.errors import ParseError
 from fathom.ingestion.clean import DEFAULT_MAX_BYTES, sections_from_headings, strip_controls
 from fathom.ingestion.pdf import PdfLoader
 from fathom.ingestion.text import MarkdownLoader, TextLoader
 from fathom.ingestion.word import DocxLoader
-from fathom.stages.base import Document, Loader, PageSpan, SectionSpan
-from fathom.stages.errors import ParseError
 
 __all__ = [
     "LOADERS",

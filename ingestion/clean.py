@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from fathom.stages.base import Document, PageSpan, SectionSpan
-from fathom.stages.errors import ParseError
+from fathom.core.base import Document, PageSpan, SectionSpan
+from fathom.core.errors import ParseError
 
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
 

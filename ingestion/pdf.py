@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fathom.core.base import Document
+from fathom.core.errors import ParseError
 from fathom.ingestion.clean import (
     DEFAULT_MAX_BYTES,
     Block,
@@ -28,8 +30,6 @@ from fathom.ingestion.clean import (
     sensible_title,
     table_row,
 )
-from fathom.stages.base import Document
-from fathom.stages.errors import ParseError
 
 # Headers/footers: a normalised line at the top or bottom of >= this share of pages is removed.
 HEADER_FOOTER_SHARE = 0.5

@@ -6,6 +6,8 @@ import codecs
 import re
 from pathlib import Path
 
+from fathom.core.base import Document
+from fathom.core.errors import ParseError
 from fathom.ingestion.clean import (
     DEFAULT_MAX_BYTES,
     Block,
@@ -14,8 +16,6 @@ from fathom.ingestion.clean import (
     read_source,
     table_row,
 )
-from fathom.stages.base import Document
-from fathom.stages.errors import ParseError
 
 # Tried in this order for files without a UTF-16 byte-order mark; the first that decodes wins.
 ENCODINGS = ("utf-8", "cp1252")

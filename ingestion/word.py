@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from fathom.core.base import Document
+from fathom.core.errors import ParseError
 from fathom.ingestion.clean import (
     DEFAULT_MAX_BYTES,
     Block,
@@ -20,8 +22,6 @@ from fathom.ingestion.clean import (
     read_source,
     table_row,
 )
-from fathom.stages.base import Document
-from fathom.stages.errors import ParseError
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _P, _TBL, _SDT, _TR, _TC = f"{_W}p", f"{_W}tbl", f"{_W}sdt", f"{_W}tr", f"{_W}tc"

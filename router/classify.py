@@ -18,13 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fathom.stages.errors import IndexMismatchError
+from fathom.core.errors import IndexMismatchError
 
 if TYPE_CHECKING:
     import numpy as np
-
-    from fathom.stages.base import Embedder, QueryType
-    from fathom.stages.config import Config
+    from fathom.core.base import Embedder, QueryType
+    from fathom.core.config import Config
 
 CLASSES: tuple[QueryType, ...] = ("factual", "summarization", "reasoning", "multi_hop")
 POLICY_FORMAT = 1

@@ -1,15 +1,20 @@
 """Retrieval-depth policies: given the probe, how many chunks (0 = none) go to the generator.
 
-Every policy returns a ``Decision`` (k, policy name, reason, per-action scores), so learned
-policies drop in beside these rules.
+Every policy has the same ``decide(question, probe, qtype, *, type_probs, qvec)`` and returns a
+``Decision`` (k, policy name, reason, per-action scores), so learned policies (the forest,
+REINFORCE, utility bundles) drop in beside these rules; a policy reads what it needs of the
+query-type probabilities and the query vector. ``deepest_k`` is how deep the probe must go for
+the policy's features (0: the default probe depth).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from fathom.stages.base import Decision, Probe, QueryType
-from fathom.stages.errors import ConfigError
+from fathom.core.base import Decision, Probe, QueryType
+from fathom.core.errors import ConfigError, FathomError
 
 if TYPE_CHECKING:
     from fathom.router.strategy import Strategy
@@ -18,13 +23,23 @@ if TYPE_CHECKING:
 class FixedDepth:
     """Always ``k`` (the ``--k`` flag, and the fixed-k baselines)."""
 
+    deepest_k = 0
+
     def __init__(self, k: int) -> None:
         if k < 0:
             raise ConfigError(f"k = {k}: must be ≥ 0")
         self.k = k
         self.name = f"fixed:{k}"
 
-    def decide(self, question: str, probe: Probe, qtype: QueryType) -> Decision:
+    def decide(
+        self,
+        question: str,
+        probe: Probe,
+        qtype: QueryType,
+        *,
+        type_probs: dict[str, float] | None = None,
+        qvec: Any = None,
+    ) -> Decision:
         k = min(self.k, len(probe.hits))
         reason = "fixed depth requested" if self.k else "retrieval skipped (k = 0)"
         if k < self.k:
@@ -36,11 +51,20 @@ class StrategyDepth:
     """The query type's strategy default, clipped to what the probe found."""
 
     name = "strategy"
+    deepest_k = 0
 
     def __init__(self, strategy: Strategy) -> None:
         self.strategy = strategy
 
-    def decide(self, question: str, probe: Probe, qtype: QueryType) -> Decision:
+    def decide(
+        self,
+        question: str,
+        probe: Probe,
+        qtype: QueryType,
+        *,
+        type_probs: dict[str, float] | None = None,
+        qvec: Any = None,
+    ) -> Decision:
         s = self.strategy
         k = min(s.k_default, len(probe.hits))
         reason = (
@@ -60,13 +84,23 @@ class ScoreGapDepth:
     fused scores when no hit has a dense score. The fused order's top k are then kept.
     """
 
+    deepest_k = 0
+
     def __init__(self, k_min: int = 1, k_max: int = 20) -> None:
         if not 1 <= k_min <= k_max:
             raise ConfigError(f"gap depth range {k_min}–{k_max}: need 1 ≤ k_min ≤ k_max")
         self.k_min, self.k_max = k_min, k_max
         self.name = "gap" if (k_min, k_max) == (1, 20) else f"gap:{k_min}-{k_max}"
 
-    def decide(self, question: str, probe: Probe, qtype: QueryType) -> Decision:
+    def decide(
+        self,
+        question: str,
+        probe: Probe,
+        qtype: QueryType,
+        *,
+        type_probs: dict[str, float] | None = None,
+        qvec: Any = None,
+    ) -> Decision:
         dense = [h.scores["dense"] for h in probe.hits if "dense" in h.scores]
         raw = dense if dense else [h.score for h in probe.hits]
         scores = sorted(raw, reverse=True)[: self.k_max + 1]
@@ -102,6 +136,8 @@ class ScoreThresholdDepth:
     (``fit``), so ``threshold:p50`` retrieves for the better-matched half.
     """
 
+    deepest_k = 0
+
     def __init__(self, threshold: float, k: int = 4, percentile: float | None = None) -> None:
         if k < 1:
             raise ConfigError(f"threshold gate k = {k}: must be ≥ 1")
@@ -120,7 +156,15 @@ class ScoreThresholdDepth:
             raise ConfigError(f"percentile {percentile}: must be within 0–100")
         return cls(float(np.percentile(top_scores, percentile)), k, percentile)
 
-    def decide(self, question: str, probe: Probe, qtype: QueryType) -> Decision:
+    def decide(
+        self,
+        question: str,
+        probe: Probe,
+        qtype: QueryType,
+        *,
+        type_probs: dict[str, float] | None = None,
+        qvec: Any = None,
+    ) -> Decision:
         top = top_similarity(probe)
         if top >= self.threshold and probe.hits:
             k = min(self.k, len(probe.hits))
@@ -129,3 +173,35 @@ class ScoreThresholdDepth:
             k = 0
             why = f"top similarity {top:.3f} < gate {self.threshold:.3f}: retrieval skipped"
         return Decision(k, self.name, why, scores={"top": top, "threshold": self.threshold})
+
+
+POLICY_KINDS = ("forest", "reinforce", "utility")
+
+
+def load_policy(path: str | Path, expect_embedder: str | None = None) -> Any:
+    """A learned depth policy by its file: the ``kind`` its JSON metadata records (``forest``:
+    ``.npz`` + ``.json``, ``reinforce``: ``.safetensors`` + ``.json``, ``utility``: ``.json``).
+    Without the metadata file, the loader its weights file suggests says what is missing."""
+    from fathom.router.forest import ForestPolicy
+    from fathom.router.reinforce import ReinforcePolicy
+    from fathom.router.utility import UtilityPolicy
+
+    path = Path(path)
+    meta = path.with_suffix(".json")
+    if not meta.is_file():
+        if path.with_suffix(".safetensors").is_file():
+            return ReinforcePolicy.load(path, expect_embedder=expect_embedder)
+        return ForestPolicy.load(path, expect_embedder=expect_embedder)
+    try:
+        kind = json.loads(meta.read_text(encoding="utf-8")).get("kind")
+    except (UnicodeDecodeError, json.JSONDecodeError, AttributeError) as exc:
+        raise FathomError(f"{meta}: not a depth policy's metadata ({exc})") from None
+    if kind == "reinforce":
+        return ReinforcePolicy.load(path, expect_embedder=expect_embedder)
+    if kind == "utility":
+        return UtilityPolicy.load(meta)
+    if kind == "forest":
+        return ForestPolicy.load(path, expect_embedder=expect_embedder)
+    raise FathomError(
+        f"{meta}: a policy of kind {kind!r}; this Fathom reads {', '.join(POLICY_KINDS)}"
+    )

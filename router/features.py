@@ -37,10 +37,10 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fathom.stages.errors import FathomError, IndexMismatchError
+from fathom.core.errors import FathomError, IndexMismatchError
 
 if TYPE_CHECKING:
-    from fathom.stages.base import Probe
+    from fathom.core.base import Probe
 
 TOP_N = 20
 RBO_P = 0.9
@@ -185,7 +185,7 @@ def probe_features(
     caps = [m.group() for m in _CAP.finditer(question)][1:] if words else []
     out.append(float(len(caps)))
 
-    from fathom.stages.rerank import content_terms
+    from fathom.core.words import content_terms
 
     # Term presence is a substring test on the lower-cased chunk (query terms are lower-case,
     # plural "s" dropped, so "cell" finds "cells"): a tenth of the cost of tokenising twenty

@@ -30,13 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fathom.stages.base import Decision
-from fathom.stages.errors import ConfigError
+from fathom.core.base import Decision
+from fathom.core.errors import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
-
-    from fathom.stages.base import Probe, QueryType
+    from fathom.core.base import Probe, QueryType
 
 FORMAT = 2  # 2: an extra "none suffices" class; the cost rule
 DEFAULT_BUDGETS = (0, 1, 2, 3, 5, 8, 12, 20)
@@ -116,7 +115,11 @@ class ForestPolicy:
     _threshold: Any = field(default=None, repr=False)
     _values: Any = field(default=None, repr=False)  # (all nodes, classes) float64
     _cum: Any = field(default=None, repr=False)  # its cumulative sums over the budgets
-    uses_type_probs = True  # Engine passes the router's class probabilities to decide()
+
+    @property
+    def deepest_k(self) -> int:
+        """The deepest budget: its features were computed on a probe this deep in training."""
+        return max(self.budgets, default=0)
 
     # -- training -------------------------------------------------------------------------------
 
@@ -362,7 +365,9 @@ class ForestPolicy:
         question: str,
         probe: Probe,
         qtype: QueryType,
+        *,
         type_probs: dict[str, float] | None = None,
+        qvec: Any = None,
     ) -> Decision:
         from fathom.router.features import probe_features
 
@@ -454,7 +459,6 @@ class ForestPolicy:
         """Load ``path`` (``.npz`` or its ``.json``); refuses another feature schema or
         embedder."""
         import numpy as np
-
         from fathom.router.features import read_policy_meta
 
         arr_path = Path(path).with_suffix(".npz")
@@ -493,19 +497,3 @@ class ForestPolicy:
             budget_tokens=tuple(meta.get("budget_tokens") or ()),
             most_likely=bool(meta.get("most_likely", False)),
         )
-
-
-def load_policy(path: str | Path, expect_embedder: str | None = None) -> Any:
-    """Any learned depth policy by file: ``.safetensors`` → REINFORCE, a utility ``.json``
-    (``"kind": "utility"``) → utility router, otherwise a forest (``.npz`` + ``.json``)."""
-    path = Path(path)
-    if path.suffix == ".safetensors" or path.with_suffix(".safetensors").is_file():
-        from fathom.router.reinforce import ReinforcePolicy
-
-        return ReinforcePolicy.load(path, expect_embedder=expect_embedder)
-    meta = path.with_suffix(".json")
-    if meta.is_file() and '"kind": "utility"' in meta.read_text(encoding="utf-8"):
-        from fathom.router.utility import UtilityPolicy
-
-        return UtilityPolicy.load(meta)
-    return ForestPolicy.load(path, expect_embedder=expect_embedder)

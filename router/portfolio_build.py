@@ -1,35 +1,24 @@
-"""Build a portfolio from training questions, and evaluate one on held-out questions.
+"""Build a portfolio from training questions (``fathom portfolio build``).
 
 ``build_portfolio`` runs every pool member on the training questions (one shared dense and BM25
 search per question), scores them, picks ``size`` members greedily by best-of coverage
 (``router.portfolio``) and trains the router that chooses among them per question
-(``router.portfolio_router``). ``evaluate_portfolio`` measures, on other questions:
-
-* best-of coverage (the score of the best member per question, which only an oracle could pick)
-  for the greedy portfolio, the best single member, the top K by average and the whole pool;
-* what runs without an oracle: the router's top ``ell`` members fused by reciprocal rank fusion,
-  against a random ``ell`` members (the exact expectation over every ``ell``-subset), for every
-  ``ell`` from 1 to the portfolio size;
-
-each with a percentile-bootstrap interval, and paired intervals on the differences that matter.
+(``router.portfolio_router``). ``fathom.evaluation.portfolio`` measures one on held-out
+questions.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fathom.stages.errors import ConfigError
-
 if TYPE_CHECKING:
     import numpy as np
-
-    from fathom.evaluation.data import Question
+    from fathom.core.base import Embedder
     from fathom.index.collection import Collection
-    from fathom.router.portfolio_pool import Member, MemberRuns
-    from fathom.stages.base import Embedder
+    from fathom.ingestion.questions import Question
+    from fathom.router.portfolio_pool import Member
 
 
 def _runs_cached(
@@ -46,7 +35,6 @@ def _runs_cached(
     """Member scores ``(N, pool)``, router inputs ``(N, d)`` and the query embedding's
     dimension, from ``cache`` (an ``.npz``) when its key matches, else computed and saved."""
     import numpy as np
-
     from fathom.router.portfolio_pool import member_runs, run_scores
     from fathom.router.portfolio_router import router_inputs
 
@@ -82,7 +70,6 @@ def build_portfolio(
     """The portfolio file's contents: members in greedy order with their gains, the baselines
     and the router (see the module docstring)."""
     import numpy as np
-
     from fathom.router.portfolio import coverage, greedy_portfolio, top_k_by_average
     from fathom.router.portfolio_pool import pool_for, resolve_score
     from fathom.router.portfolio_router import input_schema, probe_settings, train_router
@@ -137,110 +124,4 @@ def build_portfolio(
             "all_members": {"coverage": coverage(scores, list(range(len(pool))))},
         },
         "router": router.to_dict(),
-    }
-
-
-def load_portfolio(path: Path) -> dict[str, Any]:
-    """A portfolio file written by ``fathom portfolio build``."""
-    try:
-        info = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: cannot read the portfolio ({exc})") from exc
-    if not isinstance(info, dict) or info.get("kind") != "portfolio":
-        raise ConfigError(f"{path}: not a portfolio (fathom portfolio build writes one)")
-    return info
-
-
-def pool_members(collection: Collection, names: list[str]) -> tuple[Member, ...]:
-    """Pool members by name, in the given order (views must exist and be up to date)."""
-    from fathom.router.portfolio_pool import pool_for
-
-    pool = {m.name: m for m in pool_for(collection)}
-    unknown = [n for n in names if n not in pool]
-    if unknown:
-        raise ConfigError(
-            f"portfolio names pool members {unknown} that collection {collection.name!r} does "
-            "not have (a view that is missing or stale: `fathom collections views`)"
-        )
-    return tuple(pool[n] for n in names)
-
-
-def evaluate_portfolio(
-    info: dict[str, Any],
-    collection: Collection,
-    embedder: Embedder,
-    embedder_id: str,
-    classifier: Any,
-    questions: list[Question],
-    n_boot: int = 2000,
-) -> dict[str, Any]:
-    """Coverage rows and paired differences on ``questions`` (see the module docstring)."""
-    import numpy as np
-
-    from fathom.evaluation.metrics import bootstrap_ci
-    from fathom.router.portfolio_pool import fuse_rows, member_runs, run_scores, score_rows
-    from fathom.router.portfolio_router import PortfolioRouter, check_probe, input_schema, router_inputs
-
-    by, n = info["score"], int(info["top_n"])
-    pool = pool_members(collection, [m["name"] for m in info["pool"]])
-    router_info = info.get("router")
-    if router_info:
-        check_probe(info, collection.cfg)  # the router reads this run's probe features
-    rrf_k = collection.cfg.retrieval.rrf_k  # as ask fuses the chosen members' results
-    runs: MemberRuns = member_runs(collection, embedder, questions, pool, n, classifier=classifier)
-    col = {m.name: j for j, m in enumerate(pool)}
-    scores = run_scores(collection, questions, runs, by)
-
-    def best_of(names: list[str]) -> np.ndarray:
-        return scores[:, [col[x] for x in names]].max(axis=1)
-
-    def fused(names_per_q: list[list[str]]) -> np.ndarray:
-        lists = [
-            fuse_rows([r[m] for m in names], n, rrf_k)
-            for r, names in zip(runs.rows, names_per_q, strict=True)
-        ]
-        return score_rows(collection, questions, lists, by)
-
-    b = info["baselines"]
-    members: list[str] = list(info["members"])
-    single_name = f"best single ({b['best_single']['member']})"
-    rows: dict[str, np.ndarray] = {
-        "portfolio, best member per question (oracle)": best_of(members),
-        single_name: best_of([b["best_single"]["member"]]),
-        "top K by average, best member (oracle)": best_of(b["top_k_by_average"]["members"]),
-        "whole pool, best member (oracle)": best_of([m.name for m in pool]),
-    }
-    diffs: dict[str, np.ndarray] = {
-        "portfolio (oracle) − best single": rows["portfolio, best member per question (oracle)"]
-        - rows[single_name]
-    }
-    if router_info:
-        router = PortfolioRouter.from_dict(
-            router_info, expect_schema=input_schema(embedder_id, runs.qvecs.shape[1])
-        )
-        chosen = router.choose(router_inputs(runs.qvecs, runs.features), len(members))
-        for ell in range(1, len(members) + 1):
-            routed = fused([c[:ell] for c in chosen])
-            subsets = {
-                s: fused([list(s)] * len(questions)) for s in itertools.combinations(members, ell)
-            }
-            rand = np.mean(np.stack(list(subsets.values())), axis=0)
-            if ell == len(members):
-                rows[f"all {ell} members fused"] = routed
-                top_k = list(b["top_k_by_average"]["members"])
-                rows[f"top {len(top_k)} by average, fused"] = fused([top_k] * len(questions))
-                diffs[f"all {ell} fused − best single"] = routed - rows[single_name]
-                continue
-            rows[f"router, top {ell} fused"] = routed
-            rows[f"random {ell} fused (expected)"] = rand
-            diffs[f"router − random at ℓ = {ell}"] = routed - rand
-            if ell == 1:
-                diffs["router ℓ = 1 − best single"] = routed - rows[single_name]
-    return {
-        "n_questions": len(questions),
-        "score": by,
-        "top_n": n,
-        "members": members,
-        "coverage": {k: bootstrap_ci(v.tolist(), n_boot) for k, v in rows.items()},
-        "differences": {k: bootstrap_ci(v.tolist(), n_boot) for k, v in diffs.items()},
     }

@@ -25,14 +25,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from fathom.stages.errors import ConfigError
+from fathom.core.errors import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
-
-    from fathom.evaluation.data import Question
+    from fathom.core.base import Embedder
     from fathom.index.collection import Collection
-    from fathom.stages.base import Embedder
+    from fathom.ingestion.questions import Question
 
 PRF_DOCS = 3
 PRF_TERMS = 8
@@ -181,7 +180,7 @@ class PoolSearcher:
         return {m.name: out[m.name] for m in members}
 
     def _member_rows(self, m: Member, question: str, ranked: dict, n: int) -> list[int]:
-        from fathom.stages.retrieve import convex_fuse, rrf_fuse
+        from fathom.index.retrieve import convex_fuse, rrf_fuse
 
         p = m.params
         if m.kind in ("dense", "bm25"):
@@ -206,7 +205,7 @@ class PoolSearcher:
     def _view_rows(self, m: Member, question: str, qvec: np.ndarray, n: int) -> list[int]:
         """A view member: its units ranked by the view's own BM25 (and dense, when the view
         has vectors; fused convexly with the member's dense weight), as chunk rows."""
-        from fathom.stages.retrieve import convex_fuse
+        from fathom.index.retrieve import convex_fuse
 
         view = self.view(str(m.params["view"]))
         deep = max(n, self.candidates)  # n chunk rows need at least n units
@@ -239,7 +238,7 @@ class PoolSearcher:
     def _prf(
         self, question: str, scores: np.ndarray, rows: np.ndarray, n: int, docs: int, terms: int
     ) -> list[int]:
-        from fathom.stages.rerank import content_terms, words
+        from fathom.core.words import content_terms, words
 
         if len(rows) == 0:
             return []
@@ -262,11 +261,11 @@ class PoolSearcher:
 def question_score(question: Question, chunks: list[Any], by: str) -> float:
     """s(q, r) for the chunks one member returned: gold-document recall or answer containment."""
     if by == "docs":
-        from fathom.evaluation.runner import source_id
+        from fathom.core.base import source_id
 
         gold = set(question.doc_ids)
         return len(gold & {source_id(c) for c in chunks}) / len(gold) if gold else 0.0
-    from fathom.evaluation.metrics import answer_recall
+    from fathom.feedback.judges import answer_recall
 
     hit = answer_recall("\n".join(c.text for c in chunks), list(question.answers))
     return float(hit or 0.0)
@@ -312,10 +311,9 @@ def member_runs(
     question's strategy and the reranker ask for (unless ``features`` is false: then
     ``MemberRuns.features`` has no columns)."""
     import numpy as np
-
+    from fathom.index.retrieve import retriever_for
     from fathom.router.features import probe_features
     from fathom.router.portfolio_router import probe_depth, probe_settings
-    from fathom.stages.retrieve import retriever_for
 
     searcher = PoolSearcher(collection)
     settings = probe_settings(collection.cfg)

@@ -23,12 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fathom.stages.errors import ConfigError
+from fathom.core.errors import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
-
-    from fathom.stages.config import Config
+    from fathom.core.config import Config
 
 ALPHAS = (0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0)
 FORMAT = 1

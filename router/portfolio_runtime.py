@@ -15,15 +15,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fathom.stages.base import Hit
-from fathom.stages.errors import ConfigError
+from fathom.core.base import Hit
+from fathom.core.errors import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
-
+    from fathom.core.base import Probe
+    from fathom.core.config import Config
     from fathom.index.collection import Collection
-    from fathom.stages.base import Probe
-    from fathom.stages.config import Config
 
 MODES = ("fuse", "select")
 
@@ -59,7 +58,7 @@ class PortfolioRuntime:
         """``cfg`` is the run's configuration: the portfolio's probe settings must be its
         (``check_probe``), and its ``retrieval.rrf_k`` fuses the members' results (60 without
         one; then the probe is not checked)."""
-        from fathom.router.portfolio_build import pool_members
+        from fathom.router.portfolio import pool_members
         from fathom.router.portfolio_pool import PoolSearcher
         from fathom.router.portfolio_router import (
             LEGACY_PROBE,
@@ -100,7 +99,7 @@ class PortfolioRuntime:
 
     @classmethod
     def load(cls, cfg: Config, collection: Collection, embedder_id: str, dim: int):
-        from fathom.router.portfolio_build import load_portfolio
+        from fathom.router.portfolio import load_portfolio
 
         path = resolve_portfolio(cfg, cfg.retrieval.portfolio)
         r = cfg.retrieval
@@ -124,7 +123,6 @@ class PortfolioRuntime:
         candidate lists than that depth would (``--k`` above ``retrieval.candidates``), made
         again at the trained depth."""
         import numpy as np
-
         from fathom.router.features import probe_features
         from fathom.router.portfolio_router import probe_depth
 
@@ -143,7 +141,7 @@ class PortfolioRuntime:
         is always given the query's embedding, so its embedder never loads."""
         if self._retriever is None:
             from fathom.index.embed import query_embedder_for
-            from fathom.stages.retrieve import retriever_for
+            from fathom.index.retrieve import retriever_for
 
             if self.cfg is None:
                 raise ConfigError(f"portfolio {self.name}: no configuration to probe with")

@@ -25,14 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fathom.stages.base import Decision
-from fathom.stages.errors import FathomError
+from fathom.core.base import Decision
+from fathom.core.errors import FathomError
 
 if TYPE_CHECKING:
     import numpy as np
-
+    from fathom.core.base import Probe, QueryType
     from fathom.router.train_policy import Sweep
-    from fathom.stages.base import Probe, QueryType
 
 FORMAT = 1
 _LAYERS = ("proj", "h1", "h2", "out")
@@ -70,8 +69,11 @@ class ReinforcePolicy:
     std: np.ndarray
     meta: dict[str, Any] = field(default_factory=dict)
     name: str = "reinforce"
-    uses_type_probs = True
-    uses_qvec = True
+
+    @property
+    def deepest_k(self) -> int:
+        """The deepest budget: its features were computed on a probe this deep in training."""
+        return max(self.budgets, default=0)
 
     # -- inference -------------------------------------------------------------------------------
 
@@ -95,6 +97,7 @@ class ReinforcePolicy:
         question: str,
         probe: Probe,
         qtype: QueryType,
+        *,
         type_probs: dict[str, float] | None = None,
         qvec: Any = None,
     ) -> Decision:
@@ -138,7 +141,6 @@ class ReinforcePolicy:
         embeddings ``qvecs`` ``(n, dim)``; deterministic for a seed (one torch thread)."""
         import numpy as np
         import torch
-
         from fathom.router.features import FEATURE_NAMES
 
         torch.manual_seed(seed)
@@ -235,9 +237,8 @@ class ReinforcePolicy:
 
     @classmethod
     def load(cls, path: str | Path, expect_embedder: str | None = None) -> ReinforcePolicy:
-        from safetensors.numpy import load_file
-
         from fathom.router.features import read_policy_meta
+        from safetensors.numpy import load_file
 
         w_path = Path(path).with_suffix(".safetensors")
         meta = read_policy_meta(Path(path), "reinforce", FORMAT, ".safetensors", expect_embedder)

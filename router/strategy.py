@@ -25,10 +25,10 @@ import re
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from fathom.stages.errors import ConfigError
+from fathom.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from fathom.stages.base import QueryType
+    from fathom.core.base import QueryType
 
 
 @dataclass(frozen=True, slots=True)

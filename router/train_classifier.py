@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fathom.core.errors import FathomError
 from fathom.router.classify import (
     CLASSES,
     DEFAULT_DATA,
@@ -34,12 +35,10 @@ from fathom.router.classify import (
     RULES_VERSION,
     rule_features,
 )
-from fathom.stages.errors import FathomError
 
 if TYPE_CHECKING:
     import numpy as np
-
-    from fathom.stages.base import Embedder
+    from fathom.core.base import Embedder
 
 L2_GRID: tuple[float, ...] = (0.003, 0.01, 0.03, 0.1)
 ITERATIONS = 1500
@@ -328,8 +327,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--l2", type=float, default=None, help="fix the penalty (default: CV)")
     parser.add_argument("--folds", type=int, default=5)
     args = parser.parse_args(argv)
+    from fathom.core.config import EmbedderConfig
     from fathom.index.embed import make_embedder
-    from fathom.stages.config import EmbedderConfig
 
     embedder = make_embedder(EmbedderConfig(name=args.embedder))
     try:

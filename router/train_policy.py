@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fathom.stages.errors import FathomError
+from fathom.core.errors import FathomError
 
 WARN_RECALL = 0.6  # below this answer recall at the deepest budget, the sweep warns
 
@@ -59,8 +59,7 @@ def load_sweep(directory: str | Path, quality: str = "quality") -> Sweep:
     """Read a sweep's ``run.json`` and ``log.jsonl`` into arrays (complete questions only);
     ``quality`` names the row metric to imitate (default: the run's judge)."""
     import numpy as np
-
-    from fathom.evaluation.summary import read_log
+    from fathom.core.jsonl import read_log
 
     directory = Path(directory)
     run_path = directory / "run.json"
@@ -167,7 +166,6 @@ def train_forest(
     """A ``ForestPolicy`` imitating the sweep's oracle labels, deciding by ``cost`` λ when
     given (else by ``confidence``), with the sweep's mean context tokens per budget."""
     import numpy as np
-
     from fathom.index.collection import fathom_version
     from fathom.router.features import FEATURE_NAMES
     from fathom.router.forest import ForestPolicy, oracle_labels

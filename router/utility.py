@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fathom.stages.base import Decision
-from fathom.stages.errors import ConfigError, FathomError
+from fathom.core.base import Decision
+from fathom.core.errors import ConfigError, FathomError
 
 if TYPE_CHECKING:
+    from fathom.core.base import Probe, QueryType
     from fathom.router.train_policy import Sweep
-    from fathom.stages.base import Probe, QueryType
 
 FORMAT = 1
 PRESETS: dict[str, tuple[float, float]] = {
@@ -48,6 +48,11 @@ class UtilityPolicy:
     preset: str = "balanced"
     meta: dict[str, Any] = field(default_factory=dict)
     name: str = "utility"
+
+    @property
+    def deepest_k(self) -> int:
+        """The deepest bundle: how deep the probe goes for this policy."""
+        return max(self.bundles.values(), default=0)
 
     @property
     def weights(self) -> tuple[float, float]:
@@ -112,7 +117,15 @@ class UtilityPolicy:
             for name, p in pri.items()
         }
 
-    def decide(self, question: str, probe: Probe, qtype: QueryType) -> Decision:
+    def decide(
+        self,
+        question: str,
+        probe: Probe,
+        qtype: QueryType,
+        *,
+        type_probs: dict[str, float] | None = None,
+        qvec: Any = None,
+    ) -> Decision:
         u = self.utilities(qtype)
         # Ties go to the smaller budget.
         order = sorted(u, key=lambda b: (-u[b], self.bundles[b]))

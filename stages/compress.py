@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from fathom.stages.base import Chunk, Hit
+from fathom.core.base import Chunk, Hit
+from fathom.core.words import content_terms, lexical_overlap, term_weights, words
 from fathom.stages.generate.prompt import (
     DEFAULT_FRAMING,
     SYSTEM,
@@ -42,18 +43,11 @@ from fathom.stages.generate.prompt import (
     render_block,
     render_user,
 )
-from fathom.stages.rerank import (
-    EmbeddingReranker,
-    content_terms,
-    lexical_overlap,
-    term_weights,
-    words,
-)
+from fathom.stages.rerank import EmbeddingReranker
 
 if TYPE_CHECKING:
     import numpy as np
-
-    from fathom.stages.base import Embedder
+    from fathom.core.base import Embedder
 
 CountTokens = Callable[[list[str]], list[int]]
 

@@ -13,7 +13,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fathom.core.config import Config
+    from fathom.stages.records import Answer
 
 MIGRATIONS: list[str] = [
     # 1: one row per ask
@@ -165,3 +169,32 @@ class History:
             out["slo_ms"] = slo_ms
             out["slo_compliance"] = sum(1 for x in lat if x <= slo_ms) / len(lat) if lat else None
         return out
+
+
+def record_ask(cfg: Config, target: str, answer: Answer) -> None:
+    """Append the ask to ``FATHOM_HOME/history.db``."""
+    tr = answer.trace
+    History(cfg.home_path() / "history.db").record(
+        {
+            "question": answer.question,
+            "target": target,
+            "collection": tr.collection,
+            "query_type": tr.query_type,
+            "policy": tr.decision.policy if tr.decision else "",
+            "k": tr.decision.k if tr.decision else 0,
+            "reason": tr.decision.reason if tr.decision else "",
+            "total_ms": tr.total_ms,
+            "stages_ms": tr.stages_ms,
+            "prompt_tokens": tr.tokens["prompt"],
+            "completion_tokens": tr.tokens["completion"],
+            "context_tokens": tr.tokens["context"],
+            "embedding_tokens": tr.tokens["embedding"],
+            "cost": tr.cost,
+            "currency": tr.currency,
+            "backend": tr.backend,
+            "model": tr.model,
+            "confidence": answer.confidence.get("score"),
+            "rounds": tr.passes,
+            "answer": answer.text,
+        }
+    )

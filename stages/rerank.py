@@ -13,83 +13,23 @@ a plain-English notice for the report.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import os
-import re
 import socket
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fathom.stages.base import Hit
-from fathom.stages.errors import BackendUnavailable
+from fathom.core.base import Hit
+from fathom.core.errors import BackendUnavailable
+from fathom.core.words import content_terms, lexical_overlap, term_weights
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     import numpy as np
-
-    from fathom.stages.base import Embedder, Reranker
-    from fathom.stages.config import RerankConfig
-
-# ---------------------------------------------------------------------------------------------
-# Lexical helpers (shared with stages.compress)
-# ---------------------------------------------------------------------------------------------
-
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-_STOPWORDS = """
-    a about above after again against all am an and any are as at be because been before being
-    below between both but by can could did do does doing down during each few for from further
-    had has have having he her here hers herself him himself his how i if in into is it its itself
-    just me more most my myself no nor not now of off on once only or other our ours ourselves out
-    over own same she should so some such than that the their theirs them themselves then there
-    these they this those through to too under until up very was we were what when where which
-    while who whom why will with would you your yours yourself yourselves also may might must
-    shall one many much
-"""
-STOPWORDS: frozenset[str] = frozenset(_STOPWORDS.split())
-
-
-def words(text: str) -> list[str]:
-    """Lower-cased words of ``text`` with a plural/possessive ``s`` dropped (cats → cat), so
-    forms still match; stopwords are kept (shingles need them)."""
-    return list(_words(text))
-
-
-@functools.lru_cache(maxsize=16384)
-def _words(text: str) -> tuple[str, ...]:
-    # Cached: the same chunks are read again by each feedback round and by every strategy.
-    return tuple(
-        w[:-1] if len(w) > 3 and w[-1] == "s" and w[-2] != "s" else w
-        for w in _WORD.findall(text.lower())
-    )
-
-
-@functools.lru_cache(maxsize=16384)
-def content_terms(text: str) -> frozenset[str]:
-    """Normalised words of ``text`` minus stopwords and single characters (cached)."""
-    return frozenset(w for w in _words(text) if len(w) > 1 and w not in STOPWORDS)
-
-
-def term_weights(query_terms: set[str], docs: list[set[str]]) -> dict[str, float]:
-    """IDF of each query term over ``docs`` (BM25's form, always > 0)."""
-    n = len(docs)
-    out: dict[str, float] = {}
-    for t in query_terms:
-        df = sum(1 for d in docs if t in d)
-        out[t] = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-    return out
-
-
-def lexical_overlap(weights: dict[str, float], terms: set[str]) -> float:
-    """IDF-weighted share of the query terms present in ``terms``, in [0, 1]."""
-    total = sum(weights.values())
-    if total <= 0:
-        return 0.0
-    return sum(w for t, w in weights.items() if t in terms) / total
-
+    from fathom.core.base import Embedder, Reranker
+    from fathom.core.config import RerankConfig
 
 # ---------------------------------------------------------------------------------------------
 # Shared output contract

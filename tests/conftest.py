@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -37,7 +36,7 @@ def fathom_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, models_cache: P
 
 @pytest.fixture
 def cfg(fathom_home: Path):
-    from fathom.stages.config import load_config
+    from fathom.core.config import load_config
 
     return load_config()
 

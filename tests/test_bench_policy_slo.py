@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-
 from fathom.bench.policy_slo import deadline_projection
 from fathom.router.train_policy import Sweep
 

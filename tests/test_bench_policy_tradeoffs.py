@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
-
 from fathom.bench.policy_tradeoffs import ABOVE, AT_ZERO, MAX_UNDEFINED, _pct, saving, score
 
 # Three questions, budgets 0 / 1 / 2 at 0 / 100 / 200 tokens; k = 0 already answers the first.

@@ -11,14 +11,13 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from fathom.chunking import CHUNKERS, SemanticChunker, make_chunker
 from fathom.chunking.tokens import HfTokenCounter, WordCounter
-from fathom.stages.base import Chunk, Chunker, Document, PageSpan, SectionSpan
-from fathom.stages.config import ChunkerConfig
-from fathom.stages.errors import ConfigError
+from fathom.core.base import Chunk, Chunker, Document, PageSpan, SectionSpan
+from fathom.core.config import ChunkerConfig
+from fathom.core.errors import ConfigError
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("FATHOM_DATA", ROOT.parent / "shared" / "data"))

@@ -5,9 +5,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from fathom.chunking.sentences import (
     MIN_TRAIN_CHARS,
     TRAIN_CHARS,
@@ -15,6 +12,8 @@ from fathom.chunking.sentences import (
     _trained_params,
     split_sentences,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 FILLER = (
     "The committee met on a rainy morning to discuss the budget. Several members raised "

@@ -8,10 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from fathom.chunking.tokens import HfTokenCounter, WordCounter, find_tokenizer_json, token_counter_for
-from fathom.stages.base import TokenCounter
-from fathom.stages.errors import BackendUnavailable
+from fathom.chunking.tokens import (
+    HfTokenCounter,
+    WordCounter,
+    find_tokenizer_json,
+    token_counter_for,
+)
+from fathom.core.base import TokenCounter
+from fathom.core.errors import BackendUnavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 

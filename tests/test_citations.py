@@ -5,15 +5,14 @@ same way by the generators (``parse_citations``), the confidence scorer and
 from __future__ import annotations
 
 import pytest
-
-from fathom.feedback.confidence import SupportScorer, answer_sentences, attribute
-from fathom.stages.base import Draft
-from fathom.stages.generate.prompt import (
+from fathom.core.base import Draft
+from fathom.core.citations import (
     cited_numbers,
     parse_citations,
     renumber_citations,
     strip_citations,
 )
+from fathom.feedback.confidence import SupportScorer, answer_sentences, attribute
 from fathom.tests.support.generate_support import eiffel_hits
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from fathom import cli
 
 REPO = Path(__file__).resolve().parent.parent
@@ -32,15 +31,53 @@ def test_help_imports_no_heavy_library() -> None:
     assert not {m for m in modules if m.split(".")[0] in HEAVY}
 
 
-def test_python_cli_and_console_script_are_the_same_app() -> None:
-    proc = subprocess.run(
-        [sys.executable, "cli.py", "--version"], capture_output=True, text=True, cwd=REPO
-    )
-    assert proc.returncode == 0 and "fathom" in proc.stdout
+def test_python_cli_and_console_script_are_the_same_app(tmp_path: Path) -> None:
+    """`python cli.py` from the checkout runs the checkout's package as `fathom`, whatever the
+    working directory; the console script points at the same function."""
     import tomllib
 
+    import fathom
+
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts == {"fathom": "cli:main"}
+    assert scripts == {"fathom": "fathom.cli:main"}
+    code = (
+        "import runpy, sys; sys.argv = ['cli.py', '--version']; "
+        f"runpy.run_path({str(REPO / 'cli.py')!r}, run_name='__main__')"
+    )
+    for cmd in ([sys.executable, str(REPO / "cli.py"), "--version"], [sys.executable, "-c", code]):
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == f"fathom, version {fathom.__version__}"
+    where = subprocess.run(
+        [sys.executable, str(REPO / "cli.py"), "config", "show", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert where.returncode == 0, where.stderr
+    probe = (
+        "import sys, runpy; sys.argv = ['cli.py', '--help']\n"
+        "try:\n"
+        f"    runpy.run_path({str(REPO / 'cli.py')!r}, run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "import fathom; print(fathom.__file__)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert Path(proc.stdout.strip().splitlines()[-1]) == REPO / "__init__.py"
+
+
+def test_python_m_fathom_is_the_same_app() -> None:
+    import fathom
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "fathom", "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"fathom, version {fathom.__version__}"
 
 
 def _corpus(tmp_path: Path) -> Path:
@@ -152,7 +189,6 @@ def test_a_bad_budget_list_is_a_usage_error(tmp_path: Path) -> None:
 
 def test_policy_show_prints_a_reinforce_policy(tmp_path: Path) -> None:
     import numpy as np
-
     from fathom.router.features import FEATURE_NAMES
     from fathom.router.reinforce import ReinforcePolicy
 

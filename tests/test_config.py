@@ -4,9 +4,8 @@ import re
 from pathlib import Path
 
 import pytest
-
-from fathom.stages.config import load_config
-from fathom.stages.errors import ConfigError
+from fathom.core.config import load_config
+from fathom.core.errors import ConfigError
 
 
 def test_defaults_then_toml_then_env_then_flags(tmp_path: Path) -> None:

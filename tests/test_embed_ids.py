@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
+from fathom.core.config import EmbedderConfig
+from fathom.core.errors import ConfigError
 from fathom.index.embed import (
     MINILM_ID,
     SentenceTransformerEmbedder,
@@ -19,8 +20,6 @@ from fathom.index.embed import (
     resolve_model,
 )
 from fathom.index.onnx_embed import OnnxEmbedder, onnx_ready
-from fathom.stages.config import EmbedderConfig
-from fathom.stages.errors import ConfigError
 
 TEXTS = ["Owls hunt at night.", "What are the key findings of the report?", "hello"]
 

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from fathom.evaluation import metrics
-from fathom.evaluation.metrics import (
+from fathom.evaluation.metrics import bootstrap_ci, paired_compare, percentiles, stable_seed
+from fathom.feedback.judges import (
     answer_recall,
-    bootstrap_ci,
     contains,
     exact_match,
     f1,
@@ -22,10 +21,7 @@ from fathom.evaluation.metrics import (
     mrr,
     ndcg_at_k,
     normalize_answer,
-    paired_compare,
-    percentiles,
     recall_at_k,
-    stable_seed,
 )
 
 REPO = Path(__file__).resolve().parent.parent

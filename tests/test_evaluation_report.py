@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from fathom.evaluation.plots import cost_per_1000, pareto_front, write_plots
 from fathom.evaluation.report import COLUMNS, MISSING, render_table, summary_rows, write_report
 

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
+from fathom.core.base import Draft
+from fathom.core.errors import ConfigError, FathomError
 from fathom.evaluation.cache import CachingGenerator
-from fathom.evaluation.data import load_questions
 from fathom.evaluation.runner import EvalSettings, run_eval, split_questions
 from fathom.evaluation.strategies import parse_strategies, parse_strategy
-from fathom.stages.base import Draft
-from fathom.stages.errors import ConfigError, FathomError
+from fathom.ingestion.questions import load_questions
+from fathom.stages.generate.base import BaseGenerator
 from fathom.tests.support.docgen import make_qa_set
 
 STRATEGIES = ["none", "fixed:1", "fixed:2", "gap", "threshold:p50"]
@@ -42,7 +42,7 @@ def qa_set(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.fixture
 def ecfg(qa_home: Path, monkeypatch: pytest.MonkeyPatch):
     """A config on the module's home (the collection is built once), extractive, no rerank."""
-    from fathom.stages.config import load_config
+    from fathom.core.config import load_config
 
     monkeypatch.setenv("FATHOM_HOME", str(qa_home))
     cfg = load_config()
@@ -253,7 +253,7 @@ def test_extractive_answers_are_not_cached(ecfg, qa_set, tmp_path):
     assert not any(r["cached_generation"] for r in rows_of(tmp_path / "y"))
 
 
-class _Counting:
+class _Counting(BaseGenerator):
     """A fake generator: "answer N" for the N-th generation of this instance."""
 
     name, model = "fake", "fake-1"
@@ -294,6 +294,7 @@ def test_cache_keeps_only_generations_from_an_empty_kv_cache(tmp_path):
     prompt on its own: such a draft is not stored, so no later row replays its time."""
 
     class Forgetful(_Counting):
+        keeps_prompt_cache = True  # like llama.cpp's KV cache
         forgot = 0
 
         def forget(self):
@@ -444,12 +445,11 @@ def test_ray_executor_matches_local(ecfg, qa_set, tmp_path):
 def test_ray_ingest_embedding_matches_local(cfg, qa_set):
     pytest.importorskip("ray")
     import numpy as np
-
     from fathom.evaluation.runner import ray_session
     from fathom.index.collection import Collection
     from fathom.index.embed import make_embedder
     from fathom.index.ray_embed import RayEmbedder
-    from fathom.stages.pipeline import resolve_target
+    from fathom.index.targets import resolve_target
 
     texts = [json.loads(line)["text"] for line in qa_set[0].read_text().splitlines()]
     local = make_embedder(cfg.embedder)
@@ -618,8 +618,8 @@ def test_qrels_judge_scores_the_documents_in_the_context():
     probe ranking every strategy shares; an empty context scores 0."""
     from types import SimpleNamespace as NS
 
-    from fathom.evaluation.data import Question
     from fathom.evaluation.runner import _row
+    from fathom.ingestion.questions import Question
 
     probe = [_hit(d) for d in ["x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "g1", "g2"]]
     prepared = NS(probe=NS(hits=probe))
@@ -661,8 +661,8 @@ def test_unanswerable_rows_read_the_abstention_from_the_answer(text, scorer_said
     text, not the feedback scorer's narrower patterns."""
     from types import SimpleNamespace as NS
 
-    from fathom.evaluation.data import Question
     from fathom.evaluation.runner import _row
+    from fathom.ingestion.questions import Question
 
     q = Question("u1", "?", (), (), None, unanswerable=True)
     r = _row(
@@ -701,8 +701,8 @@ def test_single_document_questions_split_as_before(qa_set):
 
 def test_questions_sharing_any_document_stay_on_one_half():
     """A multi-hop question's second document must not reach the other half."""
-    from fathom.evaluation.data import Question
     from fathom.evaluation.runner import split_by_document
+    from fathom.ingestion.questions import Question
 
     qs = [
         Question("a", "?", ("x",), ("A", "B")),
@@ -731,8 +731,8 @@ def test_an_answer_cut_to_nothing_is_not_an_abstention() -> None:
     unanswerable question, while a real abstention, cut or not, still does."""
     from types import SimpleNamespace
 
-    from fathom.evaluation import metrics as M
     from fathom.evaluation.runner import eval_abstained
+    from fathom.feedback import judges as M
 
     def answer(text: str, cut: bool) -> SimpleNamespace:
         notices = ["answer cut at the 500 ms deadline (generator.deadline_ms)"] if cut else []

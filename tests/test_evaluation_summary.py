@@ -10,10 +10,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
+from fathom.core.errors import ParseError
+from fathom.core.jsonl import read_log
 from fathom.evaluation.metrics import bootstrap_ci, stable_seed
-from fathom.evaluation.summary import flatten_row, read_log, summarize, write_csv, write_summary
-from fathom.stages.errors import ParseError
+from fathom.evaluation.summary import flatten_row, summarize, write_csv, write_summary
 
 STRATEGIES = ["gap", "threshold:p50", "none", "fixed:1"]  # threshold:p50 has no rows
 BASELINE = "fixed:4"

@@ -3,8 +3,8 @@ paraphrases are embedded once and scored against their cited source."""
 
 from __future__ import annotations
 
+from fathom.core.base import Draft
 from fathom.feedback.confidence import SupportScorer
-from fathom.stages.base import Draft
 from fathom.tests.support.generate_support import make_hit
 
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 import time
 
 import pytest
-
-from fathom.stages.base import Generator
-from fathom.stages.config import GeneratorConfig
-from fathom.stages.errors import BackendUnavailable
+from fathom.core.base import Generator
+from fathom.core.config import GeneratorConfig
+from fathom.core.errors import BackendUnavailable
 from fathom.stages.generate import GENERATORS, make_generator, packaged_gguf, resolve_backend
 from fathom.tests.support.generate_support import FakeOllama, closed_port, smollm2_path
 

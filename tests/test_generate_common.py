@@ -11,7 +11,6 @@ import string
 from typing import Any
 
 import pytest
-
 from fathom.stages.generate import common
 from fathom.stages.generate.common import estimate_tokens
 from fathom.tests.support.generate_support import smollm2_path

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from fathom.stages.base import Generator
-from fathom.stages.config import GeneratorConfig
+from fathom.core.base import Generator
+from fathom.core.config import GeneratorConfig
 from fathom.stages.generate import make_generator
 from fathom.stages.generate.extractive import NO_ANSWER, ExtractiveGenerator
 from fathom.tests.support.generate_support import make_hit

@@ -7,9 +7,8 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-
-from fathom.stages.config import GeneratorConfig
-from fathom.stages.errors import BackendUnavailable, FathomError
+from fathom.core.config import GeneratorConfig
+from fathom.core.errors import BackendUnavailable, FathomError
 from fathom.stages.generate.hf import HuggingFaceGenerator
 from fathom.tests.support.generate_support import eiffel_hits, make_hit, smollm2_path
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
-from fathom.stages.base import Generator
-from fathom.stages.config import GeneratorConfig
-from fathom.stages.errors import BackendUnavailable, FathomError
+from fathom.core.base import Generator
+from fathom.core.config import GeneratorConfig
+from fathom.core.errors import BackendUnavailable, FathomError
 from fathom.stages.generate.llamacpp import LlamaCppGenerator
 from fathom.stages.generate.prompt import build_messages
 from fathom.tests.support.generate_support import eiffel_hits, make_hit, smollm2_path
@@ -104,9 +103,8 @@ def test_missing_model_file_is_a_clear_error(tmp_path) -> None:
 def test_a_gguf_without_a_chat_template_gets_its_familys_format() -> None:
     """A Gemma GGUF with no ``tokenizer.chat_template`` (base models, older conversions) is
     prompted in Gemma's turns, not ChatML, which Gemma reads as plain text."""
-    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-
     from fathom.stages.generate.common import CHATML_TEMPLATE, chat_template_for
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
     messages = [
         {"role": "system", "content": "Answer from the sources."},

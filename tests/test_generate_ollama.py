@@ -6,9 +6,8 @@ import random
 import time
 
 import pytest
-
-from fathom.stages.config import GeneratorConfig
-from fathom.stages.errors import BackendUnavailable, FathomError
+from fathom.core.config import GeneratorConfig
+from fathom.core.errors import BackendUnavailable, FathomError
 from fathom.stages.generate.ollama import OllamaGenerator, ollama_host, same_model
 from fathom.tests.support.generate_support import (
     CannedServer,
@@ -136,7 +135,7 @@ def test_a_reply_that_is_not_a_json_object_is_named_malformed(stream: bool) -> N
 
 def test_a_prompt_that_passes_the_check_fits_the_real_context() -> None:
     """Sources that tokenize badly (DNA) must not pass the check and then be cut by Ollama."""
-    from fathom.stages.config import GeneratorConfig as Cfg
+    from fathom.core.config import GeneratorConfig as Cfg
     from fathom.stages.generate.llamacpp import LlamaCppGenerator
 
     rng = random.Random(0)

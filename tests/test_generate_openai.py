@@ -15,9 +15,8 @@ from threading import Thread
 from typing import Any, ClassVar
 
 import pytest
-
-from fathom.stages.config import GeneratorConfig
-from fathom.stages.errors import BackendUnavailable, FathomError
+from fathom.core.config import GeneratorConfig
+from fathom.core.errors import BackendUnavailable, FathomError
 from fathom.stages.generate.openai_backend import OpenAIGenerator
 from fathom.tests.support.generate_support import (
     CannedServer,

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from fathom import cli
 from fathom.index.collection import Collection
 from fathom.tests.support import docgen
@@ -38,7 +37,7 @@ def _assert_one_failure(folder: Path, bad: Path, needle: str) -> dict:
     assert str(bad) in failed["reason"] and needle in failed["reason"].lower(), failed["reason"]
     assert "\n" not in failed["reason"]
     # Recorded in the manifest; the collection stays valid and searchable.
-    from fathom.stages.config import load_config
+    from fathom.core.config import load_config
 
     coll = Collection.open(load_config(), "bad")
     entries = {Path(d.path).name: d for d in coll.manifest.documents}
@@ -121,7 +120,7 @@ def test_symlink_loop(folder: Path) -> None:
         "symbolic link" in files["loop_a.txt"]["reason"].lower()
         or "loop" in files["loop_a.txt"]["reason"].lower()
     )
-    from fathom.stages.config import load_config
+    from fathom.core.config import load_config
 
     assert Collection.open(load_config(), "bad").check() == []
 
@@ -144,8 +143,8 @@ def test_unreadable_file(tmp_path_factory: pytest.TempPathFactory) -> None:
     # Warm every lazy import as root first (the interpreter lives under /root, which the
     # unprivileged user cannot read), then drop privileges and ingest for real.
     code = (
-        "import os, sys, encodings.cp1252, encodings.utf_16; from fathom import cli; from click.testing "
-        "import CliRunner; "
+        "import os, sys, encodings.cp1252, encodings.utf_16; from fathom import cli; "
+        "from click.testing import CliRunner; "
         "os.environ['FATHOM_HOME'] = sys.argv[3]; "
         "CliRunner().invoke(cli.main, ['ingest', sys.argv[2], '-c', 'w', '--embedder', "
         "'hashing:64']); "

@@ -7,11 +7,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from fathom.chunking import make_chunker
-from fathom.index.collection import Collection, embed_input, ingest, list_collections, remove_collection
+from fathom.core.errors import CollectionNotFound, IndexMismatchError
+from fathom.index.collection import (
+    Collection,
+    embed_input,
+    ingest,
+    list_collections,
+    remove_collection,
+)
 from fathom.index.embed import HashingEmbedder
-from fathom.stages.errors import CollectionNotFound, IndexMismatchError
 
 TOPICS = {
     "llamas.txt": "Llamas live in the Andes. They carry loads for herders and eat grass.",

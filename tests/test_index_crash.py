@@ -10,9 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-
+from fathom.core.config import load_config
 from fathom.index.collection import Collection
-from fathom.stages.config import load_config
 from fathom.tests.support.docgen import ingest_command
 from fathom.tests.support.docgen import make_versioned_corpus as _write_corpus
 

@@ -9,14 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
 from fathom import cli
+from fathom.core.config import load_config
+from fathom.core.errors import ConfigError
 from fathom.index.collection import Collection
 from fathom.index.embed import ensure_onnx_export, make_embedder, make_query_embedder
 from fathom.index.manifest import file_sha256
 from fathom.index.onnx_embed import MODEL_FILES, OnnxEmbedder, int8_ready, quantize_int8
-from fathom.stages.config import load_config
-from fathom.stages.errors import ConfigError
 
 TEXTS = [
     "What are the key findings of the report?",
@@ -101,7 +100,7 @@ def test_int8_collection_records_its_precision_and_refuses_mixing(
 
     # Queries follow the collection whatever embedder.precision says now ...
     monkeypatch.setenv("FATHOM_EMBEDDER__PRECISION", "fp32")
-    from fathom.stages.retrieve import open_retriever
+    from fathom.index.retrieve import open_retriever
 
     retriever = open_retriever(load_config(), "q8")
     assert retriever.embedder.precision == "int8"

@@ -10,12 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
 from fathom import cli
+from fathom.core.config import load_config
+from fathom.core.errors import BackendUnavailable
 from fathom.index.embed import ensure_onnx_export, make_query_embedder
 from fathom.index.onnx_embed import OnnxEmbedder, onnx_dir
-from fathom.stages.config import load_config
-from fathom.stages.errors import BackendUnavailable
 
 REPO = Path(__file__).resolve().parent.parent
 

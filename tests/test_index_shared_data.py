@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from fathom.chunking import make_chunker
 from fathom.index.collection import Collection, ingest
 

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
+from fathom.core.config import IndexConfig
 from fathom.index.sparse import Analyzer, Bm25Index
-from fathom.stages.config import IndexConfig
 from fathom.tests.support import docgen
 
 MULTILINGUAL = [

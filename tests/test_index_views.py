@@ -7,15 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
+from fathom.core.base import Chunk
+from fathom.core.config import load_config
+from fathom.core.errors import ConfigError
 from fathom.index.collection import Collection, ingest_paths
 from fathom.index.embed import embedder_id_for
+from fathom.index.targets import resolve_target
 from fathom.index.views import DEFAULT_VIEWS, View, ViewSpec, build_view, list_views, unit_text
 from fathom.router.portfolio_pool import PoolSearcher, pool_for
-from fathom.stages.base import Chunk
-from fathom.stages.config import load_config
-from fathom.stages.errors import ConfigError
-from fathom.stages.pipeline import resolve_target
 from fathom.tests.support.docgen import make_qa_set
 
 

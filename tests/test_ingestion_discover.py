@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from fathom.ingestion import SUPPORTED_SUFFIXES, Source, discover, load_document
 from fathom.tests.support import docgen
 

@@ -7,11 +7,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
+from fathom.core.base import PageSpan
+from fathom.core.errors import ParseError
 from fathom.ingestion import load_document
 from fathom.ingestion.word import DocxLoader
-from fathom.stages.base import PageSpan
-from fathom.stages.errors import ParseError
 from fathom.tests.support import docgen
 
 

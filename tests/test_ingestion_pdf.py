@@ -6,11 +6,10 @@ import hashlib
 from pathlib import Path
 
 import pytest
-
+from fathom.core.base import Document
+from fathom.core.errors import ParseError
 from fathom.ingestion import load_document
 from fathom.ingestion.pdf import PdfLoader
-from fathom.stages.base import Document
-from fathom.stages.errors import ParseError
 from fathom.tests.support import docgen
 
 

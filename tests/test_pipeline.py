@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from fathom import cli
-from fathom.stages.config import load_config
-from fathom.stages.pipeline import Engine, ask, resolve_target
+from fathom.core.config import load_config
+from fathom.index.targets import resolve_target
+from fathom.stages.pipeline import Engine, ask
 from fathom.tests.support import docgen
 from fathom.tests.support.generate_support import PacedGenerator
 
@@ -208,7 +208,7 @@ def test_configured_budget_caps_the_context(tmp_path: Path, minilm) -> None:
 def test_passes_count_depths_not_generations() -> None:
     """History, `stats` and the report count feedback passes: in portfolio select mode one pass
     is every member's answer plus the selection, all at the same k."""
-    from fathom.stages.pipeline import Trace
+    from fathom.stages.records import Trace
 
     def rounds(*ks: int) -> list[dict]:
         return [{"k": k} for k in ks]
@@ -457,7 +457,7 @@ def test_a_file_with_nothing_to_index_is_an_error_every_time(
     tmp_path: Path, extractive_cfg
 ) -> None:
     """The empty collection the first attempt leaves must not answer "I don't know" later."""
-    from fathom.stages.errors import FathomError
+    from fathom.core.errors import FathomError
 
     empty = tmp_path / "empty.txt"
     empty.write_text("   \n")
@@ -582,7 +582,7 @@ def test_the_probe_goes_as_deep_as_the_policys_deepest_budget(
 ) -> None:
     """A depth policy whose budgets reach past 20 sees a probe that deep (its features were
     computed on one when it was trained), so it can choose its deepest budget."""
-    from fathom.stages.base import Decision
+    from fathom.core.base import Decision
 
     docs = tmp_path / "docs.jsonl"
     docs.write_text(
@@ -596,6 +596,7 @@ def test_the_probe_goes_as_deep_as_the_policys_deepest_budget(
 
     class Deep:
         budgets = (0, 5, 40)
+        deepest_k = 40  # the probe must go this deep for it
 
         def __init__(self) -> None:
             self.seen: list[int] = []

@@ -13,10 +13,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 from click.testing import CliRunner
-
 from fathom.cli import main
-from fathom.evaluation.data import load_questions
-from fathom.stages.config import load_config
+from fathom.core.config import load_config
+from fathom.ingestion.questions import load_questions
 from fathom.stages.pipeline import Engine
 from fathom.tests.support.docgen import make_qa_set
 from fathom.tests.support.generate_support import FakeOllama, PacedGenerator

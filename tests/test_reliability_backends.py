@@ -11,9 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
-from fathom.stages.config import GeneratorConfig
-from fathom.stages.errors import BackendUnavailable, FathomError
+from fathom.core.config import GeneratorConfig
+from fathom.core.errors import BackendUnavailable, FathomError
 from fathom.stages.generate.ollama import OllamaGenerator
 from fathom.stages.generate.openai_backend import OpenAIGenerator
 from fathom.tests.support.fault_server import ANSWER, FaultServer

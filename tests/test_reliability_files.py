@@ -15,13 +15,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from fathom import cli
-from fathom import ingestion
+from fathom import cli, ingestion
+from fathom.core.config import load_config
+from fathom.core.errors import ParseError
 from fathom.index.collection import Collection
 from fathom.ingestion.word import DocxLoader
-from fathom.stages.config import load_config
-from fathom.stages.errors import ParseError
 from fathom.tests.support import docgen
 from fathom.tests.support.reliability_support import run_cli
 
@@ -194,8 +192,8 @@ def test_five_thousand_page_pdf_loads_with_every_page(tmp_path: Path) -> None:
 def test_time_limit_holds_when_a_library_swallows_the_alarm() -> None:
     """PyMuPDF runs Python callbacks from C and drops their exceptions: an alarm landing in one
     is lost and the parse goes on to the end. The file must still fail, late as it is."""
+    from fathom.core.errors import ParseError
     from fathom.ingestion import time_limit
-    from fathom.stages.errors import ParseError
 
     with pytest.raises(ParseError, match="file_timeout_s"), time_limit("slow.pdf", 0.05):
         end = time.monotonic() + 0.3

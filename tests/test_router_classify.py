@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
+from fathom.core.errors import IndexMismatchError
 from fathom.index.embed import MINILM_ID, HashingEmbedder
 from fathom.router.classify import (
     CLASSES,
@@ -21,7 +21,6 @@ from fathom.router.classify import (
     rule_label,
 )
 from fathom.router.train_classifier import load_examples, stratified_folds, train
-from fathom.stages.errors import IndexMismatchError
 
 REPO = Path(__file__).resolve().parent.parent
 

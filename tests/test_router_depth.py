@@ -5,10 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-
+from fathom.core.base import Probe
+from fathom.core.errors import ConfigError
 from fathom.router.depth import FixedDepth, ScoreGapDepth, ScoreThresholdDepth, top_similarity
-from fathom.stages.base import Probe
-from fathom.stages.errors import ConfigError
 from fathom.tests.support.generate_support import make_hit
 
 

@@ -9,10 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
+from fathom.core.errors import FathomError
 from fathom.router.features import FEATURE_NAMES
 from fathom.router.forest import ForestPolicy, oracle_labels
-from fathom.stages.errors import FathomError
 from fathom.tests.support.docgen import make_qa_set
 
 BUDGETS = (0, 1, 2, 4)

@@ -7,7 +7,7 @@ import itertools
 
 import numpy as np
 import pytest
-
+from fathom.core.errors import ConfigError
 from fathom.router.portfolio import (
     GREEDY_BOUND,
     coverage,
@@ -15,7 +15,6 @@ from fathom.router.portfolio import (
     greedy_portfolio,
     top_k_by_average,
 )
-from fathom.stages.errors import ConfigError
 
 
 def _pools(seed: int):

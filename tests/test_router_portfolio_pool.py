@@ -9,14 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
-from fathom.evaluation.data import load_questions
+from fathom.core.config import load_config
 from fathom.index.collection import Collection
 from fathom.index.embed import embedder_id_for, make_query_embedder
+from fathom.index.targets import resolve_target
+from fathom.ingestion.questions import load_questions
 from fathom.router.portfolio import coverage
 from fathom.router.portfolio_pool import DEFAULT_POOL, PoolSearcher, member_scores
-from fathom.stages.config import load_config
-from fathom.stages.pipeline import resolve_target
 from fathom.tests.support.docgen import make_qa_set
 
 
@@ -94,7 +93,7 @@ def test_portfolio_build_and_show(tmp_path: Path, minilm, monkeypatch) -> None:
 def test_members_run_together_give_what_each_gives_alone(
     tmp_path: Path, minilm, monkeypatch
 ) -> None:
-    from fathom.stages.retrieve import CollectionRetriever
+    from fathom.index.retrieve import CollectionRetriever
 
     monkeypatch.setenv("FATHOM_HOME", str(tmp_path / "home"))
     docs, qfile = make_qa_set(tmp_path / "qa", n_docs=12)

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
+from fathom.core.errors import FathomError
 from fathom.router.features import FEATURE_NAMES
 from fathom.router.reinforce import ReinforcePolicy
 from fathom.router.train_policy import Sweep
-from fathom.stages.errors import FathomError
 
 BUDGETS = (0, 1, 4)
 

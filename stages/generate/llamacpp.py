@@ -21,36 +21,37 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fathom.stages.base import Draft, Hit
-from fathom.stages.config import GeneratorConfig
-from fathom.stages.errors import BackendUnavailable
-from fathom.stages.generate.common import chat_template_for, check_fits, resolve_gguf
-from fathom.stages.generate.prompt import build_messages, parse_citations
+from fathom.core.base import Hit
+from fathom.core.config import GeneratorConfig
+from fathom.core.errors import BackendUnavailable
+from fathom.stages.generate.base import BaseGenerator, Completion, Request
+from fathom.stages.generate.common import chat_template_for, import_backend, resolve_gguf
+from fathom.stages.generate.prompt import build_messages
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
 
 
-class LlamaCppGenerator:
+class LlamaCppGenerator(BaseGenerator):
     """Answers with a GGUF model run in-process by llama.cpp; loads on first use."""
 
     name = "llamacpp"
+    supports_deadline = True
+    keeps_prompt_cache = True
 
     def __init__(self, cfg: GeneratorConfig) -> None:
-        self.cfg = cfg
+        super().__init__(cfg)
         self.path: Path = resolve_gguf(cfg.model)
         self.model = self.path.name
         self._llm: Llama | None = None
         self._vocab: Llama | None = None
         self._formatter: Any = None
-        self.template_source = ""  # where the chat template came from (set on first use)
         self._lock = threading.RLock()
         # Milliseconds per prompt token of a full prompt evaluation, as measured lately (None
         # until one ran): what a deadline needs to know before it sends a long context. With a
-        # ``speed_file`` (the engine sets FATHOM_HOME/models/llamacpp-speed.json) the measure
-        # carries over to the next process, so a one-question ask has it too.
+        # ``speed_file`` (make_generator sets FATHOM_HOME/models/llamacpp-speed.json) the
+        # measure carries over to the next process, so a one-question ask has it too.
         self.prefill_ms_per_token: float | None = None
-        self.speed_file: Path | None = None
         self._speed_read = False
 
     def __repr__(self) -> str:
@@ -59,13 +60,7 @@ class LlamaCppGenerator:
     # -- loading -----------------------------------------------------------------------------
 
     def _import(self) -> Any:
-        try:
-            import llama_cpp
-        except ImportError:
-            raise BackendUnavailable(
-                "llama-cpp-python is not installed — pip install 'fathom[llamacpp]'"
-            ) from None
-        return llama_cpp
+        return import_backend("llama_cpp", "llama-cpp-python", "'fathom[llamacpp]'")
 
     def _tokenizer(self) -> Llama:
         """The loaded model, else a vocabulary-only load of the GGUF (tokenizer and metadata)."""
@@ -160,9 +155,10 @@ class LlamaCppGenerator:
                 rendered.prompt.encode("utf-8"), add_bos=not rendered.added_special, special=True
             )
 
-    def prompt_tokens(self, question: str, hits: list[Hit]) -> int:
-        """Exact tokens of the rendered chat prompt, template included."""
-        return len(self._prompt_ids(build_messages(question, hits, self.cfg.framing)))
+    def _encode(self, messages: list[dict[str, str]]) -> tuple[int, list[int]]:
+        """Exact tokens of the rendered chat prompt, template included, and the token ids."""
+        ids = self._prompt_ids(messages)
+        return len(ids), ids
 
     # -- generation --------------------------------------------------------------------------
 
@@ -179,8 +175,6 @@ class LlamaCppGenerator:
         with self._lock:
             if self._llm is not None:
                 self._llm.reset()
-
-    supports_deadline = True
 
     def expected_prefill_ms(self, prompt_tokens: int) -> float | None:
         """How long evaluating a prompt of ``prompt_tokens`` should take from an empty KV
@@ -248,33 +242,16 @@ class LlamaCppGenerator:
             tmp.write_text(json.dumps(speeds, indent=1, sort_keys=True), encoding="utf-8")
             os.replace(tmp, self.speed_file)
 
-    def generate(
-        self,
-        question: str,
-        hits: list[Hit],
-        on_token: Callable[[str], Any] | None = None,
-        time_budget_ms: float | None = None,
-    ) -> Draft:
-        """Answer from ``hits``; each decoded piece goes to ``on_token`` as it is sampled.
-
-        ``time_budget_ms``: stop sampling once this call has taken that long (finish reason
-        "deadline"); the prompt's evaluation cannot be cut, so at least one token comes."""
-        t0 = time.perf_counter()
-        stop_at = t0 + time_budget_ms / 1000 if time_budget_ms is not None else math.inf
+    def _complete(self, req: Request) -> Completion:
+        """Each decoded piece goes to ``on_token`` as it is sampled. ``time_budget_ms``: stop
+        sampling once the call has taken that long (finish reason "deadline"); the prompt's
+        evaluation cannot be cut, so at least one token comes."""
+        budget = req.time_budget_ms
+        stop_at = req.started + budget / 1000 if budget is not None else math.inf
         with self._lock:
-            ids = self._prompt_ids(build_messages(question, hits, self.cfg.framing))
-            check_fits(self.name, self.model, len(ids), self.cfg.max_tokens, self.context_window)
-            text, n_out, logprobs, finish = self._sample(ids, on_token, stop_at)
-        return Draft(
-            text=text,
-            citations=parse_citations(text, len(hits)),
-            prompt_tokens=len(ids),
-            completion_tokens=n_out,
-            backend=self.name,
-            model=self.model,
-            finish_reason=finish,
-            logprobs=tuple(logprobs),
-            ms=(time.perf_counter() - t0) * 1000,
+            text, n_out, logprobs, finish = self._sample(req.prompt, req.on_token, stop_at)
+        return Completion(
+            text=text, completion_tokens=n_out, finish_reason=finish, logprobs=tuple(logprobs)
         )
 
     def _sample(

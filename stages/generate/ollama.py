@@ -16,18 +16,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-from fathom.stages.base import Draft, Hit, TokenCounter
-from fathom.stages.config import GeneratorConfig
-from fathom.stages.errors import BackendUnavailable, FathomError
-from fathom.stages.generate.common import (
-    Deadline,
-    check_fits,
-    estimate_prompt_tokens,
-    estimate_tokens,
-    first_line,
-    incomplete_stream,
-)
-from fathom.stages.generate.prompt import build_messages, parse_citations
+from fathom.core.base import TokenCounter
+from fathom.core.config import GeneratorConfig
+from fathom.core.errors import BackendUnavailable, FathomError
+from fathom.stages.generate.base import BaseGenerator, Completion, Request
+from fathom.stages.generate.common import estimate_tokens, import_backend
+from fathom.stages.generate.server import Deadline, first_line, incomplete_stream, refused
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
 DEFAULT_MODEL = "llama3.2"
@@ -57,13 +51,13 @@ def same_model(wanted: str, available: str) -> bool:
     return norm(wanted) == norm(available)
 
 
-class OllamaGenerator:
+class OllamaGenerator(BaseGenerator):
     """Answers with a model served by Ollama; the client is created on first use."""
 
     name = "ollama"
 
     def __init__(self, cfg: GeneratorConfig, token_counter: TokenCounter | None = None) -> None:
-        self.cfg = cfg
+        super().__init__(cfg)
         self.model = cfg.model or DEFAULT_MODEL
         self.host = ollama_host(cfg)
         self._counter = token_counter
@@ -72,21 +66,11 @@ class OllamaGenerator:
     def __repr__(self) -> str:
         return f"OllamaGenerator(host={self.host!r}, model={self.model!r})"
 
-    @property
-    def context_window(self) -> int:
-        """``generator.context_window``: sent as ``num_ctx`` with every request."""
-        return self.cfg.context_window
-
     def count_tokens(self, texts: list[str]) -> list[int]:
         """With the local tokenizer when one was given, else ``estimate_tokens`` (conservative)."""
         if self._counter is not None:
             return self._counter.count(texts)
         return [estimate_tokens(t) for t in texts]
-
-    def prompt_tokens(self, question: str, hits: list[Hit]) -> int:
-        """Tokens of the chat prompt incl. template overhead (an over-estimate)."""
-        messages = build_messages(question, hits, self.cfg.framing)
-        return estimate_prompt_tokens(messages, self.count_tokens)
 
     def options(self) -> dict[str, Any]:
         """The ``options`` sent with every chat request."""
@@ -99,52 +83,34 @@ class OllamaGenerator:
 
     def _load(self) -> Any:
         if self._client is None:
-            try:
-                import ollama
-            except ImportError:
-                raise BackendUnavailable(
-                    "the ollama client is not installed — pip install ollama"
-                ) from None
+            ollama = import_backend("ollama", "the ollama client", "ollama")
             self._client = ollama.Client(host=self.host, timeout=self.cfg.timeout_s)
         return self._client
 
-    def generate(
-        self, question: str, hits: list[Hit], on_token: Callable[[str], Any] | None = None
-    ) -> Draft:
-        """Answer from ``hits``; streams when ``on_token`` is given."""
-        t0 = time.perf_counter()
-        messages = build_messages(question, hits, self.cfg.framing)
-        estimate = estimate_prompt_tokens(messages, self.count_tokens)
-        check_fits(self.name, self.model, estimate, self.cfg.max_tokens, self.context_window)
+    def _complete(self, req: Request) -> Completion:
         client = self._load()
         kwargs: dict[str, Any] = {
             "model": self.model,
-            "messages": messages,
+            "messages": req.prompt,
             "options": self.options(),
         }
         if "logprobs" in inspect.signature(client.chat).parameters:  # newer clients only
             kwargs["logprobs"] = True
         for attempt in range(max(self.cfg.retries, 0) + 1):
             try:
-                text, final, logprobs = self._request(client, kwargs, on_token)
+                text, final, logprobs = self._request(client, kwargs, req.on_token)
                 break
             except _Busy as busy:  # nothing was streamed yet: safe to ask again
                 if attempt >= self.cfg.retries:
                     raise busy.error from None
                 time.sleep(min(BACKOFF_S * 2**attempt, 8.0))
         text = text.strip()
-        prompt_tokens = getattr(final, "prompt_eval_count", None) or estimate
-        completion_tokens = getattr(final, "eval_count", None) or estimate_tokens(text)
-        return Draft(
+        return Completion(
             text=text,
-            citations=parse_citations(text, len(hits)),
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            backend=self.name,
-            model=self.model,
+            prompt_tokens=getattr(final, "prompt_eval_count", None),
+            completion_tokens=getattr(final, "eval_count", None) or estimate_tokens(text),
             finish_reason=getattr(final, "done_reason", None) or "",
             logprobs=tuple(logprobs) or None,
-            ms=(time.perf_counter() - t0) * 1000,
         )
 
     def _request(
@@ -253,15 +219,7 @@ def _ollama_errors(
                         f"{gen.cfg.retries} retries) — try again later"
                     )
                 ) from None
-            if "context" in message.lower() and exc.status_code == 400:
-                raise FathomError(
-                    f"Ollama at {host}: the prompt does not fit model {model!r} ({message}) — "
-                    "lower compress.budget_tokens or generator.context_window"
-                ) from None
-            raise FathomError(
-                f"Ollama at {host} refused the request for {model!r}: {message} "
-                f"(status {exc.status_code})"
-            ) from None
+            raise refused(f"Ollama at {host}", model, message, exc.status_code) from None
         # JSONDecodeError is a ValueError; the client raises TypeError or AttributeError when
         # it unpacks JSON that is not an object (a list, a number).
         malformed = ValueError | pydantic.ValidationError | TypeError | AttributeError | KeyError

@@ -15,22 +15,14 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from fathom.stages.base import Draft, Hit
-from fathom.stages.config import GeneratorConfig
-from fathom.stages.errors import BackendUnavailable, FathomError
-from fathom.stages.generate.common import (
-    Deadline,
-    check_fits,
-    estimate_prompt_tokens,
-    estimate_tokens,
-    first_line,
-    incomplete_stream,
-)
-from fathom.stages.generate.prompt import build_messages, parse_citations
+from fathom.core.config import GeneratorConfig
+from fathom.core.errors import BackendUnavailable, FathomError
+from fathom.stages.generate.base import BaseGenerator, Completion, Request
+from fathom.stages.generate.common import estimate_tokens, import_backend
+from fathom.stages.generate.server import Deadline, first_line, incomplete_stream, refused
 
 DEFAULT_MODEL = "gpt-4o-mini"
 PLACEHOLDER_KEY = "sk-no-key"  # local servers ignore the key, the client insists on one
@@ -77,13 +69,13 @@ def api_key(cfg: GeneratorConfig) -> str:
     return cfg.api_key or os.environ.get("OPENAI_API_KEY", "")
 
 
-class OpenAIGenerator:
+class OpenAIGenerator(BaseGenerator):
     """Answers with a chat model behind the OpenAI API; the client is created on first use."""
 
     name = "openai"
 
     def __init__(self, cfg: GeneratorConfig) -> None:
-        self.cfg = cfg
+        super().__init__(cfg)
         self.model = cfg.model or DEFAULT_MODEL
         self.base_url = cfg.base_url.rstrip("/")
         self._client: Any = None
@@ -93,11 +85,6 @@ class OpenAIGenerator:
     def __repr__(self) -> str:
         where = self.base_url or "api.openai.com"
         return f"OpenAIGenerator(base_url={where!r}, model={self.model!r})"
-
-    @property
-    def context_window(self) -> int:
-        """``generator.context_window`` (the server's own limit is not discoverable)."""
-        return self.cfg.context_window
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         """tiktoken counts, or the conservative estimate (see the module docstring)."""
@@ -109,22 +96,12 @@ class OpenAIGenerator:
             return counts
         return [max(n, estimate_tokens(t)) for n, t in zip(counts, texts, strict=True)]
 
-    def prompt_tokens(self, question: str, hits: list[Hit]) -> int:
-        """Tokens of the chat prompt incl. per-message overhead (rounded up)."""
-        messages = build_messages(question, hits, self.cfg.framing)
-        return estimate_prompt_tokens(messages, self.count_tokens)
-
     def _where(self) -> str:
         return f"the OpenAI-compatible server at {self.base_url}" if self.base_url else "OpenAI"
 
     def _load(self) -> Any:
         if self._client is None:
-            try:
-                import openai
-            except ImportError:
-                raise BackendUnavailable(
-                    "the openai client is not installed — pip install openai"
-                ) from None
+            openai = import_backend("openai", "the openai client", "openai")
             key = api_key(self.cfg)
             if not key and not self.base_url:
                 raise BackendUnavailable(
@@ -157,45 +134,30 @@ class OpenAIGenerator:
                 params["stream_options"] = {"include_usage": True}
         return params
 
-    def generate(
-        self, question: str, hits: list[Hit], on_token: Callable[[str], Any] | None = None
-    ) -> Draft:
-        """Answer from ``hits``; streams when ``on_token`` is given."""
-        t0 = time.perf_counter()
-        messages = build_messages(question, hits, self.cfg.framing)
-        estimate = estimate_prompt_tokens(messages, self.count_tokens)
-        check_fits(self.name, self.model, estimate, self.cfg.max_tokens, self.context_window)
+    def _complete(self, req: Request) -> Completion:
         client = self._load()
         for attempt in (1, 2):
             pieces: list[str] = []
             deadline = Deadline(self.cfg.total_timeout_s, self._close_client)
             try:
                 with self._errors(), self._stream_errors(deadline, pieces), deadline:
-                    result = self._complete(client, messages, on_token, deadline, pieces)
+                    result = self._chat(client, req.prompt, req.on_token, deadline, pieces)
                 break
             except _OptionalParamRejected:
                 if attempt == 2:
                     raise
                 self._send_logprobs = self._send_usage = False
         text, usage, finish, logprobs, model = result
-        text = text.strip()
-        prompt_tokens = getattr(usage, "prompt_tokens", None) or estimate
-        completion_tokens = getattr(usage, "completion_tokens", None) or sum(
-            self.count_tokens([text])
-        )
-        return Draft(
+        return Completion(
             text=text,
-            citations=parse_citations(text, len(hits)),
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            backend=self.name,
-            model=model or self.model,
+            prompt_tokens=getattr(usage, "prompt_tokens", None),
+            completion_tokens=getattr(usage, "completion_tokens", None) or None,
             finish_reason=finish or "",
             logprobs=tuple(logprobs) or None,
-            ms=(time.perf_counter() - t0) * 1000,
+            model=model or "",
         )
 
-    def _complete(
+    def _chat(
         self,
         client: Any,
         messages: list[dict[str, str]],
@@ -333,14 +295,7 @@ class OpenAIGenerator:
                 exc.status_code == 422 or any(h in message.lower() for h in _OPTIONAL_HINTS)
             ):
                 raise _OptionalParamRejected from None
-            if "context" in message.lower() and exc.status_code == 400:
-                raise FathomError(
-                    f"{where}: the prompt does not fit model {self.model!r} ({message}) — "
-                    "lower compress.budget_tokens or generator.context_window"
-                ) from None
-            raise FathomError(
-                f"{where} refused the request (status {exc.status_code}): {message}"
-            ) from None
+            raise refused(where, self.model, message, exc.status_code) from None
         except openai.OpenAIError as exc:
             raise FathomError(f"{where}: {scrub(str(exc))}") from None
 

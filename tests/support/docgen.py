@@ -790,7 +790,7 @@ def ingest_command(folder: str | Path, name: str = "k", *extra: str) -> list[str
     (the hashing embedder needs no model, so crash trials spend their time ingesting)."""
     import sys
 
-    cli = Path(__file__).resolve().parent.parent / "cli.py"
+    cli = Path(__file__).resolve().parents[2] / "cli.py"
     return [sys.executable, str(cli), "ingest", str(folder), "-c", name,
             "--embedder", "hashing:64", *extra]  # fmt: skip
 

@@ -12,8 +12,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from fathom.stages.base import Chunk, Hit
+from fathom.core.base import Chunk, Hit
 from fathom.stages.generate import packaged_gguf
+from fathom.stages.generate.base import BaseGenerator
 
 EIFFEL = [
     ("Paint", "The tower is repainted every seven years with about 60 tonnes of paint.", 1),
@@ -206,7 +207,7 @@ class FakeOllama:
         return Handler
 
 
-class PacedGenerator:
+class PacedGenerator(BaseGenerator):
     """An in-process generator that holds a deadline the way llama.cpp does, without a model:
     it says reading a prompt takes ``read_ms`` per token (``expected_prefill_ms``) and writes
     ``words`` tokens at ``write_ms`` each, stopping when ``time_budget_ms`` runs out (finish
@@ -233,7 +234,7 @@ class PacedGenerator:
         return n_tokens * self.read_ms
 
     def generate(self, question, hits, on_token=None, time_budget_ms=None):
-        from fathom.stages.base import Draft
+        from fathom.core.base import Draft
 
         self.calls.append(
             {"question": question, "sources": len(hits), "time_budget_ms": time_budget_ms}

@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from fathom.stages.base import Chunk, Hit
+from fathom.core.base import Chunk, Hit
 
 FACTS = [
     ("Where is the Eiffel Tower?", "The Eiffel Tower is in Paris, France.", "paris"),

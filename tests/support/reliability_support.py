@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 # Runs cli.main() and writes the process's peak RSS (KiB) to argv[1] at exit.
 _MEASURED_CLI = """

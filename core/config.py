@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from fathom.stages.errors import ConfigError
+from fathom.core.errors import ConfigError
 
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"  # resolved to the packaged copy when installed
 

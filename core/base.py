@@ -147,6 +147,12 @@ class Chunk:
         return cls(**d)
 
 
+def source_id(chunk: Chunk) -> str:
+    """The document id a question's gold ``doc_ids`` name: the source's own id (``doc_id`` of a
+    ``docs.jsonl`` line), else its title, else Fathom's content id."""
+    return chunk.source_id or chunk.title or chunk.doc_id
+
+
 @dataclass(frozen=True, slots=True)
 class Hit:
     """A chunk found for a query: fused score plus each retriever's 1-based rank and score."""
@@ -237,7 +243,21 @@ class Retriever(Protocol):
 
 @runtime_checkable
 class DepthPolicy(Protocol):
-    def decide(self, query: str, probe: Probe, qtype: QueryType) -> Decision: ...
+    """How many chunks go to the generator. One signature for every policy: each reads what it
+    needs of the query-type probabilities and the query vector."""
+
+    name: str
+    deepest_k: int  # how deep the probe must go for the policy (0: the default depth)
+
+    def decide(
+        self,
+        question: str,
+        probe: Probe,
+        qtype: QueryType,
+        *,
+        type_probs: dict[str, float] | None = None,
+        qvec: Any = None,
+    ) -> Decision: ...
 
 
 # ---------------------------------------------------------------------------------------------
@@ -304,13 +324,25 @@ class Citation:
 
 @runtime_checkable
 class Generator(Protocol):
-    """Answers a question from numbered sources (``hits``; may be empty)."""
+    """Answers a question from numbered sources (``hits``; may be empty).
+
+    Every ability the engine uses is declared here (``stages.generate.base.BaseGenerator``
+    gives each a neutral default), so nothing asks a backend what it can do."""
 
     name: str  # backend name, e.g. "llamacpp"
     model: str
+    selection: str  # why ``auto`` chose this backend ("" when configured)
+    supports_deadline: bool  # generate() holds to ``time_budget_ms``
+    keeps_prompt_cache: bool  # a prompt's state carries over to the next until forget()
+    template_source: str  # where a GGUF's chat template came from when it has none ("")
 
     @property
     def context_window(self) -> int: ...
+
+    @property
+    def replayed_ms(self) -> float:
+        """Generation time an evaluation cache replayed instead of running."""
+        ...
 
     def count_tokens(self, texts: list[str]) -> list[int]: ...
 
@@ -318,7 +350,23 @@ class Generator(Protocol):
         """Tokens of the full rendered prompt (template included), counted conservatively."""
         ...
 
-    def generate(self, question: str, hits: list[Hit], on_token: Any | None = None) -> Draft: ...
+    def generate(
+        self,
+        question: str,
+        hits: list[Hit],
+        on_token: Any | None = None,
+        time_budget_ms: float | None = None,
+    ) -> Draft: ...
+
+    def expected_prefill_ms(self, prompt_tokens: int) -> float | None: ...
+
+    def measure_prefill(self, question: str, hits: list[Hit]) -> float | None: ...
+
+    def summarize(self, hits: list[Hit], on_token: Any | None = None) -> Draft | None: ...
+
+    def forget(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 @runtime_checkable

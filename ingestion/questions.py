@@ -1,4 +1,5 @@
-"""Question sets for ``fathom eval``: Fathom's JSONL and the BEIR layout.
+"""Question sets for ``fathom eval``, ``policy sweep`` and ``portfolio build``: Fathom's JSONL
+and the BEIR layout.
 
 - JSONL (``questions.jsonl``): one ``{"qid", "question", "answers", "doc_ids"}`` object per line
   (``answers`` and ``doc_ids`` are lists of strings; a lone string is a list of one);
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fathom.stages.errors import FathomError
+from fathom.core.errors import FathomError
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,14 +16,13 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from fathom.stages.base import Hit, Probe
-from fathom.stages.errors import ConfigError
+from fathom.core.base import Hit, Probe
+from fathom.core.errors import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
-
+    from fathom.core.base import Embedder, SearchMode
     from fathom.index.collection import Collection
-    from fathom.stages.base import Embedder, SearchMode
 
 
 def rrf_fuse(

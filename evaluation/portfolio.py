@@ -1,0 +1,109 @@
+"""Evaluate a portfolio on held-out questions (``fathom portfolio eval``). It measures:
+
+* best-of coverage (the score of the best member per question, which only an oracle could pick)
+  for the greedy portfolio, the best single member, the top K by average and the whole pool;
+* what runs without an oracle: the router's top ``ell`` members fused by reciprocal rank fusion,
+  against a random ``ell`` members (the exact expectation over every ``ell``-subset), for every
+  ``ell`` from 1 to the portfolio size;
+
+each with a percentile-bootstrap interval, and paired intervals on the differences that matter.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Any
+
+from fathom.evaluation.metrics import bootstrap_ci
+from fathom.router.portfolio import pool_members
+
+if TYPE_CHECKING:
+    import numpy as np
+    from fathom.core.base import Embedder
+    from fathom.index.collection import Collection
+    from fathom.ingestion.questions import Question
+    from fathom.router.portfolio_pool import MemberRuns
+
+
+def evaluate_portfolio(
+    info: dict[str, Any],
+    collection: Collection,
+    embedder: Embedder,
+    embedder_id: str,
+    classifier: Any,
+    questions: list[Question],
+    n_boot: int = 2000,
+) -> dict[str, Any]:
+    """Coverage rows and paired differences on ``questions`` (see the module docstring)."""
+    import numpy as np
+    from fathom.router.portfolio_pool import fuse_rows, member_runs, run_scores, score_rows
+    from fathom.router.portfolio_router import (
+        PortfolioRouter,
+        check_probe,
+        input_schema,
+        router_inputs,
+    )
+
+    by, n = info["score"], int(info["top_n"])
+    pool = pool_members(collection, [m["name"] for m in info["pool"]])
+    router_info = info.get("router")
+    if router_info:
+        check_probe(info, collection.cfg)  # the router reads this run's probe features
+    rrf_k = collection.cfg.retrieval.rrf_k  # as ask fuses the chosen members' results
+    runs: MemberRuns = member_runs(collection, embedder, questions, pool, n, classifier=classifier)
+    col = {m.name: j for j, m in enumerate(pool)}
+    scores = run_scores(collection, questions, runs, by)
+
+    def best_of(names: list[str]) -> np.ndarray:
+        return scores[:, [col[x] for x in names]].max(axis=1)
+
+    def fused(names_per_q: list[list[str]]) -> np.ndarray:
+        lists = [
+            fuse_rows([r[m] for m in names], n, rrf_k)
+            for r, names in zip(runs.rows, names_per_q, strict=True)
+        ]
+        return score_rows(collection, questions, lists, by)
+
+    b = info["baselines"]
+    members: list[str] = list(info["members"])
+    single_name = f"best single ({b['best_single']['member']})"
+    rows: dict[str, np.ndarray] = {
+        "portfolio, best member per question (oracle)": best_of(members),
+        single_name: best_of([b["best_single"]["member"]]),
+        "top K by average, best member (oracle)": best_of(b["top_k_by_average"]["members"]),
+        "whole pool, best member (oracle)": best_of([m.name for m in pool]),
+    }
+    diffs: dict[str, np.ndarray] = {
+        "portfolio (oracle) − best single": rows["portfolio, best member per question (oracle)"]
+        - rows[single_name]
+    }
+    if router_info:
+        router = PortfolioRouter.from_dict(
+            router_info, expect_schema=input_schema(embedder_id, runs.qvecs.shape[1])
+        )
+        chosen = router.choose(router_inputs(runs.qvecs, runs.features), len(members))
+        for ell in range(1, len(members) + 1):
+            routed = fused([c[:ell] for c in chosen])
+            subsets = {
+                s: fused([list(s)] * len(questions)) for s in itertools.combinations(members, ell)
+            }
+            rand = np.mean(np.stack(list(subsets.values())), axis=0)
+            if ell == len(members):
+                rows[f"all {ell} members fused"] = routed
+                top_k = list(b["top_k_by_average"]["members"])
+                rows[f"top {len(top_k)} by average, fused"] = fused([top_k] * len(questions))
+                diffs[f"all {ell} fused − best single"] = routed - rows[single_name]
+                continue
+            rows[f"router, top {ell} fused"] = routed
+            rows[f"random {ell} fused (expected)"] = rand
+            diffs[f"router − random at ℓ = {ell}"] = routed - rand
+            if ell == 1:
+                diffs["router ℓ = 1 − best single"] = routed - rows[single_name]
+    return {
+        "n_questions": len(questions),
+        "score": by,
+        "top_n": n,
+        "members": members,
+        "coverage": {k: bootstrap_ci(v.tolist(), n_boot) for k, v in rows.items()},
+        "differences": {k: bootstrap_ci(v.tolist(), n_boot) for k, v in diffs.items()},
+    }

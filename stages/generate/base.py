@@ -1,0 +1,159 @@
+"""What every generator backend shares: the prompt, the context-window check, the ``Draft``.
+
+A backend subclasses ``BaseGenerator`` and writes only what is its own: how it counts tokens
+(``count_tokens``, and ``_encode`` when it can count a rendered prompt exactly) and how its model
+answers one prompt (``_complete``). ``generate`` builds the messages from the numbered sources,
+refuses a prompt that does not fit the context window (a server would silently cut its start,
+where the instructions are), runs ``_complete`` and turns its ``Completion`` into a ``Draft``
+with the citations parsed.
+
+The abilities the engine uses are declared here with their neutral defaults, so it never has to
+ask a backend what it can do: ``supports_deadline`` (stops sampling at ``time_budget_ms``),
+``expected_prefill_ms`` / ``measure_prefill`` (prompt-evaluation speed), ``summarize`` (a
+summary without a model), ``replayed_ms`` (time an evaluation cache replayed), ``forget``
+(drop cached prompt state between measured answers, where ``keeps_prompt_cache``) and
+``close``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from fathom.core.base import Draft, Hit
+from fathom.core.citations import parse_citations
+from fathom.core.config import GeneratorConfig
+from fathom.stages.generate.common import check_fits, estimate_prompt_tokens, estimate_tokens
+from fathom.stages.generate.prompt import build_messages
+
+TokenSink = Callable[[str], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """What a backend's model returned for one prompt. ``None`` counts mean "not reported":
+    the prompt's count is then the one ``_encode`` gave, the answer's ``count_tokens``."""
+
+    text: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    finish_reason: str = ""
+    logprobs: tuple[float, ...] | None = None
+    model: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One prompt for a backend's ``_complete``: what its ``_encode`` made of the messages,
+    where streamed pieces go, when ``generate`` began (a time budget counts from then) and the
+    time budget itself (None: no deadline)."""
+
+    prompt: Any
+    on_token: TokenSink | None
+    started: float
+    time_budget_ms: float | None
+
+
+class BaseGenerator:
+    """A generator backend (see the module docstring); subclasses set ``name`` and ``model``."""
+
+    name: ClassVar[str] = ""
+    # Whether ``generate`` holds to ``time_budget_ms`` (the in-process backends do).
+    supports_deadline: ClassVar[bool] = False
+    # Whether a prompt's evaluated state carries over to the next one (llama.cpp's KV cache),
+    # so that timings differ from a cold start until ``forget``.
+    keeps_prompt_cache: ClassVar[bool] = False
+    model: str = ""
+    selection: str = ""  # why ``auto`` chose this backend (make_generator sets it)
+    template_source: str = ""  # where a GGUF's chat template came from, when it has none
+    # Where an in-process backend keeps its measured prompt speed across processes.
+    speed_file: Path | None = None
+
+    def __init__(self, cfg: GeneratorConfig) -> None:
+        self.cfg = cfg
+
+    # -- tokens ------------------------------------------------------------------------------
+
+    @property
+    def context_window(self) -> int:
+        """``generator.context_window``."""
+        return self.cfg.context_window
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        """A conservative estimate; backends with a tokenizer count exactly."""
+        return [estimate_tokens(t) for t in texts]
+
+    def _encode(self, messages: list[dict[str, str]]) -> tuple[int, Any]:
+        """``(prompt tokens, what _complete reads)``: by default an upper-bound estimate of the
+        chat prompt and the messages themselves."""
+        return estimate_prompt_tokens(messages, self.count_tokens), messages
+
+    def prompt_tokens(self, question: str, hits: list[Hit]) -> int:
+        """Tokens of the full rendered prompt, template included (exact where the backend can
+        tokenize it, else an over-estimate)."""
+        return self._encode(build_messages(question, hits, self.cfg.framing))[0]
+
+    # -- generation --------------------------------------------------------------------------
+
+    def generate(
+        self,
+        question: str,
+        hits: list[Hit],
+        on_token: TokenSink | None = None,
+        time_budget_ms: float | None = None,
+    ) -> Draft:
+        """Answer ``question`` from ``hits`` (numbered [1]…); streams pieces to ``on_token``.
+
+        ``time_budget_ms`` (only where ``supports_deadline``): stop once this call has taken
+        that long, with finish reason ``"deadline"``."""
+        t0 = time.perf_counter()
+        messages = build_messages(question, hits, self.cfg.framing)
+        n_prompt, prompt = self._encode(messages)
+        check_fits(self.name, self.model, n_prompt, self.cfg.max_tokens, self.context_window)
+        out = self._complete(Request(prompt, on_token, t0, time_budget_ms))
+        text = out.text.strip()
+        n_out = out.completion_tokens
+        return Draft(
+            text=text,
+            citations=parse_citations(text, len(hits)),
+            prompt_tokens=out.prompt_tokens or n_prompt,
+            completion_tokens=sum(self.count_tokens([text])) if n_out is None else n_out,
+            backend=self.name,
+            model=out.model or self.model,
+            finish_reason=out.finish_reason,
+            logprobs=out.logprobs,
+            ms=(time.perf_counter() - t0) * 1000,
+        )
+
+    def _complete(self, req: Request) -> Completion:
+        """Run the model on ``req.prompt`` (what ``_encode`` returned)."""
+        raise NotImplementedError
+
+    # -- abilities the engine uses (neutral defaults) -----------------------------------------
+
+    @property
+    def replayed_ms(self) -> float:
+        """Generation time an evaluation cache replayed instead of running (0 here)."""
+        return 0.0
+
+    def expected_prefill_ms(self, prompt_tokens: int) -> float | None:
+        """How long evaluating a prompt of ``prompt_tokens`` should take (None: unknown)."""
+        return None
+
+    def measure_prefill(self, question: str, hits: list[Hit]) -> float | None:
+        """Measure prompt evaluation now, where the backend can (None: it cannot)."""
+        return None
+
+    def summarize(self, hits: list[Hit], on_token: TokenSink | None = None) -> Draft | None:
+        """A summary of ``hits`` without a model, or None: a language model writes one by
+        answering the summary question."""
+        return None
+
+    def forget(self) -> None:
+        """Drop state a later prompt could reuse (an in-process KV cache); nothing here."""
+
+    def close(self) -> None:
+        """Release clients and models; nothing here."""

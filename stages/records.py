@@ -1,0 +1,144 @@
+"""The report of one ask: ``Trace`` (what each stage did and cost), ``Prepared`` (a question
+after the stages every depth shares) and ``Answer`` (what ``ask`` returns and ``--json`` prints,
+docs/answer.schema.json)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fathom.core.base import Citation, Decision, Draft, Hit, Probe
+
+
+@dataclass
+class Trace:
+    """What one ask did and what it cost; filled in stage by stage."""
+
+    question: str
+    collection: str
+    query_type: str = ""
+    type_probs: dict[str, float] = field(default_factory=dict)
+    strategy: dict[str, Any] = field(default_factory=dict)
+    decision: Decision | None = None
+    stages_ms: dict[str, float] = field(default_factory=dict)
+    tokens: dict[str, int] = field(
+        default_factory=lambda: {"embedding": 0, "context": 0, "prompt": 0, "completion": 0}
+    )
+    cost: float = 0.0
+    currency: str = "USD"
+    backend: str = ""
+    model: str = ""
+    reranker: str = ""
+    embedder: str = ""  # the query embedder: model id, with " (int8)" when quantized
+    notices: list[str] = field(default_factory=list)
+    hops: list[str] = field(default_factory=list)
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    portfolio: dict[str, Any] | None = None  # name, mode and the members the router chose
+
+    def add_ms(self, stage: str, ms: float) -> None:
+        self.stages_ms[stage] = self.stages_ms.get(stage, 0.0) + ms
+
+    def note(self, text: str) -> None:
+        """Add a notice once (a later round saying the same adds nothing)."""
+        if text not in self.notices:
+            self.notices.append(text)
+
+    def notice(self, text: str, kind: str) -> None:
+        """Add a notice, replacing the one of the same ``kind`` (its opening words) that an
+        earlier round of the same answer left."""
+        self.notices[:] = [n for n in self.notices if not n.startswith(kind)]
+        self.notices.append(text)
+
+    def add_generation(self, draft: Draft) -> None:
+        """Charge one generation's prompt and completion tokens."""
+        self.tokens["prompt"] += draft.prompt_tokens
+        self.tokens["completion"] += draft.completion_tokens
+
+    def add_round(self, k: int, draft: Draft, conf: Any, n_sources: int) -> None:
+        """Record one generation at depth ``k`` from ``n_sources`` sources, with its score."""
+        self.rounds.append(
+            {
+                "k": k,
+                "sources": n_sources,
+                "confidence": round(conf.score, 4),
+                "abstained": conf.abstained,
+                "prompt_tokens": draft.prompt_tokens,
+                "completion_tokens": draft.completion_tokens,
+                "generate_ms": round(draft.ms, 3),
+                "answer": draft.text,
+            }
+        )
+
+    @property
+    def total_ms(self) -> float:
+        return sum(self.stages_ms.values())
+
+    @property
+    def passes(self) -> int:
+        """How many depths the answer was generated at: 1, plus one per feedback deepening.
+        (``rounds`` has every generation; in portfolio select mode that is each member's
+        answer and the selection, all at the same depth.)"""
+        return len({r["k"] for r in self.rounds})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query_type": self.query_type,
+            "type_probs": {k: round(v, 4) for k, v in self.type_probs.items()},
+            "strategy": self.strategy,
+            "decision": self.decision.to_dict() if self.decision else None,
+            "stages_ms": {k: round(v, 3) for k, v in self.stages_ms.items()},
+            "total_ms": round(self.total_ms, 3),
+            "tokens": dict(self.tokens),
+            "cost": self.cost,
+            "currency": self.currency,
+            "backend": self.backend,
+            "model": self.model,
+            "reranker": self.reranker,
+            "embedder": self.embedder,
+            "notices": list(self.notices),
+            "hops": list(self.hops),
+            "rounds": list(self.rounds),
+            "portfolio": dict(self.portfolio) if self.portfolio else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A question after the stages every depth shares (``Engine.prepare``)."""
+
+    question: str
+    qvec: Any  # (dim,) float32 query embedding
+    query_type: str
+    type_probs: dict[str, float]
+    strategy: Any  # router.strategy.Strategy
+    probe: Probe
+    stages_ms: dict[str, float]
+    embedding_tokens: int
+    hops: tuple[str, ...] = ()
+    # With a retriever portfolio: its name and mode, the members the router chose, each
+    # member's hits and their fusion.
+    portfolio: dict[str, Any] | None = None
+    # Work later stages share across depths (the reranked candidates), with its cost in ms.
+    memo: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    question: str
+    text: str
+    citations: tuple[Citation, ...]
+    sources: tuple[Citation, ...]
+    confidence: dict[str, Any]
+    trace: Trace
+    used: tuple[Hit, ...] = ()  # the hits the final answer was generated from, in source order
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "answer": self.text,
+            "citations": [c.to_dict() for c in self.citations],
+            "sources": [c.to_dict() for c in self.sources],
+            "confidence": self.confidence,
+            "collection": self.trace.collection,
+            "trace": self.trace.to_dict(),
+        }
