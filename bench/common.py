@@ -1,7 +1,7 @@
 """Helpers shared by the bench scripts: data path, temporary config, timing, tables, JSON out.
 
 Benchmarks run the contender and its baseline in the same run on the same data and report
-ratios next to absolute numbers; they assert nothing about time (STYLE.md §10).
+ratios next to absolute numbers; they assert nothing about time.
 """
 
 from __future__ import annotations

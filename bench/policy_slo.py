@@ -1,4 +1,4 @@
-"""Depth policies under a latency SLO with a real generator (issue #5's llama.cpp item).
+"""Depth policies under a latency SLO with a real generator (llama.cpp).
 
 Two sweeps from ``fathom policy sweep --generator llamacpp --judge f1`` (a training half and a
 held-out half, split by document) log every question's F1 and end-to-end latency at every

@@ -7,7 +7,7 @@ lookup — the budget it chooses for a question, and that budget's row — so ev
 λ is scored on exactly the same questions, without re-running retrieval or generation. (The
 ``fathom eval`` rows of the same policies agree with these lookups: same engine, same judge.)
 
-The saving follows issue #5: the fixed budgets trace a frontier q(k) against mean tokens t(k);
+The saving: the fixed budgets trace a frontier q(k) against mean tokens t(k);
 F(q) is the tokens that frontier needs to reach quality q (linear between adjacent budgets), and
 a policy at (q_P, t_P) saves 1 − t_P / F(q_P). k* is the fixed budget with the best quality on
 the test split (ties → smaller). 95% intervals come from a paired bootstrap over questions that

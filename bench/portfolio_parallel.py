@@ -1,4 +1,4 @@
-"""Portfolio members run together against the slowest of them run alone (issue #6).
+"""Portfolio members run together against the slowest of them run alone.
 
 For each question, every member of the portfolio is timed alone (one after another), then all of
 them together (``PoolSearcher.run_many``, which runs the dense and BM25 searches the members share

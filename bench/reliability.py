@@ -1,4 +1,4 @@
-"""Reliability figures (#7): hostile files, SIGKILL mid-ingest, concurrent writers and readers,
+"""Reliability figures: hostile files, SIGKILL mid-ingest, concurrent writers and readers,
 faulty backends, injected instructions, pickle and secrets.
 
 Every hostile file is ingested by ``fathom ingest`` in a child process beside one good file and

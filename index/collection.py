@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import os
 import re
 import shutil
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import portalocker
 from fathom.core.base import Chunk, Document, content_id
 from fathom.core.errors import (
     CollectionLocked,
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from fathom.index.dense import DenseIndex
     from fathom.index.sparse import Bm25Index
 
-# In each generation: readers hold a shared flock on it while the collection is open, so a
+# In each generation: readers hold a shared lock on it while the collection is open, so a
 # writer's clean-up leaves a generation in use alone (a later ingest removes it).
 READERS = ".readers"
 
@@ -121,9 +121,11 @@ class Collection:
         try:
             fd = os.open(self.data_dir / READERS, os.O_RDONLY)
         except FileNotFoundError:
-            # A generation written before reader locks existed, or one already removed.
-            return self.data_dir.is_dir()
-        fcntl.flock(fd, fcntl.LOCK_SH)  # waits only while a clean-up is deciding
+            # A generation written before reader locks existed (still the manifest's: a
+            # clean-up never removes the current one), or one a clean-up is removing now.
+            current = read_manifest(self.directory)
+            return current is not None and current.data_dir_name == self.manifest.data_dir_name
+        portalocker.lock(fd, portalocker.LOCK_SH)  # waits only while a clean-up is deciding
         if not (self.data_dir / READERS).exists():
             os.close(fd)
             return False
@@ -315,7 +317,8 @@ def collection_for(paths: Iterable[str | Path], embedder: str | None = None) -> 
 
 @contextlib.contextmanager
 def writer_lock(directory: Path, timeout: float = 600.0, on_wait: Progress | None = None):
-    """Exclusive writer lock on a collection (an advisory ``flock`` on ``.lock``)."""
+    """Exclusive writer lock on a collection (an advisory lock on ``.lock``: ``flock`` on
+    Linux and macOS, ``LockFileEx`` on Windows, through portalocker)."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
         fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -329,9 +332,9 @@ def writer_lock(directory: Path, timeout: float = 600.0, on_wait: Progress | Non
         waited = False
         while True:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                portalocker.lock(fd, portalocker.LOCK_EX | portalocker.LOCK_NB)
                 break
-            except BlockingIOError:
+            except portalocker.AlreadyLocked:
                 if not waited and on_wait is not None:
                     on_wait("waiting", collection=directory.name)
                 waited = True
@@ -890,8 +893,8 @@ def _remove_unread(generation: Path) -> None:
         shutil.rmtree(generation, ignore_errors=True)  # no reader lock to respect
         return
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+        portalocker.lock(fd, portalocker.LOCK_EX | portalocker.LOCK_NB)
+    except portalocker.AlreadyLocked:
         return  # in use
     else:
         # Readers that opened the file but wait for the lock see it gone and re-read.

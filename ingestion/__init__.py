@@ -62,10 +62,12 @@ def load_document(
 ) -> Document:
     """Load one file with the loader for its (lower-cased) suffix; ParseError if unsupported.
 
-    ``timeout_s`` limits the time spent on the file (a ParseError when it runs out); it is
-    enforced with SIGALRM, so only in the main thread of a POSIX process. ``max_text_chars``
-    refuses a document with more text than that (plain text and Markdown are refused by their
-    size, before they are read), since indexing holds a document's text several times over.
+    ``timeout_s`` limits the time spent on the file (a ParseError when it runs out): in the
+    main thread of a POSIX process by SIGALRM, elsewhere (another thread, or a platform with no
+    interval timer) by parsing in a child process that is killed when the time is up
+    (``ingestion.child``). ``max_text_chars`` refuses a document with more text than that
+    (plain text and Markdown are refused by their size, before they are read), since indexing
+    holds a document's text several times over.
     """
     name = str(path)
     suffix = Path(path).suffix.lower()
@@ -79,6 +81,17 @@ def load_document(
     if max_text_chars is not None and factory in (TextLoader, MarkdownLoader):
         with contextlib.suppress(OSError):  # the loader reports an unreadable file
             _check_text_size(name, os.stat(path).st_size, max_text_chars)
+    if timeout_s is not None and timeout_s > 0 and not _alarm_usable():
+        from fathom.ingestion.child import load_in_child
+
+        return load_in_child(
+            path,
+            max_bytes=max_bytes,
+            password=password,
+            max_text_chars=max_text_chars,
+            timeout_s=timeout_s,
+            out_of_time=_out_of_time(name, timeout_s),
+        )
     with time_limit(name, timeout_s):
         if factory is PdfLoader:
             doc = PdfLoader(max_bytes=max_bytes, password=password).load(path)
@@ -103,25 +116,30 @@ class _OutOfTime(BaseException):
     """Raised by the alarm; a BaseException so loaders' ``except Exception`` cannot swallow it."""
 
 
-@contextlib.contextmanager
-def time_limit(name: str, seconds: float | None) -> Iterator[None]:
-    """Raise ParseError for ``name`` when the block runs longer than ``seconds``."""
-    usable = (
-        seconds is not None
-        and seconds > 0
-        and hasattr(signal, "setitimer")
-        and threading.current_thread() is threading.main_thread()
-    )
-    if not usable:
-        yield
-        return
+def _alarm_usable() -> bool:
+    """Whether SIGALRM can interrupt a parse here (the main thread of a POSIX process)."""
+    return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
 
-    armed = [True]
-    out_of_time = ParseError(
+
+def _out_of_time(name: str, seconds: float) -> ParseError:
+    return ParseError(
         name,
         f"took longer than {seconds:g} s to read (ingest.file_timeout_s)",
         "raise ingest.file_timeout_s, or split or convert the file",
     )
+
+
+@contextlib.contextmanager
+def time_limit(name: str, seconds: float | None) -> Iterator[None]:
+    """Raise ParseError for ``name`` when the block runs longer than ``seconds`` (SIGALRM: in
+    the main thread only; elsewhere the block runs unlimited, and ``load_document`` parses in a
+    child process instead)."""
+    if seconds is None or seconds <= 0 or not _alarm_usable():
+        yield
+        return
+
+    armed = [True]
+    out_of_time = _out_of_time(name, seconds)
 
     def on_alarm(signum: int, frame: object) -> None:
         if armed[0]:

@@ -151,7 +151,7 @@ class PdfLoader:
             ) from None
         try:
             doc = pymupdf.open(stream=data, filetype="pdf")
-        except Exception:
+        except Exception:  # PyMuPDF raises many kinds on a damaged file: all mean the same
             raise ParseError(
                 name,
                 "cannot be opened (corrupt or truncated PDF)",
@@ -171,7 +171,7 @@ class PdfLoader:
                     )
             try:
                 n_pages = doc.page_count
-            except Exception:
+            except Exception:  # a damaged page tree: reported below as zero pages
                 n_pages = 0
             if n_pages == 0:
                 raise ParseError(
@@ -188,7 +188,11 @@ class PdfLoader:
             _fallback_pages(data, pages, warnings)
             try:
                 toc = doc.get_toc(simple=True)
-            except Exception:
+            except Exception as exc:  # a damaged outline: sections come from the headings
+                warnings.append(
+                    f"its table of contents could not be read ({type(exc).__name__}); "
+                    "sections come from the headings"
+                )
                 toc = []
             meta_title = (doc.metadata or {}).get("title", "")
 
@@ -221,7 +225,7 @@ class PdfLoader:
             page = doc.load_page(index)
             result = _Page(index + 1, float(page.rect.width), float(page.rect.height))
             flags = pymupdf.TEXT_PRESERVE_WHITESPACE | pymupdf.TEXT_MEDIABOX_CLIP
-            result.tables = _find_tables(page, flags) if self.tables else []
+            result.tables = _find_tables(page, flags, warnings) if self.tables else []
             content = page.get_text("dict", flags=flags)
             result.lines, unmapped = _page_lines(content, result.tables)
             if not result.lines and not result.tables:
@@ -236,23 +240,24 @@ class PdfLoader:
         return result
 
 
-def _find_tables(page: Any, flags: int) -> list[_Table]:
-    """Ruled tables on the page (PyMuPDF ``find_tables``), as rows of `` | ``-joined cells."""
+def _find_tables(page: Any, flags: int, warnings: list[str]) -> list[_Table]:
+    """Ruled tables on the page (PyMuPDF ``find_tables``), as rows of `` | ``-joined cells.
+    A page whose drawings or tables cannot be read keeps its text without table structure,
+    and the document's warnings (its manifest entry) say so."""
     # find_tables is slow (it builds a Python dict per glyph): only look where ruling lines
     # could form a grid, and only inside that area.
-    clip = _grid_area(page)
+    clip = _grid_area(page, warnings)
     if clip is None:
         return []
     try:
-        # PyMuPDF >= 2 would first run its (slow) layout model; plain ruling-line detection is
-        # what we want and is what older releases do.
-        found = page.find_tables(clip=clip, use_layout=False)
-    except TypeError:
         try:
+            # PyMuPDF >= 2 would first run its (slow) layout model; plain ruling-line
+            # detection is what we want and is what older releases do.
+            found = page.find_tables(clip=clip, use_layout=False)
+        except TypeError:  # a release without use_layout
             found = page.find_tables(clip=clip)
-        except Exception:
-            return []
-    except Exception:
+    except Exception as exc:  # PyMuPDF raises its own and C-level errors on damaged pages
+        warnings.append(_unreadable(page, "tables", exc))
         return []
     candidates = [
         t for t in getattr(found, "tables", found) if t.row_count >= 2 and t.col_count >= 2
@@ -273,12 +278,20 @@ def _find_tables(page: Any, flags: int) -> list[_Table]:
     return tables
 
 
-def _grid_area(page: Any) -> tuple[float, float, float, float] | None:
+def _unreadable(page: Any, what: str, exc: Exception) -> str:
+    return (
+        f"page {page.number + 1}: its {what} could not be read ({type(exc).__name__}: "
+        f"{str(exc)[:200]}); its text is kept without table structure"
+    )
+
+
+def _grid_area(page: Any, warnings: list[str]) -> tuple[float, float, float, float] | None:
     """The box around the page's vertical rules and the horizontal rules they cross, or None
     when no ruled grid of at least 2 x 2 cells is possible or the drawing is a figure."""
     try:
         paths = page.get_cdrawings() if hasattr(page, "get_cdrawings") else page.get_drawings()
-    except Exception:
+    except Exception as exc:  # PyMuPDF raises its own and C-level errors on damaged pages
+        warnings.append(_unreadable(page, "drawings", exc))
         return None
     page_rect = page.rect
     big_w, big_h = 0.9 * page_rect.width, 0.9 * page_rect.height
@@ -396,7 +409,12 @@ def _fallback_pages(data: bytes, pages: list[_Page], warnings: list[str]) -> Non
     quiet_pdfminer()
     try:
         pdf = pdfplumber.open(io.BytesIO(data))
-    except Exception:
+    except Exception as exc:  # pdfminer raises many kinds on damaged files
+        pages_left = ", ".join(str(p.number) for p in todo[:10])
+        warnings.append(
+            f"page(s) {pages_left}: no text from PyMuPDF, and pdfplumber could not open the file "
+            f"to try ({type(exc).__name__})"
+        )
         return
     try:
         for page in todo:

@@ -132,11 +132,18 @@ class DocxLoader:
         assembled = assemble(blocks)
         if not assembled.text.strip():
             raise ParseError(name, "no text", "the document is empty (or holds only images)")
+        warnings: list[str] = []
         try:
             meta_title = document.core_properties.title
-        except Exception:  # a malformed core.xml should not lose the whole document
+        except Exception as exc:  # a malformed core.xml should not lose the whole document
             meta_title = ""
-        return make_document(path, data, self.format, assembled, meta_title=meta_title)
+            warnings.append(
+                f"its document properties could not be read ({type(exc).__name__}); the title "
+                "comes from the text"
+            )
+        return make_document(
+            path, data, self.format, assembled, meta_title=meta_title, warnings=warnings
+        )
 
 
 def _heading_levels(document: Any) -> dict[str, int]:

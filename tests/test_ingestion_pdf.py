@@ -269,3 +269,21 @@ def test_missing_and_directory(tmp_path: Path) -> None:
     folder = tmp_path / "folder.pdf"
     folder.mkdir()
     assert_parse_error(folder, "directory")
+
+
+def test_what_pymupdf_cannot_read_is_recorded_not_swallowed(tmp_path: Path, monkeypatch) -> None:
+    """A damaged outline or page drawing loses nothing else: the text loads, and the document's
+    warnings (its manifest entry) name what could not be read."""
+    import pymupdf
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("damaged object")
+
+    monkeypatch.setattr(pymupdf.Document, "get_toc", broken)
+    monkeypatch.setattr(pymupdf.Page, "get_drawings", broken)
+    monkeypatch.setattr(pymupdf.Page, "get_cdrawings", broken, raising=False)
+    doc = PdfLoader().load(docgen.make_sample_pdf(tmp_path / "sample.pdf"))
+    assert "Alpha page one text" in page_text(doc, 1)
+    assert any("table of contents could not be read (RuntimeError)" in w for w in doc.warnings)
+    drawn = [w for w in doc.warnings if "drawings could not be read" in w]
+    assert [w.split(":")[0] for w in drawn] == ["page 1", "page 2", "page 3"]

@@ -120,8 +120,8 @@ def test_malformed_reply(backend: str, stream: bool) -> None:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_truncated_stream_is_not_taken_for_an_answer(backend: str) -> None:
-    """The body ends cleanly after three pieces: before the fix this returned 'The Eiffel
-    Tower' as if it were the whole answer."""
+    """The body ends cleanly after three pieces: 'The Eiffel Tower' must not be taken for the
+    whole answer."""
     with FaultServer("truncated") as server:
         out, _ = run(make(backend, server.url), stream=True)
     message = failure(out, BackendUnavailable)

@@ -201,3 +201,41 @@ def test_an_open_reader_keeps_its_generation_until_it_closes(
     subprocess.run(_cmd(corpus), check=True, env=env, capture_output=True, timeout=300)
     gens = sorted(p.name for p in reader.directory.iterdir() if p.name.startswith("gen-"))
     assert gens == [Collection.open(load_config(), "k").manifest.data_dir_name] != [old]
+
+
+def test_a_reader_never_takes_a_generation_a_clean_up_is_removing(
+    tmp_path: Path, fathom_home: Path
+) -> None:
+    """Between a clean-up unlinking a generation's reader-lock file and removing its folder, a
+    reader that read the old manifest must read the manifest again, not open the folder
+    unlocked (it vanished under such a reader mid-load). A current generation without the file
+    (written before reader locks existed) still opens."""
+    import shutil
+
+    from fathom.index.collection import READERS
+    from fathom.index.manifest import read_manifest
+
+    corpus = tmp_path / "c"
+    _write_corpus(corpus, 5, version=1)
+    env = {**os.environ, "FATHOM_HOME": str(fathom_home)}
+    subprocess.run(_cmd(corpus), check=True, env=env, capture_output=True, timeout=300)
+    cfg = load_config()
+    directory = Collection.open(cfg, "k").directory
+    old_manifest = read_manifest(directory)
+    old = directory / old_manifest.data_dir_name
+    keep = tmp_path / "old-generation"
+    shutil.copytree(old, keep)  # the version-1 folder as a clean-up finds it
+    _write_corpus(corpus, 5, version=2)
+    subprocess.run(_cmd(corpus), check=True, env=env, capture_output=True, timeout=300)
+    if not old.exists():  # the writer removed it: put it back, mid-removal (lock file gone)
+        shutil.copytree(keep, old)
+    (old / READERS).unlink(missing_ok=True)
+    stale = Collection(directory, old_manifest, cfg)
+    assert stale._hold() is False  # read the manifest again
+    current = Collection.open(cfg, "k")
+    assert current.manifest.data_dir_name != old_manifest.data_dir_name
+    current.close()
+    (current.data_dir / READERS).unlink()  # a generation from before reader locks
+    legacy = Collection(directory, read_manifest(directory), cfg)
+    assert legacy._hold() is True
+    assert all("Version 2" in c.text for c in legacy.store.all())

@@ -339,3 +339,34 @@ def test_ask_opens_an_encrypted_pdf_with_its_password(tmp_path: Path, minilm) ->
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert out["sources"] and "s3cret" not in r.stdout
+
+
+def test_the_time_limit_holds_off_the_main_thread(tmp_path: Path) -> None:
+    """Off the main thread SIGALRM cannot interrupt a parse: the file is parsed in a child
+    process that is killed at the limit, and a file within the limit loads exactly as it does
+    on the main thread."""
+    import threading
+
+    from fathom.ingestion import load_document
+
+    slow = docgen.make_many_page_pdf(tmp_path / "slow.pdf", pages=30000)
+    good = docgen.make_sample_pdf(tmp_path / "good.pdf")
+    results: dict[str, object] = {}
+
+    def work() -> None:
+        for name, path, limit in (("slow", slow, 0.5), ("good", good, 60.0)):
+            t0 = time.perf_counter()
+            try:
+                results[name] = load_document(path, timeout_s=limit)
+            except ParseError as exc:
+                results[name] = exc
+            results[f"{name}_s"] = time.perf_counter() - t0
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join(120)
+    assert not thread.is_alive()
+    assert isinstance(results["slow"], ParseError)
+    assert "took longer than 0.5 s" in str(results["slow"]) and str(slow) in str(results["slow"])
+    assert results["slow_s"] < 15  # killed, not parsed to the end
+    assert results["good"] == load_document(good)  # the same document, text, pages, sections
