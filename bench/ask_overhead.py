@@ -43,7 +43,8 @@ EXCLUDED = ("generate",)
 
 def build(cfg, data: Path) -> None:
     from fathom.core.errors import CollectionNotFound
-    from fathom.index.collection import Collection, ingest_paths
+    from fathom.index.collection import Collection
+    from fathom.index.ingest import ingest_paths
 
     try:
         coll = Collection.open(cfg, COLLECTION)

@@ -71,7 +71,8 @@ def floor(model, texts: list[str], sample: int, seed: int = 0) -> dict:
 
 
 def bench_set(cfg, name: str, docs_path: Path, embedder, chunker, sample: int) -> dict:
-    from fathom.index.collection import Collection, embed_input, ingest
+    from fathom.index.collection import Collection, embed_input
+    from fathom.index.ingest import ingest
 
     log(f"{name}: full ingest")
     with Stopwatch() as first:

@@ -108,8 +108,9 @@ def rrf(lists: list[list[str]], k: int = 60) -> list[str]:
 
 def run_fathom(cfg, docs_path: Path, queries: list[dict], depth: int) -> dict:
     from fathom.chunking import make_chunker
-    from fathom.index.collection import Collection, ingest
+    from fathom.index.collection import Collection
     from fathom.index.embed import make_embedder
+    from fathom.index.ingest import ingest
     from fathom.index.retrieve import CollectionRetriever
 
     embedder = make_embedder(cfg.embedder)

@@ -206,7 +206,8 @@ def bench_size(
 ) -> dict:
     import faiss
     from fathom.chunking import make_chunker
-    from fathom.index.collection import Collection, embed_input, ingest
+    from fathom.index.collection import Collection, embed_input
+    from fathom.index.ingest import ingest
     from fathom.index.retrieve import retriever_for
 
     name = f"search-{size}"

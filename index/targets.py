@@ -26,8 +26,9 @@ def resolve_target(
 ) -> str:
     """The collection for ``target``: a file or folder (ingested on first use, with
     ``embedder`` when given; ``password`` opens encrypted PDFs) or a name."""
-    from fathom.index.collection import collection_for, collections_root, ingest_paths
+    from fathom.index.collection import collection_for, collections_root
     from fathom.index.embed import embedder_id_for
+    from fathom.index.ingest import ingest_paths
     from fathom.index.manifest import read_manifest
 
     path = Path(target)

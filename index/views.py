@@ -141,8 +141,9 @@ def build_view(
 ) -> View:
     """Build (or rebuild) one view of ``collection`` and return it opened."""
     import numpy as np
-    from fathom.index.collection import embed_input, writer_lock
+    from fathom.index.collection import embed_input
     from fathom.index.dense import DenseIndex
+    from fathom.index.locks import writer_lock
     from fathom.index.sparse import Bm25Index
 
     if spec.granularity not in GRANULARITIES:

@@ -9,14 +9,9 @@ import numpy as np
 import pytest
 from fathom.chunking import make_chunker
 from fathom.core.errors import CollectionNotFound, IndexMismatchError
-from fathom.index.collection import (
-    Collection,
-    embed_input,
-    ingest,
-    list_collections,
-    remove_collection,
-)
+from fathom.index.collection import Collection, embed_input, list_collections, remove_collection
 from fathom.index.embed import HashingEmbedder
+from fathom.index.ingest import ingest
 
 TOPICS = {
     "llamas.txt": "Llamas live in the Andes. They carry loads for herders and eat grass.",

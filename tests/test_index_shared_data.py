@@ -6,7 +6,8 @@ import time
 
 import pytest
 from fathom.chunking import make_chunker
-from fathom.index.collection import Collection, ingest
+from fathom.index.collection import Collection
+from fathom.index.ingest import ingest
 
 pytestmark = [pytest.mark.data, pytest.mark.slow]
 

@@ -10,8 +10,9 @@ import pytest
 from fathom.core.base import Chunk
 from fathom.core.config import load_config
 from fathom.core.errors import ConfigError
-from fathom.index.collection import Collection, ingest_paths
+from fathom.index.collection import Collection
 from fathom.index.embed import embedder_id_for
+from fathom.index.ingest import ingest_paths
 from fathom.index.targets import resolve_target
 from fathom.index.views import DEFAULT_VIEWS, View, ViewSpec, build_view, list_views, unit_text
 from fathom.router.portfolio_pool import PoolSearcher, pool_for

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 from fathom.core.config import load_config
-from fathom.index.collection import Collection, collections_root, writer_lock
+from fathom.index.collection import Collection, collections_root
+from fathom.index.locks import writer_lock
 from fathom.tests.support.docgen import ingest_command as _cmd
 from fathom.tests.support.docgen import make_versioned_corpus as _write_corpus
 
@@ -212,7 +213,7 @@ def test_a_reader_never_takes_a_generation_a_clean_up_is_removing(
     (written before reader locks existed) still opens."""
     import shutil
 
-    from fathom.index.collection import READERS
+    from fathom.index.locks import READERS
     from fathom.index.manifest import read_manifest
 
     corpus = tmp_path / "c"

@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fathom.chunking import make_chunker
-from fathom.index.collection import Collection, embed_input, ingest
+from fathom.index.collection import Collection, embed_input
+from fathom.index.ingest import ingest
 from fathom.index.retrieve import CollectionRetriever, rrf_fuse
 
 SENTENCES = [
