@@ -131,12 +131,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from fathom.core.config import load_config
     from fathom.router.reinforce import ReinforcePolicy
-    from fathom.router.train_policy import (
-        combine_sweeps,
-        load_sweep,
-        sweep_query_vectors,
-        train_forest,
-    )
+    from fathom.router.sweep import combine_sweeps, load_sweep
+    from fathom.router.train_policy import sweep_query_vectors, train_forest
     from fathom.router.utility import UtilityPolicy
 
     lambdas = [float(x) for x in args.lambdas.split(",")]

@@ -7,6 +7,8 @@
   ``ell`` from 1 to the portfolio size;
 
 each with a percentile-bootstrap interval, and paired intervals on the differences that matter.
+``evaluate_portfolio_file`` is the whole command: the portfolio file, the held-out questions,
+the collection.
 """
 
 from __future__ import annotations
@@ -107,3 +109,48 @@ def evaluate_portfolio(
         "coverage": {k: bootstrap_ci(v.tolist(), n_boot) for k, v in rows.items()},
         "differences": {k: bootstrap_ci(v.tolist(), n_boot) for k, v in diffs.items()},
     }
+
+
+def evaluate_portfolio_file(
+    cfg: Any,
+    path: str,
+    *,
+    docs: str | None,
+    questions: str,
+    split: str,
+    bootstrap: int,
+) -> dict[str, Any]:
+    """``fathom portfolio eval``: the portfolio ``path`` (a file or a name under
+    ``$FATHOM_HOME/portfolios``) on the answerable questions of the ``split`` half of the
+    documents (by the split seed it was built with; ``all``: every one), over ``docs`` or the
+    collection it was built on; ``evaluate_portfolio``'s result with what it measured."""
+    from fathom.core.errors import ConfigError
+    from fathom.index.collection import Collection
+    from fathom.index.embed import embedder_id_for, query_embedder_for
+    from fathom.index.targets import resolve_target
+    from fathom.ingestion.questions import load_questions, split_by_document
+    from fathom.router.classify import QueryClassifier
+    from fathom.router.portfolio import load_portfolio
+    from fathom.router.portfolio_runtime import resolve_portfolio
+
+    resolved = resolve_portfolio(cfg, path)
+    info = load_portfolio(resolved)
+    name = resolve_target(cfg, docs) if docs else info["collection"]
+    asked = load_questions(questions)
+    if split != "all":
+        asked = split_by_document(asked, split, info.get("split_seed", 0))
+    asked = [q for q in asked if q.doc_ids or q.answers]
+    if not asked:
+        raise ConfigError("no answerable questions to evaluate")
+    embedder_id = embedder_id_for(cfg.embedder)
+    coll = Collection.open(cfg, name, expect_embedder=embedder_id)
+    result = evaluate_portfolio(
+        info,
+        coll,
+        query_embedder_for(cfg, coll),
+        embedder_id,
+        QueryClassifier.from_config(cfg),
+        asked,
+        bootstrap,
+    )
+    return {"portfolio": str(resolved), "questions": str(questions), "split": split, **result}

@@ -11,27 +11,32 @@ else binary gold documents) of the documents the strategy put in the context, ea
 order of their first chunk — 0 for an empty context (k = 0) when the question has relevant
 documents. ``mrr`` and ``ndcg@10`` rank the probe's documents (``ranked_doc_ids``): a property
 of the index, equal for every strategy that retrieves. On an unanswerable question EM, F1 and
-``contains`` credit an abstention as ``evaluation.metrics.is_abstention`` reads the answer text.
+``contains`` credit an abstention as ``feedback.judges.is_abstention`` reads the answer text.
 
 Resumable: rows already in ``log.jsonl`` are skipped. Parallel: ``workers`` processes (or Ray
 tasks with ``executor="ray"``) each hold one engine and answer a shard of the questions.
+
+``fathom policy sweep`` is such a run over fixed budgets (``sweep_settings``, ``run_sweep``);
+``router.train_policy`` turns sweeps into a depth policy of any kind.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import random
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fathom.core.base import source_id
 from fathom.core.errors import ConfigError, FathomError
 from fathom.evaluation.strategies import StrategySpec, make_policy, parse_strategies
-from fathom.ingestion.questions import Question, load_questions
+from fathom.ingestion.questions import Question, load_questions, split_by_document, split_questions
+
+if TYPE_CHECKING:
+    from fathom.router.sweep import Sweep
 
 FORMAT = 1
 JUDGES = ("contains", "f1", "qrels", "recall")
@@ -72,78 +77,6 @@ class EvalSettings:
 # ---------------------------------------------------------------------------------------------
 # Planning: questions, split, collection, run.json
 # ---------------------------------------------------------------------------------------------
-
-
-def split_questions(
-    questions: list[Question], limit: int | None, fit_size: int, seed: int, need_fit: bool
-) -> tuple[list[Question], list[Question]]:
-    """Shuffle with ``seed``; the first ``limit`` are evaluated, the next ``fit_size`` (disjoint)
-    fit the gates. Without enough questions left for fitting, the evaluated set shrinks."""
-    order = list(questions)
-    random.Random(seed).shuffle(order)
-    n_eval = len(order) if limit is None else min(limit, len(order))
-    if need_fit:
-        spare = len(order) - n_eval
-        if spare < min(fit_size, 20):
-            # Fitting on evaluated questions would leak; take the fitting split off the top.
-            n_fit = min(fit_size, max(20, len(order) // 5))
-            if len(order) - n_fit < 1:
-                raise ConfigError(
-                    f"{len(order)} questions are too few to fit the threshold gates and "
-                    "evaluate on the rest"
-                )
-            n_eval = min(n_eval, len(order) - n_fit)
-        fit = order[n_eval : n_eval + fit_size]
-    else:
-        fit = []
-    return order[:n_eval], fit
-
-
-def document_half(doc_id: str, seed: int) -> str:
-    """``"train"`` or ``"test"``: a document's half, from a hash of its id and ``seed`` (stable
-    across runs and machines)."""
-    import hashlib
-
-    h = hashlib.sha256(f"{seed}:{doc_id}".encode()).digest()
-    return "train" if h[0] % 2 == 0 else "test"
-
-
-def split_by_document(questions: list[Question], half: str, seed: int) -> list[Question]:
-    """The questions whose documents fall in ``half``: split by document, never by question, so
-    no test question's document was seen in training.
-
-    Questions that share any gold document form one group (connected through their documents:
-    a HotpotQA question on A and B joins every question on A or on B), and a group goes to the
-    half of its smallest document id, so a document never reaches both halves. With one gold
-    document per question that is the half of the question's document. A question without any
-    (unanswerable) goes by its qid."""
-    if half not in ("train", "test"):
-        raise ConfigError(f"document split {half!r}: must be train or test")
-    parent: dict[str, str] = {}
-
-    def find(d: str) -> str:
-        root = d
-        while parent[root] != root:
-            root = parent[root]
-        while parent[d] != root:  # path compression
-            parent[d], d = root, parent[d]
-        return root
-
-    for q in questions:
-        for d in q.doc_ids:
-            parent.setdefault(d, d)
-        for d in q.doc_ids[1:]:
-            a, b = find(q.doc_ids[0]), find(d)
-            if a != b:
-                # The smaller id is the root, so a group's root is its smallest document id,
-                # whatever the order of the questions.
-                a, b = min(a, b), max(a, b)
-                parent[b] = a
-    return [
-        q
-        for q in questions
-        if document_half(find(q.doc_ids[0]) if q.doc_ids else q.qid, seed) == half
-    ]
 
 
 def _strategy_names(specs: list[StrategySpec]) -> list[str]:
@@ -810,3 +743,60 @@ def report_from_dir(out: str | Path) -> dict[str, Any]:
 
 def settings_dict(settings: EvalSettings) -> dict[str, Any]:
     return asdict(settings)
+
+
+# ---------------------------------------------------------------------------------------------
+# Depth-policy sweeps and training (`fathom policy sweep|train`)
+# ---------------------------------------------------------------------------------------------
+
+
+def sweep_settings(
+    questions: str,
+    out: str | Path,
+    budgets: list[int],
+    *,
+    docs: str | None = None,
+    collection: str | None = None,
+    judge: str = "contains",
+    doc_split: str = "train",
+    split_seed: int = 0,
+    limit: int | None = None,
+    seed: int = 0,
+    workers: int = 1,
+    executor: str = "local",
+) -> EvalSettings:
+    """The eval run a budget sweep is: one fixed-depth strategy per budget (checked: distinct,
+    non-negative, ascending), probe features logged, ``doc_split`` ``train``, ``test`` or
+    ``all``."""
+    from fathom.router.sweep import budget_strategies
+
+    return EvalSettings(
+        questions=questions,
+        out=str(out),
+        docs=docs,
+        collection=collection,
+        strategies=budget_strategies(budgets),
+        judge=judge,
+        limit=limit,
+        seed=seed,
+        workers=workers,
+        executor=executor,
+        features=True,
+        doc_split=None if doc_split == "all" else doc_split,
+        split_seed=split_seed,
+        bootstrap=200,
+    )
+
+
+def run_sweep(
+    cfg: Any,
+    settings: EvalSettings,
+    progress: Progress | None = None,
+    on_rows: Callable[[int, int], None] | None = None,
+) -> Sweep:
+    """Run (or resume) the sweep ``settings`` describe (``sweep_settings``) and read it back as
+    a ``Sweep``, its answer recall at the deepest budget included."""
+    from fathom.router.sweep import load_sweep
+
+    run_eval(cfg, settings, progress=progress, on_rows=on_rows)
+    return load_sweep(settings.out)

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,9 @@ CHILD_CODE = (
     "package = u.module_from_spec(spec)\n"
     "sys.modules['fathom'] = package\n"
     "spec.loader.exec_module(package)\n"
+    "from fathom.ingestion import load_document\n"
     "from fathom.ingestion.child import serve\n"
-    "serve()\n"
+    "serve(load_document)\n"
 )
 
 
@@ -52,10 +54,9 @@ def document_from_json(d: dict[str, Any]) -> Document:
     )
 
 
-def serve() -> None:
-    """The child's side: one request on stdin, one reply on stdout."""
-    from fathom.ingestion import load_document
-
+def serve(load_document: Callable[..., Document]) -> None:
+    """The child's side: one request on stdin, one reply on stdout (``load_document`` is
+    ``fathom.ingestion.load_document``, passed in: this module is below the package's own)."""
     request = json.loads(sys.stdin.read())
     try:
         doc = load_document(

@@ -8,16 +8,21 @@ and the BEIR layout.
 - BEIR: a folder with ``queries.jsonl`` (``_id``/``text`` or ``qid``/``question``) and
   ``qrels.tsv`` or ``qrels/test.tsv`` (``query-id  corpus-id  score``, one header line); only
   queries with judgements are kept. A JSONL file with ``--qrels FILE`` is read the same way.
+
+The splits are here too: evaluated and fitting questions (``split_questions``), and the train
+and test halves of the documents (``split_by_document``) that ``eval``, ``policy sweep`` and
+``portfolio build|eval`` choose between.
 """
 
 from __future__ import annotations
 
 import json
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fathom.core.errors import FathomError
+from fathom.core.errors import ConfigError, FathomError
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,3 +166,80 @@ def _strings(path: Path, rec: dict[str, Any], key: str) -> tuple[str, ...]:
             f"{path}:{rec['_line']}: {key} must be a string or a list of strings, not {shown}"
         )
     return tuple(str(v) for v in value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Splits: evaluated and fitting questions, and the two halves of the documents
+# ---------------------------------------------------------------------------------------------
+
+
+def split_questions(
+    questions: list[Question], limit: int | None, fit_size: int, seed: int, need_fit: bool
+) -> tuple[list[Question], list[Question]]:
+    """Shuffle with ``seed``; the first ``limit`` are evaluated, the next ``fit_size`` (disjoint)
+    fit the gates. Without enough questions left for fitting, the evaluated set shrinks."""
+    order = list(questions)
+    random.Random(seed).shuffle(order)
+    n_eval = len(order) if limit is None else min(limit, len(order))
+    if need_fit:
+        spare = len(order) - n_eval
+        if spare < min(fit_size, 20):
+            # Fitting on evaluated questions would leak; take the fitting split off the top.
+            n_fit = min(fit_size, max(20, len(order) // 5))
+            if len(order) - n_fit < 1:
+                raise ConfigError(
+                    f"{len(order)} questions are too few to fit the threshold gates and "
+                    "evaluate on the rest"
+                )
+            n_eval = min(n_eval, len(order) - n_fit)
+        fit = order[n_eval : n_eval + fit_size]
+    else:
+        fit = []
+    return order[:n_eval], fit
+
+
+def document_half(doc_id: str, seed: int) -> str:
+    """``"train"`` or ``"test"``: a document's half, from a hash of its id and ``seed`` (stable
+    across runs and machines)."""
+    import hashlib
+
+    h = hashlib.sha256(f"{seed}:{doc_id}".encode()).digest()
+    return "train" if h[0] % 2 == 0 else "test"
+
+
+def split_by_document(questions: list[Question], half: str, seed: int) -> list[Question]:
+    """The questions whose documents fall in ``half``: split by document, never by question, so
+    no test question's document was seen in training.
+
+    Questions that share any gold document form one group (connected through their documents:
+    a HotpotQA question on A and B joins every question on A or on B), and a group goes to the
+    half of its smallest document id, so a document never reaches both halves. With one gold
+    document per question that is the half of the question's document. A question without any
+    (unanswerable) goes by its qid."""
+    if half not in ("train", "test"):
+        raise ConfigError(f"document split {half!r}: must be train or test")
+    parent: dict[str, str] = {}
+
+    def find(d: str) -> str:
+        root = d
+        while parent[root] != root:
+            root = parent[root]
+        while parent[d] != root:  # path compression
+            parent[d], d = root, parent[d]
+        return root
+
+    for q in questions:
+        for d in q.doc_ids:
+            parent.setdefault(d, d)
+        for d in q.doc_ids[1:]:
+            a, b = find(q.doc_ids[0]), find(d)
+            if a != b:
+                # The smaller id is the root, so a group's root is its smallest document id,
+                # whatever the order of the questions.
+                a, b = min(a, b), max(a, b)
+                parent[b] = a
+    return [
+        q
+        for q in questions
+        if document_half(find(q.doc_ids[0]) if q.doc_ids else q.qid, seed) == half
+    ]

@@ -3,8 +3,9 @@
 ``build_portfolio`` runs every pool member on the training questions (one shared dense and BM25
 search per question), scores them, picks ``size`` members greedily by best-of coverage
 (``router.portfolio``) and trains the router that chooses among them per question
-(``router.portfolio_router``). ``fathom.evaluation.portfolio`` measures one on held-out
-questions.
+(``router.portfolio_router``). ``build_portfolio_file`` is the whole command: the collection,
+the training questions, the portfolio written to its file. ``fathom.evaluation.portfolio``
+measures one on held-out questions.
 """
 
 from __future__ import annotations
@@ -125,3 +126,64 @@ def build_portfolio(
         },
         "router": router.to_dict(),
     }
+
+
+def portfolio_path(cfg: Any, spec: str | Path) -> Path:
+    """Where ``portfolio build --out SPEC`` writes: a bare name is
+    ``$FATHOM_HOME/portfolios/NAME.json``, anything else a path (``.json`` added)."""
+    spec = str(spec)
+    bare = "/" not in spec and not spec.endswith(".json")
+    return (cfg.home_path() / "portfolios" / spec if bare else Path(spec)).with_suffix(".json")
+
+
+def build_portfolio_file(
+    cfg: Any,
+    target: str | None,
+    questions_path: str | Path,
+    *,
+    size: int,
+    top_n: int,
+    by: str | None,
+    split: str,
+    split_seed: int,
+    limit: int | None,
+    out: str | Path,
+) -> tuple[dict[str, Any], Path, int]:
+    """``fathom portfolio build``: resolve ``target`` (documents or a collection), score the
+    answerable questions on the ``split`` half of its documents (``all``: every one), build the
+    portfolio and write it to ``out`` (``portfolio_path``), its scores cached beside it.
+    Returns the portfolio, its file and how many questions it was built on."""
+    from fathom.core.errors import ConfigError
+    from fathom.index.collection import Collection
+    from fathom.index.embed import embedder_id_for, query_embedder_for
+    from fathom.index.targets import resolve_target
+    from fathom.ingestion.questions import load_questions, split_by_document
+    from fathom.router.classify import QueryClassifier
+
+    if not target:
+        raise ConfigError("give --docs PATH or --collection NAME")
+    name = resolve_target(cfg, target)
+    questions = load_questions(questions_path)
+    if split != "all":
+        questions = split_by_document(questions, split, split_seed)
+    questions = [q for q in questions if q.doc_ids or q.answers][:limit]
+    if not questions:
+        raise ConfigError("no answerable questions to score")
+    path = portfolio_path(cfg, out)
+    embedder_id = embedder_id_for(cfg.embedder)
+    coll = Collection.open(cfg, name, expect_embedder=embedder_id)
+    info = build_portfolio(
+        coll,
+        query_embedder_for(cfg, coll),
+        embedder_id,
+        QueryClassifier.from_config(cfg),
+        questions,
+        size=size,
+        n=top_n,
+        by=by,
+        cache=path.with_suffix(".scores.npz"),
+        describe={"questions": str(questions_path), "split": split, "split_seed": split_seed},
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return info, path, len(questions)

@@ -31,7 +31,7 @@ from fathom.core.errors import FathomError
 if TYPE_CHECKING:
     import numpy as np
     from fathom.core.base import Probe, QueryType
-    from fathom.router.train_policy import Sweep
+    from fathom.router.sweep import Sweep
 
 FORMAT = 1
 _LAYERS = ("proj", "h1", "h2", "out")

@@ -24,7 +24,7 @@ from fathom.core.errors import ConfigError, FathomError
 
 if TYPE_CHECKING:
     from fathom.core.base import Probe, QueryType
-    from fathom.router.train_policy import Sweep
+    from fathom.router.sweep import Sweep
 
 FORMAT = 1
 PRESETS: dict[str, tuple[float, float]] = {

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fathom.bench.policy_slo import deadline_projection
-from fathom.router.train_policy import Sweep
+from fathom.router.sweep import Sweep
 
 
 def _row(qid: str, k: int, answer: str, prompt: int, out: int) -> dict:

@@ -204,7 +204,8 @@ def test_sweep_train_and_evaluate_the_forest(tmp_path, monkeypatch) -> None:
 
 
 def test_questions_no_budget_answers_get_their_own_class() -> None:
-    from fathom.router.train_policy import Sweep, train_forest
+    from fathom.router.sweep import Sweep
+    from fathom.router.train_policy import train_forest
 
     rng = np.random.default_rng(0)
     n = 40

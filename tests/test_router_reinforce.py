@@ -8,7 +8,7 @@ import pytest
 from fathom.core.errors import FathomError
 from fathom.router.features import FEATURE_NAMES
 from fathom.router.reinforce import ReinforcePolicy
-from fathom.router.train_policy import Sweep
+from fathom.router.sweep import Sweep
 
 BUDGETS = (0, 1, 4)
 

@@ -8,7 +8,7 @@ import pytest
 from fathom.core.base import Probe
 from fathom.core.errors import ConfigError, FathomError
 from fathom.evaluation.strategies import make_policy, parse_strategy
-from fathom.router.train_policy import Sweep
+from fathom.router.sweep import Sweep
 from fathom.router.utility import UtilityPolicy
 from fathom.tests.support.generate_support import make_hit
 

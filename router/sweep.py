@@ -1,0 +1,150 @@
+"""A budget sweep, read back: the training data of the depth policies.
+
+``fathom policy sweep`` is a ``fathom eval`` run whose strategies are the fixed budgets (``none``
+for 0) over the *training* half of the documents, with every question's probe features logged:
+per question and budget it gives the judge's quality, the context tokens and the measured
+latency. ``load_sweep`` turns its log into arrays; ``combine_sweeps`` joins several document sets.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fathom.core.errors import FathomError
+from fathom.core.jsonl import read_log
+
+WARN_RECALL = 0.6  # below this answer recall at the deepest budget, the sweep warns
+
+
+def budget_strategies(budgets: list[int]) -> list[str]:
+    """``[0, 1, 4]`` → ``["none", "fixed:1", "fixed:4"]``."""
+    if sorted(set(budgets)) != list(budgets) or not budgets or budgets[0] < 0:
+        raise FathomError(f"budgets {budgets}: need distinct non-negative values, ascending")
+    return ["none" if b == 0 else f"fixed:{b}" for b in budgets]
+
+
+def _budget_of(strategy: str) -> int:
+    return 0 if strategy == "none" else int(strategy.split(":", 1)[1])
+
+
+@dataclass
+class Sweep:
+    """A finished sweep as arrays: ``quality``, ``tokens``, ``latency`` are
+    ``(n_questions, n_budgets)``; ``features`` ``(n_questions, n_features)``."""
+
+    run: dict[str, Any]
+    budgets: tuple[int, ...]
+    qids: list[str]
+    query_types: list[str]
+    features: Any
+    quality: Any
+    tokens: Any
+    latency: Any
+    total: Any = None  # prompt + completion tokens, same shape; None: use ``tokens``
+    questions: list[str] | None = None  # the question texts, in ``qids`` order
+
+    @property
+    def total_tokens(self) -> Any:
+        return self.tokens if self.total is None else self.total
+
+    @property
+    def deepest_recall(self) -> float | None:
+        """Answer recall at the deepest budget (from the log's ``answer_recall``)."""
+        return self.run.get("_deepest_recall")
+
+
+def load_sweep(directory: str | Path, quality: str = "quality") -> Sweep:
+    """Read a sweep's ``run.json`` and ``log.jsonl`` into arrays (complete questions only);
+    ``quality`` names the row metric to imitate (default: the run's judge)."""
+    import numpy as np
+
+    directory = Path(directory)
+    run_path = directory / "run.json"
+    if not run_path.is_file():
+        raise FathomError(f"{directory}: no run.json — run `fathom policy sweep` first")
+    run = json.loads(run_path.read_text(encoding="utf-8"))
+    if not run.get("features"):
+        raise FathomError(f"{directory}: this run did not log probe features (not a sweep)")
+    strategies = run["strategies"]
+    budgets = tuple(_budget_of(s) for s in strategies)
+    metric = quality
+    if metric != "quality":
+        run = {**run, "judge": {"answer_recall": "recall"}.get(metric, metric)}
+    by_q: dict[str, dict[str, dict]] = {}
+    for row in read_log(directory / "log.jsonl"):
+        by_q.setdefault(row["qid"], {})[row["strategy"]] = row
+    qids = [q for q in run["qids"] if q in by_q and len(by_q[q]) == len(strategies)]
+    if not qids:
+        raise FathomError(f"{directory}: no question has rows for every budget yet")
+    known = set(by_q[qids[0]][strategies[-1]]["metrics"]) | {"quality"}
+    if metric not in known:
+        raise FathomError(
+            f"--quality {metric!r}: not a metric of this sweep ({', '.join(sorted(known))})"
+        )
+    feats, quality, tokens, latency, types, total = [], [], [], [], [], []
+    recall = []
+    kept: list[str] = []
+    texts: list[str] = []
+    for q in qids:
+        rows = [by_q[q][s] for s in strategies]
+        with_features = next((r for r in rows if r.get("features")), None)
+        if with_features is None:
+            continue
+        kept.append(q)
+        texts.append(rows[-1]["question"])
+        feats.append(with_features["features"])
+        quality.append([float(r["metrics"].get(metric) or 0.0) for r in rows])
+        tokens.append([float(r["tokens"]["context"]) for r in rows])
+        total.append([float(r["tokens"]["prompt"] + r["tokens"]["completion"]) for r in rows])
+        latency.append([float(r["total_ms"]) for r in rows])
+        types.append(rows[-1]["query_type"])
+        if rows[-1]["metrics"].get("answer_recall") is not None:
+            recall.append(float(rows[-1]["metrics"]["answer_recall"]))
+    run["_deepest_recall"] = float(np.mean(recall)) if recall else None
+    return Sweep(
+        run,
+        budgets,
+        kept,
+        types,
+        np.asarray(feats, dtype=np.float32),
+        np.asarray(quality, dtype=np.float32),
+        np.asarray(tokens, dtype=np.float32),
+        np.asarray(latency, dtype=np.float32),
+        np.asarray(total, dtype=np.float32),
+        texts,
+    )
+
+
+def combine_sweeps(sweeps: list[Sweep]) -> Sweep:
+    """One training set from several sweeps over the same budgets (e.g. SQuAD, COVID-QA and
+    HotpotQA training halves)."""
+    import numpy as np
+
+    if not sweeps:
+        raise FathomError("no sweeps to combine")
+    budgets = sweeps[0].budgets
+    for s in sweeps[1:]:
+        if s.budgets != budgets:
+            raise FathomError(f"sweeps use different budgets: {budgets} and {s.budgets}")
+    if len(sweeps) == 1:
+        return sweeps[0]
+    run = dict(sweeps[0].run)
+    run["questions"] = [s.run.get("questions") for s in sweeps]
+    run["docs"] = [s.run.get("docs") for s in sweeps]
+    judges = {str(s.run.get("judge")) for s in sweeps}
+    run["judge"] = judges.pop() if len(judges) == 1 else sorted(judges)
+    return Sweep(
+        run,
+        budgets,
+        [q for s in sweeps for q in s.qids],
+        [t for s in sweeps for t in s.query_types],
+        np.concatenate([s.features for s in sweeps]),
+        np.concatenate([s.quality for s in sweeps]),
+        np.concatenate([s.tokens for s in sweeps]),
+        np.concatenate([s.latency for s in sweeps]),
+        np.concatenate([s.total_tokens for s in sweeps]),
+        [t for s in sweeps for t in (s.questions or [""] * len(s.qids))],
+    )

@@ -1,0 +1,120 @@
+"""The command line's two halves: ``fathom.render`` draws (and imports nothing heavy, and
+nothing of Fathom above its core), the commands call one function of the layer that owns the
+work; ``policy show`` reads a policy by the kind its metadata records."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+from fathom import cli
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_importing_render_loads_no_rich_and_no_fathom_above_core() -> None:
+    code = (
+        "import sys, json\nimport fathom.render\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('rich', 'fathom'))))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert not [m for m in loaded if m.startswith("rich")]
+    assert set(loaded) <= {"fathom", "fathom.render"}
+
+
+def test_render_imports_only_fathom_core() -> None:
+    tree = ast.parse((REPO / "render.py").read_text(encoding="utf-8"))
+    own = [
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fathom")
+    ]
+    own += [
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if alias.name.startswith("fathom")
+    ]
+    assert own and all(m.startswith("fathom.core.") for m in own), own
+
+
+def test_portfolio_path_for_a_bare_name_or_a_path(cfg) -> None:
+    from fathom.router.portfolio_build import portfolio_path
+
+    assert portfolio_path(cfg, "mine") == cfg.home_path() / "portfolios" / "mine.json"
+    assert portfolio_path(cfg, "out/p") == Path("out/p.json")
+    assert portfolio_path(cfg, "p.json") == Path("p.json")
+
+
+def _utility_policy(path: Path) -> Path:
+    from fathom.router.utility import UtilityPolicy
+
+    prior = {"quality": 0.5, "latency_ms": 100.0, "tokens": 200.0, "n": 30}
+    policy = UtilityPolicy(
+        {"skip": 0, "light": 2},
+        {"*": {"skip": {**prior, "quality": 0.1}, "light": prior}},
+        latency_scale=100.0,
+        token_scale=200.0,
+        meta={"judge": "recall"},
+    )
+    return policy.save(path)
+
+
+def test_policy_show_reads_the_kind_from_the_metadata_not_its_spacing(tmp_path: Path) -> None:
+    """A utility policy whose JSON is written compactly (``"kind":"utility"``) is still shown
+    as one: the kind comes from the parsed metadata."""
+    saved = _utility_policy(tmp_path / "u")
+    compact = json.dumps(json.loads(saved.read_text()), separators=(",", ":"))
+    saved.write_text(compact)
+    for target in ("u", "u.json"):
+        res = CliRunner().invoke(cli.main, ["policy", "show", str(tmp_path / target)])
+        assert res.exit_code == 0, res.output
+        lines = res.stdout.splitlines()
+        assert lines[:2] == ['kind: "utility"', 'preset: "balanced"']
+        assert lines[2] == 'bundles: {"skip": 0, "light": 2}'
+        assert 'judge: "recall"' in lines and lines[-1].startswith("utilities: ")
+    res = CliRunner().invoke(cli.main, ["policy", "show", str(tmp_path / "u"), "--json"])
+    shown = json.loads(res.stdout)
+    assert shown["kind"] == "utility" and shown["priors"]["*"]["light"]["n"] == 30
+    assert shown["utilities"]["*"]["light"] > shown["utilities"]["*"]["skip"]
+
+
+def test_policy_show_errors_name_the_files_the_kind_needs(tmp_path: Path) -> None:
+    runner = CliRunner()
+    res = runner.invoke(cli.main, ["policy", "show", str(tmp_path / "none.safetensors")])
+    assert res.exit_code == 1 and "no reinforce policy here" in res.stderr
+    res = runner.invoke(cli.main, ["policy", "show", str(tmp_path / "none")])
+    assert res.exit_code == 1 and "no forest policy here" in res.stderr
+    (tmp_path / "odd.json").write_text('{"kind": "oracle"}')
+    res = runner.invoke(cli.main, ["policy", "show", str(tmp_path / "odd")])
+    assert res.exit_code == 1 and "a policy of kind 'oracle'" in res.stderr
+    assert "Traceback" not in res.output
+
+
+def test_render_portfolio_eval_prints_the_table_and_the_differences(capsys) -> None:
+    from fathom.render import render_portfolio_eval
+
+    ci = {"mean": 0.5, "lo": 0.25, "hi": 0.75}
+    result = {
+        "portfolio": "p.json", "questions": "q.jsonl", "split": "test", "n_questions": 12,
+        "score": "docs", "top_n": 10, "members": ["bm25"],
+        "coverage": {"best single (bm25)": ci}, "differences": {"portfolio − best single": ci},
+    }  # fmt: skip
+    render_portfolio_eval(result)
+    out = capsys.readouterr().out
+    title = " ".join(out.split("┏")[0].split())  # the title wraps to the table's width
+    assert title == "coverage on 12 test questions (s = docs in the top 10)"
+    assert "best single (bm25)" in out and "0.500 [0.250, 0.750]" in out
+    assert "portfolio − best single: +0.500 [+0.250, +0.750] (paired bootstrap)" in out
+    render_portfolio_eval(result, as_json=True)
+    assert json.loads(capsys.readouterr().out) == result
