@@ -33,3 +33,15 @@ def test_the_cycle_finder_finds_one(tmp_path) -> None:
     assert cycles(graph) == [["fathom.a", "fathom.b"]]
     assert stray == ["c.py:1: import of b"]
     assert (ROOT / "cli.py").is_file()  # the real tree is read from the checkout
+
+
+def test_tests_follow_the_layout() -> None:
+    """Each test file is named for the folder it tests (``test_<folder>_*.py``), or for what
+    it checks across them (reliability, the benchmarks, the architecture, the docs)."""
+    folders = {"core", "ingestion", "chunking", "index", "feedback", "router", "stages"}
+    folders |= {"evaluation", "cli", "bench"}
+    across = {"reliability", "architecture", "docs"}
+    names = sorted(p.stem for p in (ROOT / "tests").glob("test_*.py"))
+    assert len(names) > 40
+    odd = [n for n in names if n.split("_")[1] not in folders | across]
+    assert odd == []
