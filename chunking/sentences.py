@@ -27,9 +27,16 @@ from typing import Any
 def _import_punkt() -> types.ModuleType:
     """``nltk.tokenize.punkt`` without running ``nltk/__init__``.
 
-    NLTK's package init imports scipy and more (about 1.7 s); Punkt needs none of it. Stand-in
-    parent packages let the submodule import alone (about 0.08 s); they are removed afterwards
-    so a later ``import nltk`` still runs the real init.
+    NLTK's package init imports scipy.stats, its taggers, chunkers and corpora readers: 3.6 s
+    on a 2-core machine, against a cold ``fathom ask`` of 0.9 s in all. Punkt needs none of
+    it. Stand-in parent packages let the submodule import alone (about 0.08 s); they are removed
+    afterwards, so a later ``import nltk`` still runs the real init.
+
+    Training and splitting go through Punkt's public classes (``PunktTrainer``,
+    ``PunktParameters``, ``PunktSentenceTokenizer``, with the ``lang_vars`` and ``token_cls``
+    they take). ``_LanguageVars`` and ``_Token`` below match NLTK's own fixed patterns with the
+    stdlib ``re`` instead of NLTK's regex-under-a-timeout: on a 40,000-word text that trains in
+    0.46 s instead of 1.15 s and splits in 293 ms instead of 844 ms, into the same sentences.
     """
     if "nltk.tokenize.punkt" in sys.modules or "nltk" in sys.modules:
         return importlib.import_module("nltk.tokenize.punkt")

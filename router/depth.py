@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fathom.core.base import Decision, Probe, QueryType
-from fathom.core.errors import ConfigError, FathomError
+from fathom.core.errors import ConfigError, FathomError, IndexMismatchError
 
 if TYPE_CHECKING:
     from fathom.router.strategy import Strategy
@@ -205,3 +205,35 @@ def load_policy(path: str | Path, expect_embedder: str | None = None) -> Any:
     raise FathomError(
         f"{meta}: a policy of kind {kind!r}; this Fathom reads {', '.join(POLICY_KINDS)}"
     )
+
+
+def configured_policy(cfg: Any) -> tuple[Any | None, str]:
+    """The depth policy ``retrieval.policy`` names — ``auto``: the shipped one when present,
+    ``strategy`` or empty: none (the query type's strategy decides), else a policy file — and
+    a notice for the report ("" when none is due).
+
+    The shipped policy reads scores of the embedder it was trained on; with another embedder
+    its features mean something else, so it gives way to the strategy, and the notice says so.
+    A policy asked for by name that does not fit the embedder is an error."""
+    from fathom.index.embed import embedder_id_for
+    from fathom.router.forest import default_policy_path
+
+    choice = cfg.retrieval.policy.strip()
+    path = None
+    if choice == "auto":
+        path = default_policy_path() if default_policy_path().is_file() else None
+    elif choice and choice != "strategy":
+        path = Path(choice)
+    if path is None:
+        return None, ""
+    expect = embedder_id_for(cfg.embedder)
+    try:
+        return load_policy(path, expect_embedder=expect), ""
+    except IndexMismatchError:
+        if choice != "auto":
+            raise
+        return None, (
+            f"depth policy: the shipped one was trained on another embedder's scores, "
+            f"not {expect}'s; the query type's strategy chose the depth (train one for "
+            "this embedder with `fathom policy sweep` and `fathom policy train`)"
+        )

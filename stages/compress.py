@@ -34,6 +34,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from fathom.core.base import Chunk, Hit
+from fathom.core.errors import FathomError
 from fathom.core.words import content_terms, lexical_overlap, term_weights, words
 from fathom.stages.generate.prompt import (
     DEFAULT_FRAMING,
@@ -506,3 +507,25 @@ def _shingles_of(w: list[str], k: int = 3) -> set[tuple[str, ...]]:
 def _with_text(hit: Hit, text: str) -> Hit:
     """A new hit whose chunk carries ``text`` (same id, pages and section)."""
     return dataclasses.replace(hit, chunk=dataclasses.replace(hit.chunk, text=text))
+
+
+def context_budget(gen: Any, settings: Any, question: str, wanted: int) -> int:
+    """The context budget for ``question``: ``wanted`` tokens, capped so that the prompt the
+    generator ``gen`` builds (template, instructions, question, ``settings.max_tokens`` of
+    answer) fits its context window; an error when the question alone leaves no room."""
+    from fathom.stages.generate.prompt import build_messages
+
+    # Chat-template tokens (the no-source prompt minus its message texts), plus everything
+    # a prompt with sources spends outside the sources themselves.
+    bare = build_messages(question, [])
+    template = gen.prompt_tokens(question, []) - sum(gen.count_tokens([m["content"] for m in bare]))
+    framing = settings.framing
+    overhead = max(0, template) + prompt_overhead(question, gen.count_tokens, framing=framing)
+    room = gen.context_window - overhead - settings.max_tokens - 16
+    if room <= 0:
+        raise FathomError(
+            f"the question alone ({overhead} tokens) leaves no room in the "
+            f"{gen.context_window}-token context of {gen.model} — raise "
+            "generator.context_window or shorten the question"
+        )
+    return max(0, min(wanted, room))

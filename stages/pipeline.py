@@ -15,18 +15,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fathom.core.base import Citation, Decision, Hit, Probe
-from fathom.core.errors import FathomError, IndexMismatchError
+from fathom.core.errors import FathomError
 from fathom.feedback.confidence import attribute
 from fathom.feedback.loop import FeedbackLoop
 from fathom.index.targets import resolve_target
 from fathom.stages.deadline import AnswerClock
 from fathom.stages.generate.prompt import render_sources
 from fathom.stages.history import record_ask
-from fathom.stages.records import Answer, Prepared, Trace
+from fathom.stages.records import Answer, Prepared, Trace, price
 from fathom.stages.select import rerank_behind
 
 if TYPE_CHECKING:
@@ -34,14 +33,6 @@ if TYPE_CHECKING:
 
 Progress = Callable[..., None]
 TokenSink = Callable[[str], None]
-
-
-def price(cfg: Config, model: str, prompt_tokens: int, completion_tokens: int) -> float:
-    """Cost from the configured price table (per million tokens); unlisted models cost 0."""
-    entry = cfg.prices.models.get(model)
-    if not entry:
-        return 0.0
-    return (prompt_tokens * entry[0] + completion_tokens * entry[1]) / 1_000_000
 
 
 def _ms(t0: float) -> float:
@@ -90,30 +81,9 @@ class Engine:
     def depth_policy(self) -> Any | None:
         """The configured depth policy (``retrieval.policy``), or None for the strategy's."""
         if self._policy is False:
-            from fathom.index.embed import embedder_id_for
-            from fathom.router.depth import load_policy
-            from fathom.router.forest import default_policy_path
+            from fathom.router.depth import configured_policy
 
-            choice = self.cfg.retrieval.policy.strip()
-            path = None
-            if choice == "auto":
-                path = default_policy_path() if default_policy_path().is_file() else None
-            elif choice and choice != "strategy":
-                path = Path(choice)
-            expect = embedder_id_for(self.cfg.embedder)
-            try:
-                self._policy = load_policy(path, expect_embedder=expect) if path else None
-            except IndexMismatchError:
-                if choice != "auto":
-                    raise  # a policy asked for by name: its mismatch is an error
-                # The shipped policy reads scores of the embedder it was trained on; another
-                # embedder's mean something else. Use the query type's strategy, and say so.
-                self._policy = None
-                self._policy_notice = (
-                    f"depth policy: the shipped one was trained on another embedder's scores, "
-                    f"not {expect}'s; the query type's strategy chose the depth (train one for "
-                    "this embedder with `fathom policy sweep` and `fathom policy train`)"
-                )
+            self._policy, self._policy_notice = configured_policy(self.cfg)
         return self._policy
 
     def portfolio(self) -> Any | None:
@@ -548,26 +518,9 @@ class Engine:
 
     def _budget(self, question: str, wanted: int) -> int:
         """The context budget: what was asked for, capped so the prompt fits the window."""
-        from fathom.stages.compress import prompt_overhead
-        from fathom.stages.generate.prompt import build_messages
+        from fathom.stages.compress import context_budget
 
-        gen = self.generator
-        # Chat-template tokens (the no-source prompt minus its message texts), plus everything
-        # a prompt with sources spends outside the sources themselves.
-        bare = build_messages(question, [])
-        template = gen.prompt_tokens(question, []) - sum(
-            gen.count_tokens([m["content"] for m in bare])
-        )
-        framing = self.cfg.generator.framing
-        overhead = max(0, template) + prompt_overhead(question, gen.count_tokens, framing=framing)
-        room = gen.context_window - overhead - self.cfg.generator.max_tokens - 16
-        if room <= 0:
-            raise FathomError(
-                f"the question alone ({overhead} tokens) leaves no room in the "
-                f"{gen.context_window}-token context of {gen.model} — raise "
-                "generator.context_window or shorten the question"
-            )
-        return max(0, min(wanted, room))
+        return context_budget(self.generator, self.cfg.generator, question, wanted)
 
     def _generate_round(
         self,

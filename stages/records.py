@@ -5,9 +5,12 @@ docs/answer.schema.json)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fathom.core.base import Citation, Decision, Draft, Hit, Probe
+
+if TYPE_CHECKING:
+    from fathom.core.config import Config
 
 
 @dataclass
@@ -142,3 +145,11 @@ class Answer:
             "collection": self.trace.collection,
             "trace": self.trace.to_dict(),
         }
+
+
+def price(cfg: Config, model: str, prompt_tokens: int, completion_tokens: int) -> float:
+    """Cost from the configured price table (per million tokens); unlisted models cost 0."""
+    entry = cfg.prices.models.get(model)
+    if not entry:
+        return 0.0
+    return (prompt_tokens * entry[0] + completion_tokens * entry[1]) / 1_000_000

@@ -180,5 +180,3 @@ def test_ndcg_cuts_at_k() -> None:
     assert ndcg_at_k(ranked, ["g"], k=11) == pytest.approx(1 / math.log2(12))
     # the ideal list is cut at k too: 3 gold documents, k = 2
     assert ndcg_at_k(["a", "b"], ["a", "b", "c"], k=2) == pytest.approx(1.0)
-
-

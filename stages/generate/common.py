@@ -166,8 +166,9 @@ def estimate_tokens(text: str) -> int:
     before a letter 0 (BPE merges it into the word); whitespace 1 per run of one character,
     ``len / 8`` when longer; any other character 1. Checked against SmolLM2's small 49k
     vocabulary (the worst common case) on prose in nine languages and six scripts, code,
-    numbers, URLs, hashes, base64, DNA and random letters (tests/test_stages_generate_common.py): never
-    under its real count; English prose comes out about 1.6× it.
+    numbers, URLs, hashes, base64, DNA and random letters
+    (tests/test_stages_generate_common.py): never under its real count; English prose comes out
+    about 1.6× it.
     """
     total = 0.0
     for m in _PIECE.finditer(text):
