@@ -445,7 +445,7 @@ def test_ray_executor_matches_local(ecfg, qa_set, tmp_path):
 def test_ray_ingest_embedding_matches_local(cfg, qa_set):
     pytest.importorskip("ray")
     import numpy as np
-    from fathom.evaluation.runner import ray_session
+    from fathom.evaluation.executors import ray_session
     from fathom.index.collection import Collection
     from fathom.index.embed import make_embedder
     from fathom.index.ray_embed import RayEmbedder
@@ -618,7 +618,7 @@ def test_qrels_judge_scores_the_documents_in_the_context():
     probe ranking every strategy shares; an empty context scores 0."""
     from types import SimpleNamespace as NS
 
-    from fathom.evaluation.runner import _row
+    from fathom.evaluation.worker import _row
     from fathom.ingestion.questions import Question
 
     probe = [_hit(d) for d in ["x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "g1", "g2"]]
@@ -661,7 +661,7 @@ def test_unanswerable_rows_read_the_abstention_from_the_answer(text, scorer_said
     text, not the feedback scorer's narrower patterns."""
     from types import SimpleNamespace as NS
 
-    from fathom.evaluation.runner import _row
+    from fathom.evaluation.worker import _row
     from fathom.ingestion.questions import Question
 
     q = Question("u1", "?", (), (), None, unanswerable=True)
@@ -730,7 +730,7 @@ def test_an_answer_cut_to_nothing_is_not_an_abstention() -> None:
     unanswerable question, while a real abstention, cut or not, still does."""
     from types import SimpleNamespace
 
-    from fathom.evaluation.runner import eval_abstained
+    from fathom.evaluation.worker import eval_abstained
     from fathom.feedback import judges as M
 
     def answer(text: str, cut: bool) -> SimpleNamespace:

@@ -1,0 +1,235 @@
+"""One evaluation worker: an engine answering questions under every strategy, and the log row
+each (question, strategy) becomes.
+
+A question's shared stages (embed, classify, probe) run once and every strategy reuses them;
+each row is timed as an answer of its own (no KV cache kept from the last one, replayed cache
+time counted). Scores that judge what a strategy did come from its own context and answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from fathom.core.base import source_id
+from fathom.evaluation.cache import CachingGenerator
+from fathom.evaluation.strategies import StrategySpec, make_policy, parse_strategies
+from fathom.ingestion.questions import Question
+
+MIN_SUPPORT = 0.35  # a sentence counts as supported from this support score (as attribution)
+RANKED_DOCS = 100
+
+
+def generator_settings(cfg: Any) -> dict[str, Any]:
+    g = cfg.generator
+    return {
+        "max_tokens": g.max_tokens,
+        "temperature": g.temperature,
+        "context_window": g.context_window,
+    }
+
+
+def config_fingerprint(cfg: Any) -> dict[str, Any]:
+    """The configuration sections that change a row (no secrets, no paths to this machine's
+    home): a resumed run must match them, and the generation cache keys on the generator's."""
+    data = cfg.to_dict(mask_secrets=True)
+    gen = {k: v for k, v in data["generator"].items() if k not in ("api_key", "timeout_s")}
+    keep = ("embedder", "chunker", "index", "retrieval", "rerank", "compress", "feedback")
+    out = {k: data[k] for k in keep}
+    out["embedder"] = {k: v for k, v in out["embedder"].items() if k != "cache_dir"}
+    out["generator"] = gen
+    return out
+
+
+def _source_id(hit: Any) -> str:
+    return source_id(hit.chunk)
+
+
+def eval_abstained(answer: Any) -> bool:
+    """Whether the answer abstains, by ``metrics.is_abstention`` on its text; an answer the
+    deadline cut to nothing did not abstain (it said nothing), so it earns no credit on an
+    unanswerable question."""
+    cut = any(n.startswith("answer cut at") for n in getattr(answer.trace, "notices", ()))
+    if cut and not answer.text.strip():
+        return False
+    from fathom.feedback.judges import is_abstention
+
+    return is_abstention(answer.text)
+
+
+def _row(
+    q: Question,
+    spec: StrategySpec,
+    answer: Any,
+    context: str,
+    prepared: Any,
+    extra: dict[str, Any],
+    judge: str,
+) -> dict[str, Any]:
+    from fathom.feedback import judges as M
+
+    tr = answer.trace
+    decision = tr.decision
+    used = list(answer.used)
+    context_docs = [_source_id(h) for h in used]
+    ranked = list(dict.fromkeys(_source_id(h) for h in prepared.probe.hits))[:RANKED_DOCS]
+    if not spec.retrieves:
+        ranked = []
+    # The eval's own abstention rule on the answer text (metrics.is_abstention), not the
+    # feedback scorer's narrower one: the scores must not depend on the feedback settings.
+    abstained = eval_abstained(answer)
+    golds = list(q.answers)
+    gold_docs = list(q.doc_ids)
+    m: dict[str, Any] = {
+        "em": M.exact_match(answer.text, golds, abstained=abstained),
+        "f1": M.f1(answer.text, golds, abstained=abstained),
+        "contains": M.contains(answer.text, golds),
+        "answer_recall": M.answer_recall(context, golds),
+        "recall@k": M.recall_at_k(context_docs, gold_docs),
+        # The probe's ranking: a property of the index, the same for every retrieving strategy.
+        "mrr": M.mrr(ranked, gold_docs) if spec.retrieves else None,
+        "ndcg@10": M.ndcg_at_k(ranked, gold_docs, q.qrels, 10) if spec.retrieves else None,
+        # What the strategy put in the context: its documents in context order, each once
+        # (0 with an empty context when the question has relevant documents).
+        "context_ndcg@10": M.ndcg_at_k(list(dict.fromkeys(context_docs)), gold_docs, q.qrels, 10),
+        "abstain_correct": extra.get("abstain_correct"),
+        "faithfulness": extra.get("faithfulness"),
+        "context_relevance": extra.get("context_relevance"),
+        "answer_relevance": extra.get("answer_relevance"),
+    }
+    if q.unanswerable:
+        m["contains"] = m["em"]  # abstaining is the right answer
+    m["quality"] = {
+        "contains": m["contains"],
+        "f1": m["f1"],
+        "qrels": m["context_ndcg@10"],  # the context's documents, not the shared probe's
+        "recall": m["answer_recall"],  # retrieval alone: a gold answer in the context
+    }[judge]
+    return {
+        "qid": q.qid,
+        "strategy": spec.name,
+        "question": q.question,
+        "gold_answers": golds,
+        "gold_doc_ids": gold_docs,
+        "qrels": q.qrels,
+        "unanswerable": q.unanswerable,
+        "query_type": tr.query_type,
+        "policy": decision.policy if decision else "",
+        "k": decision.k if decision else 0,
+        "action": str(decision.k if decision else 0),
+        "decision_reason": decision.reason if decision else "",
+        "chunk_ids": [h.chunk.chunk_id for h in used],
+        "context_doc_ids": context_docs,
+        "ranked_doc_ids": ranked,
+        "context": context,
+        "answer": answer.text,
+        "abstained": abstained,
+        "confidence": answer.confidence.get("score"),
+        "tokens": dict(tr.tokens),
+        "cost": tr.cost,
+        "stages_ms": {k: round(v, 3) for k, v in tr.stages_ms.items()},
+        "total_ms": round(tr.total_ms, 3),
+        "cached_generation": bool(extra.get("cached")),
+        "metrics": m,
+    }
+
+
+class QuestionWorker:
+    """One engine answering questions under every strategy; builds log rows."""
+
+    def __init__(self, cfg: Any, run: dict[str, Any]) -> None:
+        from fathom.stages.generate import make_generator
+        from fathom.stages.pipeline import Engine
+
+        self.cfg = cfg
+        self.run = run
+        self.specs = parse_strategies(run["strategies"])
+        from fathom.index.embed import embedder_id_for
+
+        embedder = embedder_id_for(cfg.embedder)
+        self.policies = {s.name: make_policy(s, run.get("fitted"), embedder) for s in self.specs}
+        gen = make_generator(cfg.generator, cfg.models_path())
+        self.cache: CachingGenerator | None = None
+        # The extractive answerer is deterministic and takes milliseconds: nothing to save,
+        # and a cached quote would outlive a change to its code.
+        if run.get("cache", True) and gen.name != "extractive":
+            from fathom.evaluation.cache import CachingGenerator
+            from fathom.index.collection import fathom_version
+
+            gen = self.cache = CachingGenerator(
+                gen,
+                cfg.home_path() / "cache" / "generations.db",
+                {**config_fingerprint(cfg)["generator"], "fathom": fathom_version()},
+            )
+        self.generator = gen
+        self.engine = Engine(cfg, run["collection"], generator=gen)
+        self.has_unanswerable = bool(run.get("has_unanswerable"))
+
+    def rows(self, q: Question, todo: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Rows for ``q`` under the strategies in ``todo`` (default: all)."""
+        from fathom.stages.generate.prompt import render_sources
+
+        wanted = set(todo) if todo is not None else {s.name for s in self.specs}
+        specs = [s for s in self.specs if s.name in wanted]
+        if not specs:
+            return []
+        retrieve = any(s.retrieves for s in specs)
+        depth = max((s.k or 0 for s in specs if s.kind in ("fixed", "threshold")), default=0)
+        depth = max([depth, *(s.k_max for s in specs if s.kind == "gap")])
+        # A learned policy's probe goes as deep as its deepest budget, as at ask time.
+        policies = [self.policies[s.name][0] for s in specs]
+        depth = max([depth, *(p.deepest_k for p in policies if p is not None)])
+        prepared = self.engine.prepare(q.question, retrieve=retrieve, depth=depth)
+        features = None
+        if self.run.get("features") and retrieve:
+            from fathom.router.features import probe_features
+
+            features = probe_features(prepared.question, prepared.probe, prepared.type_probs)
+        out = []
+        for spec in specs:
+            policy, k = self.policies[spec.name]
+            # Each row is timed as an answer of its own: no KV cache kept from the last one.
+            self.generator.forget()
+            cache = self.cache
+            if cache is not None:
+                cache.take_replayed_ms()
+            hits0 = cache.hits if cache is not None else 0
+            answer = self.engine.answer(
+                prepared, k=k, policy=policy, feedback=spec.feedback, rerank=None
+            )
+            if cache is not None and (replayed := cache.take_replayed_ms()):
+                answer.trace.add_ms("generate", replayed)
+            cached = cache is not None and cache.hits > hits0
+            used = list(answer.used)
+            context = render_sources(used, self.engine.cfg.generator.framing) if used else ""
+            extra = self._extra(q, prepared, answer, used)
+            extra["cached"] = cached
+            row = _row(q, spec, answer, context, prepared, extra, self.run["judge"])
+            if features is not None:
+                row["features"] = features
+            out.append(row)
+        return out
+
+    def _extra(self, q: Question, prepared: Any, answer: Any, used: list) -> dict[str, Any]:
+        import numpy as np
+
+        abstained = eval_abstained(answer)  # as _row scores it
+        extra: dict[str, Any] = {}
+        if self.has_unanswerable:
+            extra["abstain_correct"] = float(abstained == q.unanswerable)
+        sentences = answer.confidence.get("sentences") or []
+        if not abstained and sentences:
+            supported = [s for s in sentences if s.get("support", 0.0) >= MIN_SUPPORT]
+            extra["faithfulness"] = len(supported) / len(sentences)
+        qv = np.asarray(prepared.qvec, dtype=np.float32)
+        vecs = self.engine.vectors(used) if used else None
+        if vecs is not None and len(vecs):
+            extra["context_relevance"] = float(np.mean(vecs @ qv))
+        if answer.text.strip() and not abstained:
+            av = np.asarray(self.engine.embedder.embed_query(answer.text), dtype=np.float32)
+            extra["answer_relevance"] = float(av @ qv)
+        return extra
+
+    def close(self) -> None:
+        self.engine.close()
+        self.generator.close()
