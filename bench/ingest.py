@@ -108,7 +108,9 @@ def bench_set(cfg, name: str, docs_path: Path, embedder, chunker, sample: int) -
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", help="data folder (default: $FATHOM_DATA, else ../shared/data)")
+    parser.add_argument(
+        "--data", help="data folder (default: $FATHOM_DATA, else shared/data beside the checkout)"
+    )
     parser.add_argument(
         "--sets",
         default="covidqa_200423,squad_v1.1_dev",

@@ -729,7 +729,9 @@ def parent(argv: list[str]) -> int:
     )
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", help="data folder (default: $FATHOM_DATA, else ../shared/data)")
+    ap.add_argument(
+        "--data", help="data folder (default: $FATHOM_DATA, else shared/data beside the checkout)"
+    )
     ap.add_argument(
         "--quick",
         action="store_true",

@@ -239,7 +239,9 @@ def run_baseline(model, docs: list[dict], queries: list[dict], depth: int = 1000
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", help="data folder (default: $FATHOM_DATA, else ../shared/data)")
+    parser.add_argument(
+        "--data", help="data folder (default: $FATHOM_DATA, else shared/data beside the checkout)"
+    )
     parser.add_argument("--out", type=Path, default=default_out("retrieval_beir"))
     parser.add_argument(
         "--k-candidates",

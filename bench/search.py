@@ -305,7 +305,9 @@ def profile_probes(cfg, size: int, embedder, queries: list[str], out: Path) -> N
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", help="data folder (default: $FATHOM_DATA, else ../shared/data)")
+    parser.add_argument(
+        "--data", help="data folder (default: $FATHOM_DATA, else shared/data beside the checkout)"
+    )
     parser.add_argument("--sizes", default="10000,100000", help="chunk counts, comma-separated")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=20)
