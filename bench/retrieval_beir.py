@@ -40,7 +40,7 @@ from fathom.bench.common import (
 )
 
 MODES = ("bm25", "dense", "hybrid")
-# The issue's reference numbers for the baseline (nDCG@10, Recall@100).
+# Published reference numbers for the baseline (nDCG@10, Recall@100).
 REFERENCE = {
     "bm25": (0.686, 0.913),
     "dense": (0.645, 0.925),
@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
             "Fathom R@100",
             "base R@100",
             "ratio",
-            "issue ref nDCG / R",
+            "reference nDCG / R",
         ],
         rows,
     )
