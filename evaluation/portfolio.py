@@ -14,6 +14,7 @@ the collection.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fathom.evaluation.metrics import bootstrap_ci
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from fathom.core.base import Embedder
     from fathom.index.collection import Collection
     from fathom.ingestion.questions import Question
-    from fathom.router.portfolio_pool import MemberRuns
+    from fathom.router.portfolio_pool import Member, MemberRuns
 
 
 def evaluate_portfolio(
@@ -37,70 +38,30 @@ def evaluate_portfolio(
     n_boot: int = 2000,
 ) -> dict[str, Any]:
     """Coverage rows and paired differences on ``questions`` (see the module docstring)."""
-    import numpy as np
-    from fathom.router.portfolio_pool import fuse_rows, member_runs, run_scores, score_rows
-    from fathom.router.portfolio_router import (
-        PortfolioRouter,
-        check_probe,
-        input_schema,
-        router_inputs,
-    )
+    from fathom.router.portfolio_pool import member_runs, run_scores
+    from fathom.router.portfolio_router import check_probe
 
     by, n = info["score"], int(info["top_n"])
     pool = pool_members(collection, [m["name"] for m in info["pool"]])
     router_info = info.get("router")
     if router_info:
         check_probe(info, collection.cfg)  # the router reads this run's probe features
-    rrf_k = collection.cfg.retrieval.rrf_k  # as ask fuses the chosen members' results
     runs: MemberRuns = member_runs(collection, embedder, questions, pool, n, classifier=classifier)
-    col = {m.name: j for j, m in enumerate(pool)}
     scores = run_scores(collection, questions, runs, by)
-
-    def best_of(names: list[str]) -> np.ndarray:
-        return scores[:, [col[x] for x in names]].max(axis=1)
-
-    def fused(names_per_q: list[list[str]]) -> np.ndarray:
-        lists = [
-            fuse_rows([r[m] for m in names], n, rrf_k)
-            for r, names in zip(runs.rows, names_per_q, strict=True)
-        ]
-        return score_rows(collection, questions, lists, by)
-
-    b = info["baselines"]
     members: list[str] = list(info["members"])
-    single_name = f"best single ({b['best_single']['member']})"
-    rows: dict[str, np.ndarray] = {
-        "portfolio, best member per question (oracle)": best_of(members),
-        single_name: best_of([b["best_single"]["member"]]),
-        "top K by average, best member (oracle)": best_of(b["top_k_by_average"]["members"]),
-        "whole pool, best member (oracle)": best_of([m.name for m in pool]),
-    }
-    diffs: dict[str, np.ndarray] = {
-        "portfolio (oracle) − best single": rows["portfolio, best member per question (oracle)"]
-        - rows[single_name]
-    }
+    rows, diffs = _oracle_rows(info["baselines"], members, pool, scores)
     if router_info:
-        router = PortfolioRouter.from_dict(
-            router_info, expect_schema=input_schema(embedder_id, runs.qvecs.shape[1])
+        routed_rows, routed_diffs = _router_rows(
+            router_info,
+            embedder_id,
+            info["baselines"],
+            members,
+            runs,
+            _fuser(collection, questions, runs, n, by),
+            rows[_single_name(info["baselines"])],
         )
-        chosen = router.choose(router_inputs(runs.qvecs, runs.features), len(members))
-        for ell in range(1, len(members) + 1):
-            routed = fused([c[:ell] for c in chosen])
-            subsets = {
-                s: fused([list(s)] * len(questions)) for s in itertools.combinations(members, ell)
-            }
-            rand = np.mean(np.stack(list(subsets.values())), axis=0)
-            if ell == len(members):
-                rows[f"all {ell} members fused"] = routed
-                top_k = list(b["top_k_by_average"]["members"])
-                rows[f"top {len(top_k)} by average, fused"] = fused([top_k] * len(questions))
-                diffs[f"all {ell} fused − best single"] = routed - rows[single_name]
-                continue
-            rows[f"router, top {ell} fused"] = routed
-            rows[f"random {ell} fused (expected)"] = rand
-            diffs[f"router − random at ℓ = {ell}"] = routed - rand
-            if ell == 1:
-                diffs["router ℓ = 1 − best single"] = routed - rows[single_name]
+        rows.update(routed_rows)
+        diffs.update(routed_diffs)
     return {
         "n_questions": len(questions),
         "score": by,
@@ -109,6 +70,99 @@ def evaluate_portfolio(
         "coverage": {k: bootstrap_ci(v.tolist(), n_boot) for k, v in rows.items()},
         "differences": {k: bootstrap_ci(v.tolist(), n_boot) for k, v in diffs.items()},
     }
+
+
+def _single_name(baselines: dict[str, Any]) -> str:
+    return f"best single ({baselines['best_single']['member']})"
+
+
+def _oracle_rows(
+    baselines: dict[str, Any], members: list[str], pool: Sequence[Member], scores: np.ndarray
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Best-of coverage per question (only an oracle could pick the member) for the portfolio,
+    the best single member, the top K by average and the whole pool; and the portfolio's gain
+    over the best single member."""
+    col = {m.name: j for j, m in enumerate(pool)}
+
+    def best_of(names: list[str]) -> np.ndarray:
+        return scores[:, [col[x] for x in names]].max(axis=1)
+
+    single_name = _single_name(baselines)
+    rows: dict[str, np.ndarray] = {
+        "portfolio, best member per question (oracle)": best_of(members),
+        single_name: best_of([baselines["best_single"]["member"]]),
+        "top K by average, best member (oracle)": best_of(baselines["top_k_by_average"]["members"]),
+        "whole pool, best member (oracle)": best_of([m.name for m in pool]),
+    }
+    diffs: dict[str, np.ndarray] = {
+        "portfolio (oracle) − best single": rows["portfolio, best member per question (oracle)"]
+        - rows[single_name]
+    }
+    return rows, diffs
+
+
+Fused = Callable[[list[list[str]]], "np.ndarray"]
+
+
+def _fuser(
+    collection: Collection, questions: list[Question], runs: MemberRuns, n: int, by: str
+) -> Fused:
+    """The score of each question's named members, their results fused by reciprocal rank
+    fusion to the top ``n``."""
+    from fathom.router.portfolio_pool import fuse_rows, score_rows
+
+    rrf_k = collection.cfg.retrieval.rrf_k  # as ask fuses the chosen members' results
+
+    def fused(names_per_q: list[list[str]]) -> np.ndarray:
+        lists = [
+            fuse_rows([r[m] for m in names], n, rrf_k)
+            for r, names in zip(runs.rows, names_per_q, strict=True)
+        ]
+        return score_rows(collection, questions, lists, by)
+
+    return fused
+
+
+def _router_rows(
+    router_info: dict[str, Any],
+    embedder_id: str,
+    baselines: dict[str, Any],
+    members: list[str],
+    runs: MemberRuns,
+    fused: Fused,
+    single: np.ndarray,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """What runs without an oracle: for every ``ell`` below the portfolio's size the router's
+    top ``ell`` members fused against a random ``ell`` (the exact expectation over every
+    ``ell``-subset); at its size all members fused and the top K by average fused, against
+    the best single member (``single``, its scores)."""
+    import numpy as np
+    from fathom.router.portfolio_router import PortfolioRouter, input_schema, router_inputs
+
+    router = PortfolioRouter.from_dict(
+        router_info, expect_schema=input_schema(embedder_id, runs.qvecs.shape[1])
+    )
+    chosen = router.choose(router_inputs(runs.qvecs, runs.features), len(members))
+    n_questions = len(runs.rows)
+    rows: dict[str, np.ndarray] = {}
+    diffs: dict[str, np.ndarray] = {}
+    for ell in range(1, len(members)):
+        routed = fused([c[:ell] for c in chosen])
+        subsets = [fused([list(s)] * n_questions) for s in itertools.combinations(members, ell)]
+        rand = np.mean(np.stack(subsets), axis=0)
+        rows[f"router, top {ell} fused"] = routed
+        rows[f"random {ell} fused (expected)"] = rand
+        diffs[f"router − random at ℓ = {ell}"] = routed - rand
+        if ell == 1:
+            diffs["router ℓ = 1 − best single"] = routed - single
+    if members:
+        ell = len(members)
+        routed = fused([c[:ell] for c in chosen])
+        rows[f"all {ell} members fused"] = routed
+        top_k = list(baselines["top_k_by_average"]["members"])
+        rows[f"top {len(top_k)} by average, fused"] = fused([top_k] * n_questions)
+        diffs[f"all {ell} fused − best single"] = routed - single
+    return rows, diffs
 
 
 def evaluate_portfolio_file(
