@@ -186,17 +186,7 @@ def plan_run(
     if settings.judge not in JUDGES:
         raise ConfigError(f"--judge {settings.judge!r}: must be one of {', '.join(JUDGES)}")
     specs = parse_strategies(settings.strategies)
-    questions = load_questions(settings.questions, settings.qrels)
-    if settings.doc_split:
-        questions = split_by_document(questions, settings.doc_split, settings.split_seed)
-        if not questions:
-            raise FathomError(
-                f"{settings.questions}: no questions on the {settings.doc_split} half of the "
-                f"documents (split seed {settings.split_seed}) — use another --split or "
-                "--split-seed, or more questions"
-            )
-    if settings.judge == "qrels" and not any(q.qrels or q.doc_ids for q in questions):
-        raise ConfigError("--judge qrels needs qrels or gold doc_ids in the questions")
+    questions = _load_run_questions(settings)
     need_fit = any(s.needs_fit for s in specs)
     evaluated, fit = split_questions(
         questions, settings.limit, settings.fit_size, settings.seed, need_fit
@@ -207,28 +197,7 @@ def plan_run(
     _check_policies(cfg, specs)  # a mistyped policy file fails before run.json is written
     collection = _resolve_collection(cfg, settings, progress)
     run_path = out / "run.json"
-    from fathom.stages.generate import make_generator
-
-    gen = make_generator(cfg.generator)
-    identity = {
-        "format": FORMAT,
-        "collection": collection,
-        "docs": settings.docs,
-        "questions": str(settings.questions),
-        "qrels": settings.qrels,
-        "qids": [q.qid for q in evaluated],
-        "strategies": _strategy_names(specs),
-        "generator": {"backend": gen.name, "model": gen.model, **generator_settings(cfg)},
-        "judge": settings.judge,
-        "seed": settings.seed,
-        "doc_split": settings.doc_split,
-        "split_seed": settings.split_seed,
-        "features": settings.features,
-        "config": config_fingerprint(cfg),
-        # 2: every row is timed from an empty KV cache (QuestionWorker.rows); runs before that
-        # may have timed deeper budgets on their shallower neighbour's cached prefix.
-        "timing": TIMING_FORMAT,
-    }
+    identity = _run_identity(cfg, settings, specs, collection, evaluated)
     # Settings that do not change the rows; they may change between resumes.
     mutable = {
         "baseline": _baseline(settings, specs),
@@ -237,26 +206,7 @@ def plan_run(
         "cache": settings.cache,
     }
     if run_path.exists():
-        old = json.loads(run_path.read_text(encoding="utf-8"))
-        # Keys added after format 1 shipped default to their old meaning.
-        defaults = {"doc_split": None, "split_seed": 0, "features": False, "timing": 1}
-        diff = [
-            k
-            for k, v in identity.items()
-            if not (
-                same_config(old.get(k) or {}, v)
-                if k == "config"
-                else old.get(k, defaults.get(k)) == v
-            )
-        ]
-        if diff:
-            raise FathomError(
-                f"{out}: holds a different run (it differs in {', '.join(diff)}) — give a new "
-                "--out, or delete the folder to start over"
-            )
-        old.update(mutable)
-        _write_json(run_path, old)  # `eval report` must see what this summary used
-        return old, evaluated
+        return _resume_run(out, identity, mutable), evaluated
     from fathom.index.collection import fathom_version
 
     run = {
@@ -278,6 +228,80 @@ def plan_run(
         ) from None
     _write_json(run_path, run)
     return run, evaluated
+
+
+def _load_run_questions(settings: EvalSettings) -> list[Question]:
+    """The questions of ``--questions`` (with ``--qrels``), on the ``--split`` half of the
+    documents when one is given; an error when that half is empty or when the judge needs
+    relevance the questions do not have."""
+    questions = load_questions(settings.questions, settings.qrels)
+    if settings.doc_split:
+        questions = split_by_document(questions, settings.doc_split, settings.split_seed)
+        if not questions:
+            raise FathomError(
+                f"{settings.questions}: no questions on the {settings.doc_split} half of the "
+                f"documents (split seed {settings.split_seed}) — use another --split or "
+                "--split-seed, or more questions"
+            )
+    if settings.judge == "qrels" and not any(q.qrels or q.doc_ids for q in questions):
+        raise ConfigError("--judge qrels needs qrels or gold doc_ids in the questions")
+    return questions
+
+
+def _run_identity(
+    cfg: Any,
+    settings: EvalSettings,
+    specs: list[StrategySpec],
+    collection: str,
+    evaluated: list[Question],
+) -> dict[str, Any]:
+    """What makes a run this run: a resume under anything else would mix rows of two runs."""
+    from fathom.stages.generate import make_generator
+
+    gen = make_generator(cfg.generator)
+    return {
+        "format": FORMAT,
+        "collection": collection,
+        "docs": settings.docs,
+        "questions": str(settings.questions),
+        "qrels": settings.qrels,
+        "qids": [q.qid for q in evaluated],
+        "strategies": _strategy_names(specs),
+        "generator": {"backend": gen.name, "model": gen.model, **generator_settings(cfg)},
+        "judge": settings.judge,
+        "seed": settings.seed,
+        "doc_split": settings.doc_split,
+        "split_seed": settings.split_seed,
+        "features": settings.features,
+        "config": config_fingerprint(cfg),
+        # 2: every row is timed from an empty KV cache (QuestionWorker.rows); runs before that
+        # may have timed deeper budgets on their shallower neighbour's cached prefix.
+        "timing": TIMING_FORMAT,
+    }
+
+
+def _resume_run(out: Path, identity: dict[str, Any], mutable: dict[str, Any]) -> dict[str, Any]:
+    """``out``'s existing ``run.json`` with this call's ``mutable`` settings, written back; an
+    error when it describes another run than ``identity``."""
+    run_path = out / "run.json"
+    old = json.loads(run_path.read_text(encoding="utf-8"))
+    # Keys added after format 1 shipped default to their old meaning.
+    defaults = {"doc_split": None, "split_seed": 0, "features": False, "timing": 1}
+    diff = [
+        k
+        for k, v in identity.items()
+        if not (
+            same_config(old.get(k) or {}, v) if k == "config" else old.get(k, defaults.get(k)) == v
+        )
+    ]
+    if diff:
+        raise FathomError(
+            f"{out}: holds a different run (it differs in {', '.join(diff)}) — give a new "
+            "--out, or delete the folder to start over"
+        )
+    old.update(mutable)
+    _write_json(run_path, old)  # `eval report` must see what this summary used
+    return old
 
 
 def _check_policies(cfg: Any, specs: list[StrategySpec]) -> None:
