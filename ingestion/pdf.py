@@ -82,42 +82,10 @@ class PdfLoader:
         data = read_source(path, self.max_bytes)
         if b"%PDF-" not in data[:1024]:
             raise ParseError(name, "not a PDF (no %PDF header)", "check the file type")
-        try:
-            pymupdf = import_pymupdf()
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ParseError(
-                name, f"PyMuPDF is not installed ({exc})", "pip install pymupdf"
-            ) from None
-        try:
-            doc = pymupdf.open(stream=data, filetype="pdf")
-        except Exception:  # PyMuPDF raises many kinds on a damaged file: all mean the same
-            raise ParseError(
-                name,
-                "cannot be opened (corrupt or truncated PDF)",
-                "re-download or re-export the file",
-            ) from None
+        pymupdf, doc = _open_pdf(name, data)
         with doc:
-            if doc.needs_pass:
-                if not self.password:
-                    raise ParseError(
-                        name,
-                        "encrypted (needs a password)",
-                        "pass its password or decrypt it first",
-                    )
-                if not doc.authenticate(self.password):
-                    raise ParseError(
-                        name, "encrypted and the password is wrong", "check the password"
-                    )
-            try:
-                n_pages = doc.page_count
-            except Exception:  # a damaged page tree: reported below as zero pages
-                n_pages = 0
-            if n_pages == 0:
-                raise ParseError(
-                    name,
-                    "has zero pages (corrupt or truncated PDF?)",
-                    "re-download or re-export the file",
-                )
+            self._unlock(name, doc)
+            n_pages = _page_count(name, doc)
             warnings: list[str] = []
             if getattr(doc, "is_repaired", False):
                 warnings.append(
@@ -125,23 +93,10 @@ class PdfLoader:
                 )
             pages = [self._read_page(pymupdf, doc, i, warnings) for i in range(n_pages)]
             _fallback_pages(data, pages, warnings)
-            try:
-                toc = doc.get_toc(simple=True)
-            except Exception as exc:  # a damaged outline: sections come from the headings
-                warnings.append(
-                    f"its table of contents could not be read ({type(exc).__name__}); "
-                    "sections come from the headings"
-                )
-                toc = []
+            toc = _read_toc(doc, warnings)
             meta_title = (doc.metadata or {}).get("title", "")
 
-        mark_headers_footers(pages)
-        extra_sections: list[tuple[str, int, int]] = []
-        if toc:
-            extra_sections = mark_toc_headings(pages, toc)
-        else:
-            mark_size_headings(pages)
-        attach_section_numbers(pages)
+        extra_sections = _mark_layout(pages, toc)
         blocks = [b for page in pages for b in page_blocks(page)]
         meta_title = sensible_title(meta_title) or sensible_title(display_title(pages))
         assembled = assemble(blocks, n_pages=n_pages, extra_sections=extra_sections)
@@ -157,6 +112,19 @@ class PdfLoader:
         return make_document(
             path, data, self.format, assembled, meta_title=meta_title, warnings=warnings
         )
+
+    def _unlock(self, name: str, doc: Any) -> None:
+        """Open an encrypted ``doc`` with the password; ParseError without the right one."""
+        if not doc.needs_pass:
+            return
+        if not self.password:
+            raise ParseError(
+                name,
+                "encrypted (needs a password)",
+                "pass its password or decrypt it first",
+            )
+        if not doc.authenticate(self.password):
+            raise ParseError(name, "encrypted and the password is wrong", "check the password")
 
     def _read_page(self, pymupdf: Any, doc: Any, index: int, warnings: list[str]) -> Page:
         """Lines (with font size and position) and tables of one page; empty on failure."""
@@ -177,6 +145,64 @@ class PdfLoader:
                 f"page {index + 1}: dropped {unmapped} glyphs without a Unicode mapping"
             )
         return result
+
+
+def _open_pdf(name: str, data: bytes) -> tuple[Any, Any]:
+    """PyMuPDF and the document it opens from ``data``; ParseError when either fails."""
+    try:
+        pymupdf = import_pymupdf()
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ParseError(name, f"PyMuPDF is not installed ({exc})", "pip install pymupdf") from None
+    try:
+        doc = pymupdf.open(stream=data, filetype="pdf")
+    except Exception:  # PyMuPDF raises many kinds on a damaged file: all mean the same
+        raise ParseError(
+            name,
+            "cannot be opened (corrupt or truncated PDF)",
+            "re-download or re-export the file",
+        ) from None
+    return pymupdf, doc
+
+
+def _page_count(name: str, doc: Any) -> int:
+    """The number of pages; ParseError when there are none."""
+    try:
+        n_pages = doc.page_count
+    except Exception:  # a damaged page tree: reported below as zero pages
+        n_pages = 0
+    if n_pages == 0:
+        raise ParseError(
+            name,
+            "has zero pages (corrupt or truncated PDF?)",
+            "re-download or re-export the file",
+        )
+    return n_pages
+
+
+def _read_toc(doc: Any, warnings: list[str]) -> list[list[Any]]:
+    """The outline as ``[level, title, page]`` entries; empty when it cannot be read."""
+    try:
+        return doc.get_toc(simple=True)
+    except Exception as exc:  # a damaged outline: sections come from the headings
+        warnings.append(
+            f"its table of contents could not be read ({type(exc).__name__}); "
+            "sections come from the headings"
+        )
+        return []
+
+
+def _mark_layout(pages: list[Page], toc: list[list[Any]]) -> list[tuple[str, int, int]]:
+    """Mark the running headers and footers, the headings (from the outline when there is one,
+    else by font size) and their section numbers; return the outline entries no line matched
+    (each starts at its page)."""
+    mark_headers_footers(pages)
+    extra_sections: list[tuple[str, int, int]] = []
+    if toc:
+        extra_sections = mark_toc_headings(pages, toc)
+    else:
+        mark_size_headings(pages)
+    attach_section_numbers(pages)
+    return extra_sections
 
 
 def _find_tables(page: Any, flags: int, warnings: list[str]) -> list[Table]:
