@@ -166,15 +166,7 @@ def parse_markdown(text: str) -> tuple[list[Block], str]:
 
     Returns the blocks and the front-matter ``title:`` ('' when there is none).
     """
-    title = ""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    front = _FRONT_MATTER.match(text)
-    if front:
-        match = re.search(r"(?m)^title:[ \t]*(.+?)[ \t]*$", front.group(1))
-        if match:
-            title = match.group(1).strip("'\"")
-        text = text[front.end() :]
-
+    text, title = _front_matter(text.replace("\r\n", "\n").replace("\r", "\n"))
     blocks: list[Block] = []
     para: list[str] = []
     table: list[str] = []
@@ -187,10 +179,7 @@ def parse_markdown(text: str) -> tuple[list[Block], str]:
             blocks.append(Block("\n".join(para)))
             para.clear()
         if table:
-            rows = (
-                table_row(c.strip() for c in row.strip().strip("|").split("|")) for row in table
-            )
-            blocks.append(Block("\n".join(r for r in rows if r), "table"))
+            blocks.append(_table_block(table))
             table.clear()
 
     lines = text.split("\n")
@@ -200,16 +189,7 @@ def parse_markdown(text: str) -> tuple[list[Block], str]:
         fence = _FENCE.match(line)
         if fence:
             flush()
-            marker = fence.group(1)
-            code: list[str] = []
-            i += 1
-            while i < n and not lines[i].lstrip().startswith(marker):
-                code.append(lines[i])
-                i += 1
-            i += 1  # the closing fence (or past the end)
-            for chunk in re.split(r"\n\s*\n", "\n".join(code)):
-                if chunk.strip():
-                    blocks.append(Block(chunk, "code"))
+            i = _fenced_code(lines, i, fence.group(1), blocks)
             continue
         if not line.strip():
             flush()
@@ -247,6 +227,39 @@ def parse_markdown(text: str) -> tuple[list[Block], str]:
         i += 1
     flush()
     return blocks, title
+
+
+def _front_matter(text: str) -> tuple[str, str]:
+    """``text`` without its YAML front matter, and the front matter's ``title:`` ('' when
+    there is none)."""
+    front = _FRONT_MATTER.match(text)
+    if not front:
+        return text, ""
+    title = ""
+    match = re.search(r"(?m)^title:[ \t]*(.+?)[ \t]*$", front.group(1))
+    if match:
+        title = match.group(1).strip("'\"")
+    return text[front.end() :], title
+
+
+def _fenced_code(lines: list[str], i: int, marker: str, blocks: list[Block]) -> int:
+    """Append the fenced code opened at ``lines[i]`` to ``blocks``, verbatim, one block per
+    run of lines between blank lines; the index of the line after the closing fence."""
+    code: list[str] = []
+    i += 1
+    while i < len(lines) and not lines[i].lstrip().startswith(marker):
+        code.append(lines[i])
+        i += 1
+    for chunk in re.split(r"\n\s*\n", "\n".join(code)):
+        if chunk.strip():
+            blocks.append(Block(chunk, "code"))
+    return i + 1  # past the closing fence (or past the end)
+
+
+def _table_block(table: list[str]) -> Block:
+    """A table's lines (delimiter rows left out) as one block of `` | ``-joined rows."""
+    rows = (table_row(c.strip() for c in row.strip().strip("|").split("|")) for row in table)
+    return Block("\n".join(r for r in rows if r), "table")
 
 
 def _starts_table(lines: list[str], i: int) -> bool:
