@@ -30,6 +30,7 @@ from fathom.core.errors import FathomError
 
 if TYPE_CHECKING:
     import numpy as np
+    import torch
     from fathom.core.base import Probe, QueryType
     from fathom.router.sweep import Sweep
 
@@ -150,64 +151,27 @@ class ReinforcePolicy:
             rng = np.random.default_rng(seed)
             x = np.asarray(sweep.features, dtype=np.float32)
             mean, std = fit_standardisation(x)
-            feats = torch.tensor((x - mean) / std)
-            q = torch.tensor(np.asarray(qvecs, dtype=np.float32))
             reward = torch.tensor(
                 np.asarray(sweep.quality, np.float32) - lam * np.asarray(sweep.tokens) / 1000.0,
                 dtype=torch.float32,
             )
-            n, n_actions = reward.shape
-            proj = torch.nn.Linear(q.shape[1], 128)
-            body = torch.nn.Sequential(
-                torch.nn.Linear(128 + feats.shape[1], 128),
-                torch.nn.ReLU(),
-                torch.nn.Linear(128, 128),
-                torch.nn.ReLU(),
-                torch.nn.Linear(128, n_actions),
+            n = reward.shape[0]
+            trainer = _Trainer(
+                torch.tensor(np.asarray(qvecs, dtype=np.float32)),
+                torch.tensor((x - mean) / std),
+                reward,
+                lr=lr,
+                weight_decay=weight_decay,
+                entropy=entropy,
+                clip=clip,
+                samples=samples,
+                seed=seed,
             )
-            params = list(proj.parameters()) + list(body.parameters())
-            opt = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
-            # The running-mean baseline starts at the expected reward of a uniform policy: from 0
-            # every early advantage is positive and the policy collapses onto the first budget
-            # that pays on average.
-            baseline = float(reward.mean())
-            curves: list[dict[str, Any]] = []
-            gen = torch.Generator().manual_seed(seed)
-            for epoch in range(epochs):
-                order = rng.permutation(n)
-                rewards, counts = [], np.zeros(n_actions, dtype=np.int64)
-                for start in range(0, n, batch_size):
-                    idx = torch.tensor(order[start : start + batch_size])
-                    logits = body(torch.cat([proj(q[idx]), feats[idx]], dim=1))
-                    dist = torch.distributions.Categorical(logits=logits)
-                    # (batch, samples) actions, each priced by the sweep.
-                    action = torch.multinomial(dist.probs, samples, replacement=True, generator=gen)
-                    r = reward[idx.unsqueeze(1), action]
-                    log_p = torch.log_softmax(logits, dim=1).gather(1, action)
-                    # Advantage: reward minus the running-mean baseline. (Dividing it by the batch's
-                    # spread, uncentred, magnified the baseline's lag and collapsed the policy
-                    # onto one budget.)
-                    adv = r - baseline
-                    loss = -(adv * log_p).mean() - entropy * dist.entropy().mean()
-                    opt.zero_grad()
-                    loss.backward()
-                    torch.nn.utils.clip_grad_norm_(params, clip)
-                    opt.step()
-                    baseline = 0.9 * baseline + 0.1 * float(r.mean())
-                    rewards.append(float(r.mean()))
-                    counts += np.bincount(action.numpy().ravel(), minlength=n_actions)
-                curves.append(
-                    {
-                        "epoch": epoch,
-                        "reward": float(np.mean(rewards)),
-                        "action_shares": (counts / counts.sum()).round(4).tolist(),
-                    }
-                )
-            layers = [proj, body[0], body[2], body[4]]
-            weights = {}
-            for name, layer in zip(_LAYERS, layers, strict=True):
-                weights[f"{name}.w"] = layer.weight.detach().numpy().T.copy()
-                weights[f"{name}.b"] = layer.bias.detach().numpy().copy()
+            curves = [
+                {"epoch": epoch, **trainer.epoch(rng.permutation(n), batch_size)}
+                for epoch in range(epochs)
+            ]
+            weights = trainer.weights()
         finally:
             torch.set_num_threads(threads)
         info = dict(meta or {})
@@ -254,3 +218,91 @@ class ReinforcePolicy:
             t["feature.std"],
             info,
         )
+
+
+class _Trainer:
+    """REINFORCE on one sweep: the policy network in torch, its optimiser, and the running-mean
+    baseline. ``q`` are the query embeddings, ``feats`` the standardised probe features and
+    ``reward`` ``(n, n_budgets)`` each budget's reward, per question."""
+
+    def __init__(
+        self,
+        q: torch.Tensor,
+        feats: torch.Tensor,
+        reward: torch.Tensor,
+        *,
+        lr: float,
+        weight_decay: float,
+        entropy: float,
+        clip: float,
+        samples: int,
+        seed: int,
+    ) -> None:
+        import torch
+
+        self.q, self.feats, self.reward = q, feats, reward
+        self.entropy, self.clip, self.samples = entropy, clip, samples
+        self.n_actions = reward.shape[1]
+        self.proj = torch.nn.Linear(q.shape[1], 128)
+        self.body = torch.nn.Sequential(
+            torch.nn.Linear(128 + feats.shape[1], 128),
+            torch.nn.ReLU(),
+            torch.nn.Linear(128, 128),
+            torch.nn.ReLU(),
+            torch.nn.Linear(128, self.n_actions),
+        )
+        self.params = list(self.proj.parameters()) + list(self.body.parameters())
+        self.opt = torch.optim.Adam(self.params, lr=lr, weight_decay=weight_decay)
+        # The running-mean baseline starts at the expected reward of a uniform policy: from 0
+        # every early advantage is positive and the policy collapses onto the first budget
+        # that pays on average.
+        self.baseline = float(reward.mean())
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def epoch(self, order: np.ndarray, batch_size: int) -> dict[str, Any]:
+        """One pass over the questions in ``order``, a batch per step: the mean reward of the
+        sampled actions and each budget's share of them."""
+        import numpy as np
+        import torch
+
+        rewards, counts = [], np.zeros(self.n_actions, dtype=np.int64)
+        for start in range(0, len(order), batch_size):
+            r, action = self.step(torch.tensor(order[start : start + batch_size]))
+            rewards.append(float(r.mean()))
+            counts += np.bincount(action.numpy().ravel(), minlength=self.n_actions)
+        return {
+            "reward": float(np.mean(rewards)),
+            "action_shares": (counts / counts.sum()).round(4).tolist(),
+        }
+
+    def step(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One update on the questions ``idx``: ``samples`` actions each, drawn from the policy
+        and priced by the sweep; their rewards and the actions, both ``(batch, samples)``."""
+        import torch
+
+        logits = self.body(torch.cat([self.proj(self.q[idx]), self.feats[idx]], dim=1))
+        dist = torch.distributions.Categorical(logits=logits)
+        # (batch, samples) actions, each priced by the sweep.
+        action = torch.multinomial(dist.probs, self.samples, replacement=True, generator=self.gen)
+        r = self.reward[idx.unsqueeze(1), action]
+        log_p = torch.log_softmax(logits, dim=1).gather(1, action)
+        # Advantage: reward minus the running-mean baseline. (Dividing it by the batch's
+        # spread, uncentred, magnified the baseline's lag and collapsed the policy
+        # onto one budget.)
+        adv = r - self.baseline
+        loss = -(adv * log_p).mean() - self.entropy * dist.entropy().mean()
+        self.opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.params, self.clip)
+        self.opt.step()
+        self.baseline = 0.9 * self.baseline + 0.1 * float(r.mean())
+        return r, action
+
+    def weights(self) -> dict[str, np.ndarray]:
+        """The trained layers as numpy arrays, named as ``ReinforcePolicy.weights``."""
+        layers = [self.proj, self.body[0], self.body[2], self.body[4]]
+        weights = {}
+        for name, layer in zip(_LAYERS, layers, strict=True):
+            weights[f"{name}.w"] = layer.weight.detach().numpy().T.copy()
+            weights[f"{name}.b"] = layer.bias.detach().numpy().copy()
+        return weights
