@@ -389,8 +389,8 @@ def chat(ctx: click.Context, target: str, **opts: Any) -> None:
 @click.pass_context
 def history(ctx: click.Context, limit: int, as_json: bool) -> None:
     """Recent questions with their depth, latency, tokens and cost."""
-    from fathom.render import render_history
     from fathom.stages.history import History
+    from fathom.tables import render_history
 
     cfg = _config(ctx)
     render_history(History(cfg.home_path() / "history.db").recent(limit), as_json)
@@ -413,8 +413,8 @@ def history(ctx: click.Context, limit: int, as_json: bool) -> None:
 @click.pass_context
 def stats(ctx: click.Context, slo_ms: float | None, days: float | None, as_json: bool) -> None:
     """Latency P50/P95, SLO compliance, mean depth, tokens and cost over recorded asks."""
-    from fathom.render import render_stats
     from fathom.stages.history import History
+    from fathom.tables import render_stats
 
     cfg = _config(ctx)
     since = time.time() - days * 86400 if days is not None else None
@@ -531,7 +531,7 @@ def eval_cmd(ctx: click.Context, **opts: Any) -> None:
 
 def _render_eval(summary: dict[str, Any], out: Path, as_json: bool) -> None:
     from fathom.evaluation.report import render_table
-    from fathom.render import render_eval
+    from fathom.tables import render_eval
 
     render_eval(summary, out, as_json, table=render_table)
 
@@ -583,8 +583,9 @@ def policy_sweep(ctx: click.Context, **opts: Any) -> None:
     """Quality, tokens and latency of every budget for every training question (an eval run
     with probe features logged; resumable)."""
     from fathom.evaluation.runner import run_sweep, sweep_settings
-    from fathom.render import EvalProgress, IngestProgress, render_sweep, stderr_console
+    from fathom.render import EvalProgress, IngestProgress, stderr_console
     from fathom.router.sweep import WARN_RECALL
+    from fathom.tables import render_sweep
 
     if not opts["docs"] and not opts["collection"]:
         raise click.UsageError("give --docs PATH or --collection NAME")
@@ -673,9 +674,9 @@ def policy_train(ctx: click.Context, **opts: Any) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def policy_show(path: str | None, as_json: bool) -> None:
     """A policy's metadata and feature importances (default: the shipped policy)."""
-    from fathom.render import render_policy
     from fathom.router.depth import load_policy
     from fathom.router.forest import default_policy_path
+    from fathom.tables import render_policy
 
     target = Path(path) if path else default_policy_path()
     if target.suffix == ".safetensors" and not target.is_file():
@@ -722,8 +723,8 @@ def portfolio() -> None:
 def portfolio_build(ctx: click.Context, **opts: Any) -> None:
     """Score every pool member on the questions (cached beside --out), choose --size members
     greedily by best-of-K coverage and train the router that picks among them per question."""
-    from fathom.render import render_portfolio
     from fathom.router.portfolio_build import build_portfolio_file
+    from fathom.tables import render_portfolio
 
     collection, docs = opts.pop("collection"), opts.pop("docs")
     info, out, n_questions = build_portfolio_file(
@@ -747,7 +748,7 @@ def portfolio_eval(ctx: click.Context, path: str, **opts: Any) -> None:
     single member, the top K by average (both chosen on the training questions) and the whole
     pool; the router's top ℓ members fused against a random ℓ; paired bootstrap intervals."""
     from fathom.evaluation.portfolio import evaluate_portfolio_file
-    from fathom.render import render_portfolio_eval
+    from fathom.tables import render_portfolio_eval
 
     as_json = opts.pop("as_json")
     render_portfolio_eval(evaluate_portfolio_file(_config(ctx), path, **opts), as_json)
@@ -760,9 +761,9 @@ def portfolio_eval(ctx: click.Context, path: str, **opts: Any) -> None:
 def portfolio_show(ctx: click.Context, path: str, as_json: bool) -> None:
     """A portfolio's members, their marginal gains and coverage, beside the baselines and the
     router (a file or a name under $FATHOM_HOME/portfolios)."""
-    from fathom.render import render_portfolio
     from fathom.router.portfolio import load_portfolio
     from fathom.router.portfolio_runtime import resolve_portfolio
+    from fathom.tables import render_portfolio
 
     render_portfolio(load_portfolio(resolve_portfolio(_config(ctx), path)), as_json)
 
@@ -783,7 +784,7 @@ def collections() -> None:
 def collections_list(ctx: click.Context, as_json: bool) -> None:
     """List collections."""
     from fathom.index.collection import list_collections
-    from fathom.render import render_collections
+    from fathom.tables import render_collections
 
     unreadable: list[tuple[str, str]] = []
     manifests = list_collections(_config(ctx), unreadable)
@@ -797,7 +798,7 @@ def collections_list(ctx: click.Context, as_json: bool) -> None:
 def collections_show(ctx: click.Context, name: str, as_json: bool) -> None:
     """Show a collection's manifest."""
     from fathom.index.collection import Collection
-    from fathom.render import render_collection
+    from fathom.tables import render_collection
 
     coll = Collection.open(_config(ctx), name)
     render_collection(name, coll.manifest.to_dict(), as_json)
@@ -820,7 +821,7 @@ def collections_views(ctx: click.Context, name: str, build: tuple[str, ...], as_
     from fathom.index.collection import Collection
     from fathom.index.embed import embedder_id_for, make_embedder
     from fathom.index.views import DEFAULT_VIEWS, build_view, list_views
-    from fathom.render import render_views
+    from fathom.tables import render_views
 
     cfg = _config(ctx)
     coll = Collection.open(cfg, name)
@@ -870,7 +871,7 @@ def config() -> None:
 @click.pass_context
 def config_show(ctx: click.Context, as_json: bool) -> None:
     """Print the effective configuration (defaults, fathom.toml, environment)."""
-    from fathom.render import render_config
+    from fathom.tables import render_config
 
     render_config(_config(ctx), as_json)
 

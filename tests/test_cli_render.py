@@ -1,6 +1,7 @@
-"""The command line's two halves: ``fathom.render`` draws (and imports nothing heavy, and
-nothing of Fathom above its core), the commands call one function of the layer that owns the
-work; ``policy show`` reads a policy by the kind its metadata records."""
+"""The command line's two halves: ``fathom.render`` and ``fathom.tables`` draw (and import
+nothing heavy, and nothing of Fathom above its core but ``tables`` the helpers of ``render``),
+the commands call one function of the layer that owns the work; ``policy show`` reads a policy
+by the kind its metadata records."""
 
 from __future__ import annotations
 
@@ -10,15 +11,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from fathom import cli
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def test_importing_render_loads_no_rich_and_no_fathom_above_core() -> None:
+@pytest.mark.parametrize(
+    ("module", "allowed"),
+    [("render", {"fathom", "fathom.render"}),
+     ("tables", {"fathom", "fathom.render", "fathom.tables"})],
+)  # fmt: skip
+def test_importing_render_loads_no_rich_and_no_fathom_above_core(module, allowed) -> None:
     code = (
-        "import sys, json\nimport fathom.render\n"
+        f"import sys, json\nimport fathom.{module}\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('rich', 'fathom'))))"
     )
@@ -28,11 +35,14 @@ def test_importing_render_loads_no_rich_and_no_fathom_above_core() -> None:
     assert proc.returncode == 0, proc.stderr
     loaded = json.loads(proc.stdout.strip().splitlines()[-1])
     assert not [m for m in loaded if m.startswith("rich")]
-    assert set(loaded) <= {"fathom", "fathom.render"}
+    assert set(loaded) <= allowed
 
 
-def test_render_imports_only_fathom_core() -> None:
-    tree = ast.parse((REPO / "render.py").read_text(encoding="utf-8"))
+@pytest.mark.parametrize(
+    ("module", "beside_core"), [("render", set()), ("tables", {"fathom.render"})]
+)
+def test_render_imports_only_fathom_core(module, beside_core) -> None:
+    tree = ast.parse((REPO / f"{module}.py").read_text(encoding="utf-8"))
     own = [
         node.module
         for node in ast.walk(tree)
@@ -45,7 +55,7 @@ def test_render_imports_only_fathom_core() -> None:
         for alias in node.names
         if alias.name.startswith("fathom")
     ]
-    assert own and all(m.startswith("fathom.core.") for m in own), own
+    assert own and all(m.startswith("fathom.core.") or m in beside_core for m in own), own
 
 
 def test_portfolio_path_for_a_bare_name_or_a_path(cfg) -> None:
@@ -102,7 +112,7 @@ def test_policy_show_errors_name_the_files_the_kind_needs(tmp_path: Path) -> Non
 
 
 def test_render_portfolio_eval_prints_the_table_and_the_differences(capsys) -> None:
-    from fathom.render import render_portfolio_eval
+    from fathom.tables import render_portfolio_eval
 
     ci = {"mean": 0.5, "lo": 0.25, "hi": 0.75}
     result = {
