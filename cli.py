@@ -1,8 +1,11 @@
 """Fathom command line: parse, call one function per command, render.
 
-Only click and the standard library are imported at the top, so ``--help`` is instant; every
-heavy library loads inside the command that needs it. stdout carries results; progress, warnings
-and logs go to stderr. Exit codes: 0 ok, 1 an expected failure (FathomError), 2 bad usage.
+The options several commands share come from ``fathom.options``; what a command does between
+its options and its output is in ``fathom.commands`` (or the layer that owns the work), and
+``fathom.render`` and ``fathom.tables`` draw it. Only click and the standard library are
+imported at the top, so ``--help`` is instant; every heavy library loads inside the command that
+needs it. stdout carries results; progress, warnings and logs go to stderr. Exit codes: 0 ok, 1
+an expected failure (FathomError), 2 bad usage.
 """
 
 from __future__ import annotations
@@ -26,14 +29,12 @@ if __name__ == "__main__" and not __package__:
 
     _sys.exit(_main())
 
-import dataclasses
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import click
-from fathom import __version__
+from fathom import __version__, options
 
 
 class FathomGroup(click.Group):
@@ -55,34 +56,6 @@ def _config(ctx: click.Context, **overrides: Any):
     from fathom.core.config import load_config
 
     return load_config(ctx.obj.get("config_path"), overrides=overrides)
-
-
-class IntList(click.ParamType):
-    """Comma-separated integers (``0,1,2``), each at least ``low``; anything else is a usage
-    error (exit 2)."""
-
-    name = "N,N,..."
-
-    def __init__(self, low: int | None = None) -> None:
-        self.low = low
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
-        if isinstance(value, list):
-            return value
-        out: list[int] = []
-        for item in str(value).split(","):
-            if not item.strip():
-                continue
-            try:
-                number = int(item)
-            except ValueError:
-                self.fail(f"{item.strip()!r} in {value!r} is not an integer", param, ctx)
-            if self.low is not None and number < self.low:
-                self.fail(f"{number} in {value!r} is below {self.low}", param, ctx)
-            out.append(number)
-        if not out:
-            self.fail(f"{value!r}: give at least one integer", param, ctx)
-        return out
 
 
 @click.group(cls=FathomGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -113,12 +86,7 @@ def main(ctx: click.Context, config_path: str | None) -> None:
 @click.option("--strict", is_flag=True, help="Exit 1 when any file failed.")
 @click.option("--embedder", default=None, help="Embedding model name or path.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option(
-    "--password",
-    default=None,
-    envvar="FATHOM_PDF_PASSWORD",
-    help="Password for encrypted PDFs (or set FATHOM_PDF_PASSWORD).",
-)
+@options.password_option("Password for encrypted PDFs (or set FATHOM_PDF_PASSWORD).")
 @click.pass_context
 def ingest(
     ctx: click.Context,
@@ -131,18 +99,14 @@ def ingest(
     password: str | None,
 ) -> None:
     """Ingest PDF, DOCX, TXT and MD files (or folders, or docs.jsonl) into a collection."""
-    from fathom.index.collection import collection_for
-    from fathom.index.embed import embedder_id_for
-    from fathom.index.ingest import ingest_paths
+    from fathom import commands
     from fathom.render import IngestProgress, render_ingest
 
     cfg = _config(ctx, **{"embedder.name": embedder, "ingest.strict": strict or None})
-    # The collection `ask FILE` would use for these files with this embedder.
-    name = collection or collection_for(paths, embedder=embedder_id_for(cfg.embedder))
-    with IngestProgress(enabled=not as_json) as prog:
-        report = ingest_paths(
-            cfg, list(paths), name, rebuild=rebuild, progress=prog, password=password
-        )
+    display = IngestProgress(enabled=not as_json)
+    report = commands.ingest(
+        cfg, paths, collection, display=display, rebuild=rebuild, password=password
+    )
     render_ingest(report, as_json)
     if cfg.ingest.strict and report.count("failed"):
         sys.exit(1)
@@ -164,13 +128,12 @@ def search(
     ctx: click.Context, collection: str, query: str, k: int | None, mode: str | None, as_json: bool
 ) -> None:
     """Search COLLECTION for QUERY and print the best chunks."""
-    from fathom.index.retrieve import open_retriever
+    from fathom import commands
     from fathom.render import render_hits
 
     cfg = _config(ctx, **{"retrieval.k": k, "retrieval.mode": mode})
-    retriever = open_retriever(cfg, collection)
-    probe = retriever.probe(query, cfg.retrieval.k)
-    render_hits(collection, query, probe, mode=retriever.mode, k=cfg.retrieval.k, as_json=as_json)
+    probe, used = commands.search(cfg, collection, query)
+    render_hits(collection, query, probe, mode=used, k=cfg.retrieval.k, as_json=as_json)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,21 +144,8 @@ def search(
 def _ask_config(ctx: click.Context, opts: dict[str, Any]):
     """The configuration with the ask options in ``opts`` (taken out of it) as overrides;
     --portfolio-mode and --portfolio-ell mean nothing without a portfolio: say so."""
-    mode, ell = opts.pop("portfolio_mode"), opts.pop("portfolio_ell")
-    cfg = _config(
-        ctx,
-        **{
-            "generator.deadline_ms": opts.pop("deadline_ms"),
-            "retrieval.policy": opts.pop("policy"),
-            "retrieval.portfolio": opts.pop("portfolio"),
-            "retrieval.portfolio_mode": mode,
-            "retrieval.portfolio_ell": ell,
-            "generator.backend": opts.pop("generator"),
-            "generator.model": opts.pop("model"),
-            "embedder.name": opts.pop("embedder"),
-            "compress.budget_tokens": opts.pop("budget_tokens"),
-        },
-    )
+    mode, ell = opts["portfolio_mode"], opts["portfolio_ell"]
+    cfg = _config(ctx, **options.overrides(opts, *options.ASK_CONFIG))
     if (mode is not None or ell is not None) and not cfg.retrieval.portfolio.strip():
         raise click.UsageError(
             "--portfolio-mode and --portfolio-ell need a portfolio: give --portfolio NAME "
@@ -204,89 +154,12 @@ def _ask_config(ctx: click.Context, opts: dict[str, Any]):
     return cfg
 
 
-def _deadline_option(whose: str, taken: str):
-    return click.option(
-        "--deadline-ms",
-        type=click.FloatRange(min=0),
-        default=None,
-        help=f"End-to-end time budget for {whose} (generator.deadline_ms): llama.cpp and "
-        f"transformers stop generating when {taken} has taken this long (the report says the "
-        "answer was cut).",
-    )
-
-
-_ASK_OPTIONS = [
-    click.option(
-        "--k",
-        "k",
-        type=click.IntRange(0, 200),
-        default=None,
-        help="Fix the retrieval depth (0 = answer without retrieval).",
-    ),
-    click.option(
-        "--generator",
-        type=click.Choice(["auto", "llamacpp", "ollama", "openai", "huggingface", "extractive"]),
-        default=None,
-        help="Answer backend.",
-    ),
-    click.option("--model", default=None, help="Generator model (name, GGUF path, …)."),
-    click.option("--embedder", default=None, help="Embedding model name or path."),
-    click.option(
-        "--budget-tokens",
-        type=click.IntRange(0),
-        default=None,
-        help="Context budget in the generator's tokens (default: the query type's).",
-    ),
-    click.option("--no-rerank", is_flag=True, help="Skip the reranker."),
-    _deadline_option("the answer", "the ask"),
-    click.option(
-        "--policy",
-        default=None,
-        help="Depth policy: a policy file, 'strategy', or 'auto' (the shipped learned policy "
-        "when present). --k overrides it.",
-    ),
-    click.option(
-        "--portfolio",
-        default=None,
-        help="Retrieve through a retriever portfolio (`fathom portfolio build`): a file or a "
-        "name under FATHOM_HOME/portfolios.",
-    ),
-    click.option(
-        "--portfolio-mode",
-        type=click.Choice(["fuse", "select"]),
-        default=None,
-        help="fuse: the chosen members' results ranked together; select: one answer per member, "
-        "the generator picks or merges them. Default fuse.",
-    ),
-    click.option(
-        "--portfolio-ell",
-        type=click.IntRange(1),
-        default=None,
-        help="How many portfolio members the router runs per question (default 2).",
-    ),
-]
-
-
-_DEADLINE_ROWS = _deadline_option("every row", "the row")
-
-
-def _with_ask_options(fn):
-    for opt in reversed(_ASK_OPTIONS):
-        fn = opt(fn)
-    return fn
-
-
 @main.command()
 @click.argument("target")
 @click.argument("question")
-@_with_ask_options
+@options.ASK_OPTIONS
 @click.option("--rebuild", is_flag=True, help="Re-index TARGET before answering.")
-@click.option(
-    "--password",
-    default=None,
-    envvar="FATHOM_PDF_PASSWORD",
-    help="Password for an encrypted PDF TARGET (or set FATHOM_PDF_PASSWORD).",
-)
+@options.password_option("Password for an encrypted PDF TARGET (or set FATHOM_PDF_PASSWORD).")
 @click.option("--json", "as_json", is_flag=True, help="Print the answer and report as JSON.")
 @click.option(
     "--no-stream",
@@ -296,7 +169,7 @@ def _with_ask_options(fn):
 @click.pass_context
 def ask(ctx: click.Context, target: str, question: str, **opts: Any) -> None:
     """Answer QUESTION from TARGET (a file, a folder or a collection name), with citations."""
-    from fathom.index.targets import resolve_target
+    from fathom import commands
     from fathom.render import (
         AnswerStream,
         IngestProgress,
@@ -304,7 +177,6 @@ def ask(ctx: click.Context, target: str, question: str, **opts: Any) -> None:
         render_answer,
         stderr_console,
     )
-    from fathom.stages.pipeline import ask as run_ask
 
     cfg = _ask_config(ctx, opts)
     err = stderr_console()
@@ -312,32 +184,28 @@ def ask(ctx: click.Context, target: str, question: str, **opts: Any) -> None:
     # Streaming is for a terminal: piped or redirected, each feedback round's draft would land
     # in the output before the final answer.
     stream = AnswerStream(enabled=not as_json and not opts["no_stream"] and sys.stdout.isatty())
-    # Index first (with its progress bars), then stream the answer on a quiet terminal.
-    with IngestProgress(enabled=not as_json) as prog:
-        name = resolve_target(
-            cfg, target, progress=prog, rebuild=opts["rebuild"], password=opts["password"]
-        )
-    answer = run_ask(
+    answer = commands.ask(
         cfg,
         target,
         question,
-        k=opts["k"],
-        rerank=False if opts["no_rerank"] else None,
+        display=IngestProgress(enabled=not as_json),
+        rebuild=opts["rebuild"],
+        password=opts["password"],
         on_token=stream,
         on_event=ask_events(err),
-        collection=name,
+        **options.answer_options(opts),
     )
     render_answer(answer, streamed=stream.started, as_json=as_json)
 
 
 @main.command()
 @click.argument("target")
-@_with_ask_options
+@options.ASK_OPTIONS
 @click.pass_context
 def chat(ctx: click.Context, target: str, **opts: Any) -> None:
     """Ask questions about TARGET one after another, with the index and models kept loaded."""
+    from fathom import commands
     from fathom.core.errors import FathomError
-    from fathom.index.targets import resolve_target
     from fathom.render import (
         AnswerStream,
         IngestProgress,
@@ -346,16 +214,13 @@ def chat(ctx: click.Context, target: str, **opts: Any) -> None:
         render_answer,
         stderr_console,
     )
-    from fathom.stages.history import record_ask
-    from fathom.stages.pipeline import Engine
 
     cfg = _ask_config(ctx, opts)
     err = stderr_console()
-    with IngestProgress(enabled=True) as prog:
-        name = resolve_target(cfg, target, progress=prog)
-    engine = Engine(cfg, name)
-    err.print(f"chatting with {name!r} — an empty line or Ctrl-D ends the session")
-    try:
+    with commands.Chat(cfg, target, display=IngestProgress(enabled=True)) as session:
+        err.print(
+            f"chatting with {session.collection!r} — an empty line or Ctrl-D ends the session"
+        )
         while True:
             try:
                 question = click.prompt(
@@ -367,20 +232,16 @@ def chat(ctx: click.Context, target: str, **opts: Any) -> None:
                 break
             stream = AnswerStream(enabled=sys.stdout.isatty())
             try:
-                answer = engine.ask(
+                answer = session.ask(
                     question,
-                    k=opts["k"],
-                    rerank=False if opts["no_rerank"] else None,
                     on_token=stream,
                     on_event=ask_events(err),
+                    **options.answer_options(opts),
                 )
             except FathomError as exc:
                 err.print("[red]error[/red]", plain(str(exc)))
                 continue
-            record_ask(cfg, target, answer)
             render_answer(answer, streamed=stream.started)
-    finally:
-        engine.close()
 
 
 @main.command()
@@ -389,11 +250,10 @@ def chat(ctx: click.Context, target: str, **opts: Any) -> None:
 @click.pass_context
 def history(ctx: click.Context, limit: int, as_json: bool) -> None:
     """Recent questions with their depth, latency, tokens and cost."""
-    from fathom.stages.history import History
+    from fathom import commands
     from fathom.tables import render_history
 
-    cfg = _config(ctx)
-    render_history(History(cfg.home_path() / "history.db").recent(limit), as_json)
+    render_history(commands.history(_config(ctx), limit), as_json)
 
 
 @main.command()
@@ -413,13 +273,10 @@ def history(ctx: click.Context, limit: int, as_json: bool) -> None:
 @click.pass_context
 def stats(ctx: click.Context, slo_ms: float | None, days: float | None, as_json: bool) -> None:
     """Latency P50/P95, SLO compliance, mean depth, tokens and cost over recorded asks."""
-    from fathom.stages.history import History
+    from fathom import commands
     from fathom.tables import render_stats
 
-    cfg = _config(ctx)
-    since = time.time() - days * 86400 if days is not None else None
-    data = History(cfg.home_path() / "history.db").stats(since=since, slo_ms=slo_ms)
-    render_stats(data, slo_ms, as_json)
+    render_stats(commands.stats(_config(ctx), days, slo_ms), slo_ms, as_json)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -428,65 +285,7 @@ def stats(ctx: click.Context, slo_ms: float | None, days: float | None, as_json:
 
 
 @main.group("eval", invoke_without_command=True)
-@click.option("--docs", default=None, help="Documents: file, folder, or docs.jsonl.")
-@click.option("--collection", "-c", default=None, help="An existing collection instead of --docs.")
-@click.option(
-    "--questions",
-    default=None,
-    help="Questions: JSONL (qid, question, answers, doc_ids) or a BEIR folder.",
-)
-@click.option("--qrels", default=None, help="A BEIR qrels TSV for a JSONL question file.")
-@click.option(
-    "--strategies",
-    default="none,fixed:1,fixed:2,fixed:4,fixed:8,gap,threshold:p50",
-    show_default=True,
-    help="Comma-separated: none, fixed:K, gap[:A-B], threshold:pNN[:K], strategy, "
-    "forest[:FILE][@C|@lambda=L], reinforce:FILE, utility:FILE[@PRESET]; +fb adds the "
-    "feedback loop.",
-)
-@click.option("--baseline", default=None, help="Strategy the others are compared with.")
-@click.option(
-    "--generator",
-    type=click.Choice(["auto", "llamacpp", "ollama", "openai", "huggingface", "extractive"]),
-    default=None,
-    help="Answer backend.",
-)
-@click.option("--model", default=None, help="Generator model (name, GGUF path, …).")
-@click.option(
-    "--judge",
-    type=click.Choice(["contains", "f1", "qrels", "recall"]),
-    default="contains",
-    show_default=True,
-    help="What `quality` is: gold answer in the answer, token F1, nDCG@10 by qrels, or "
-    "answer recall (a gold answer in the context: retrieval alone).",
-)
-@click.option("--slo-ms", type=click.FloatRange(min=0, min_open=True), default=None)
-@_DEADLINE_ROWS
-@click.option("--limit", type=click.IntRange(1), default=None, help="Evaluate this many.")
-@click.option("--fit-size", type=click.IntRange(1), default=200, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--bootstrap", type=click.IntRange(100), default=2000, show_default=True)
-@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True)
-@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True)
-@click.option("--ray-address", default=None, help="A Ray cluster (default: local Ray).")
-@click.option("--no-cache", is_flag=True, help="Do not reuse cached generations.")
-@click.option(
-    "--split",
-    "doc_split",
-    type=click.Choice(["all", "train", "test"]),
-    default="all",
-    show_default=True,
-    help="Only questions on this half of the documents (split by document id).",
-)
-@click.option("--split-seed", type=int, default=0, show_default=True)
-@click.option(
-    "--portfolio",
-    default=None,
-    help="Retrieve through this retriever portfolio (file or name) for every strategy.",
-)
-@click.option("--portfolio-mode", type=click.Choice(["fuse", "select"]), default=None)
-@click.option("--portfolio-ell", type=click.IntRange(1), default=None)
-@click.option("--out", "out", type=click.Path(path_type=Path), default=None, help="Output folder.")
+@options.EVAL_OPTIONS
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout.")
 @click.pass_context
 def eval_cmd(ctx: click.Context, **opts: Any) -> None:
@@ -500,32 +299,15 @@ def eval_cmd(ctx: click.Context, **opts: Any) -> None:
         raise click.UsageError("give --docs PATH or --collection NAME")
     if docs and collection:
         raise click.UsageError("give --docs PATH or --collection NAME, not both")
-    from fathom.evaluation.runner import EvalSettings, run_eval
+    from fathom import commands
     from fathom.render import EvalProgress, IngestProgress, stderr_console
 
-    cfg = _config(
-        ctx,
-        **{
-            "generator.backend": opts.pop("generator"),
-            "generator.model": opts.pop("model"),
-            "generator.deadline_ms": opts.pop("deadline_ms"),
-            "retrieval.portfolio": opts.pop("portfolio"),
-            "retrieval.portfolio_mode": opts.pop("portfolio_mode"),
-            "retrieval.portfolio_ell": opts.pop("portfolio_ell"),
-        },
-    )
-    out = opts.pop("out") or Path("eval-runs") / time.strftime("%Y%m%d-%H%M%S")
-    as_json, doc_split = opts.pop("as_json"), opts.pop("doc_split")
-    settings = EvalSettings(
-        out=str(out),
-        strategies=opts.pop("strategies").split(","),
-        cache=not opts.pop("no_cache"),
-        doc_split=None if doc_split == "all" else doc_split,
-        **opts,
-    )
+    cfg = _config(ctx, **options.overrides(opts, *options.EVAL_CONFIG))
+    as_json = opts.pop("as_json")
     console = stderr_console()
-    with IngestProgress(console.is_terminal) as ingest_progress, EvalProgress(console) as bar:
-        summary = run_eval(cfg, settings, progress=ingest_progress, on_rows=bar)
+    summary, out = commands.evaluate(
+        cfg, opts, display=IngestProgress(console.is_terminal), on_rows=EvalProgress(console)
+    )
     _render_eval(summary, out, as_json)
 
 
@@ -557,17 +339,14 @@ def policy() -> None:
 
 
 @policy.command("sweep")
-@click.option("--docs", default=None, help="Documents: file, folder, or docs.jsonl.")
-@click.option("--collection", "-c", default=None, help="An existing collection instead of --docs.")
-@click.option("--questions", required=True, help="Questions: JSONL or a BEIR folder.")
-@click.option("--budgets", type=IntList(low=0), default="0,1,2,3,5,8,12,20", show_default=True)
+@options.DOCUMENTS
+@options.QUESTIONS
 @click.option(
-    "--generator",
-    type=click.Choice(["auto", "llamacpp", "ollama", "openai", "huggingface", "extractive"]),
-    default=None,
+    "--budgets", type=options.IntList(low=0), default="0,1,2,3,5,8,12,20", show_default=True
 )
+@options.generator_option()
 @click.option("--model", default=None)
-@_DEADLINE_ROWS
+@options.DEADLINE_ROWS
 @click.option(
     "--judge", type=click.Choice(["contains", "f1", "qrels", "recall"]), default="contains"
 )
@@ -582,25 +361,18 @@ def policy() -> None:
 def policy_sweep(ctx: click.Context, **opts: Any) -> None:
     """Quality, tokens and latency of every budget for every training question (an eval run
     with probe features logged; resumable)."""
-    from fathom.evaluation.runner import run_sweep, sweep_settings
+    from fathom import commands
     from fathom.render import EvalProgress, IngestProgress, stderr_console
     from fathom.router.sweep import WARN_RECALL
     from fathom.tables import render_sweep
 
     if not opts["docs"] and not opts["collection"]:
         raise click.UsageError("give --docs PATH or --collection NAME")
-    cfg = _config(
-        ctx,
-        **{
-            "generator.backend": opts.pop("generator"),
-            "generator.model": opts.pop("model"),
-            "generator.deadline_ms": opts.pop("deadline_ms"),
-        },
-    )
-    settings = sweep_settings(**opts)
+    cfg = _config(ctx, **options.overrides(opts, "generator", "model", "deadline_ms"))
     console = stderr_console()
-    with IngestProgress(console.is_terminal) as ingest_progress, EvalProgress(console) as bar:
-        sweep = run_sweep(cfg, settings, progress=ingest_progress, on_rows=bar)
+    sweep = commands.sweep(
+        cfg, opts, display=IngestProgress(console.is_terminal), on_rows=EvalProgress(console)
+    )
     render_sweep(sweep, opts["budgets"], opts["out"], WARN_RECALL)
 
 
@@ -674,16 +446,10 @@ def policy_train(ctx: click.Context, **opts: Any) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def policy_show(path: str | None, as_json: bool) -> None:
     """A policy's metadata and feature importances (default: the shipped policy)."""
-    from fathom.router.depth import load_policy
-    from fathom.router.forest import default_policy_path
+    from fathom import commands
     from fathom.tables import render_policy
 
-    target = Path(path) if path else default_policy_path()
-    if target.suffix == ".safetensors" and not target.is_file():
-        from fathom.router.reinforce import ReinforcePolicy
-
-        ReinforcePolicy.load(target)  # fails, naming the two files a REINFORCE policy needs
-    render_policy(load_policy(target), target, as_json)
+    render_policy(*commands.depth_policy(path), as_json)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -697,9 +463,8 @@ def portfolio() -> None:
 
 
 @portfolio.command("build")
-@click.option("--docs", default=None, help="Documents: file, folder, or docs.jsonl.")
-@click.option("-c", "--collection", default=None, help="An existing collection instead of --docs.")
-@click.option("--questions", required=True, help="Questions: JSONL or a BEIR folder.")
+@options.DOCUMENTS
+@options.QUESTIONS
 @click.option("--size", type=click.IntRange(1), default=3, show_default=True)
 @click.option("--top-n", type=click.IntRange(1), default=10, show_default=True)
 @click.option("--score", "by", type=click.Choice(["docs", "answer"]), default=None,
@@ -737,7 +502,7 @@ def portfolio_build(ctx: click.Context, **opts: Any) -> None:
 @portfolio.command("eval")
 @click.argument("path")
 @click.option("--docs", default=None, help="Documents (default: the portfolio's collection).")
-@click.option("--questions", required=True, help="Questions: JSONL or a BEIR folder.")
+@options.QUESTIONS
 @click.option("--split", type=click.Choice(["train", "test", "all"]), default="test",
               show_default=True)  # fmt: skip
 @click.option("--bootstrap", type=click.IntRange(0), default=2000, show_default=True)
@@ -761,11 +526,10 @@ def portfolio_eval(ctx: click.Context, path: str, **opts: Any) -> None:
 def portfolio_show(ctx: click.Context, path: str, as_json: bool) -> None:
     """A portfolio's members, their marginal gains and coverage, beside the baselines and the
     router (a file or a name under $FATHOM_HOME/portfolios)."""
-    from fathom.router.portfolio import load_portfolio
-    from fathom.router.portfolio_runtime import resolve_portfolio
+    from fathom import commands
     from fathom.tables import render_portfolio
 
-    render_portfolio(load_portfolio(resolve_portfolio(_config(ctx), path)), as_json)
+    render_portfolio(commands.portfolio_info(_config(ctx), path), as_json)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -783,12 +547,10 @@ def collections() -> None:
 @click.pass_context
 def collections_list(ctx: click.Context, as_json: bool) -> None:
     """List collections."""
-    from fathom.index.collection import list_collections
+    from fathom import commands
     from fathom.tables import render_collections
 
-    unreadable: list[tuple[str, str]] = []
-    manifests = list_collections(_config(ctx), unreadable)
-    render_collections(manifests, unreadable, as_json)
+    render_collections(*commands.list_collections(_config(ctx)), as_json)
 
 
 @collections.command("show")
@@ -797,11 +559,10 @@ def collections_list(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def collections_show(ctx: click.Context, name: str, as_json: bool) -> None:
     """Show a collection's manifest."""
-    from fathom.index.collection import Collection
+    from fathom import commands
     from fathom.tables import render_collection
 
-    coll = Collection.open(_config(ctx), name)
-    render_collection(name, coll.manifest.to_dict(), as_json)
+    render_collection(name, commands.collection_manifest(_config(ctx), name), as_json)
 
 
 @collections.command("views")
@@ -817,32 +578,13 @@ def collections_show(ctx: click.Context, name: str, as_json: bool) -> None:
 def collections_views(ctx: click.Context, name: str, build: tuple[str, ...], as_json: bool) -> None:
     """A collection's extra views for retriever portfolios (sentence windows, sections, BM25
     variants): list them, or build them with --build."""
-    from fathom.core.errors import ConfigError
-    from fathom.index.collection import Collection
-    from fathom.index.embed import embedder_id_for, make_embedder
-    from fathom.index.views import DEFAULT_VIEWS, build_view, list_views
+    from fathom import commands
     from fathom.tables import render_views
 
-    cfg = _config(ctx)
-    coll = Collection.open(cfg, name)
-    specs = {v.name: v for v in DEFAULT_VIEWS}
-    wanted = list(specs) if "all" in build else list(build)
-    unknown = [w for w in wanted if w not in specs]
-    if unknown:
-        raise ConfigError(f"unknown views {unknown}: one of {', '.join(specs)} or all")
-    embedder = None
-    for w in wanted:
-        if specs[w].granularity == "sentences" and embedder is None:
-            coll = Collection.open(cfg, name, expect_embedder=embedder_id_for(cfg.embedder))
-            # As ingest embedded the collection: its model at its precision.
-            embedder = make_embedder(
-                dataclasses.replace(cfg.embedder, precision=coll.manifest.embedder_precision),
-                cfg.models_path(),
-            )
-        t = time.perf_counter()
-        view = build_view(coll, specs[w], embedder)
-        click.echo(f"view {w}: {len(view)} units in {time.perf_counter() - t:.1f} s", err=True)
-    render_views(name, list_views(coll), as_json)
+    def built(view: str, units: int, seconds: float) -> None:
+        click.echo(f"view {view}: {units} units in {seconds:.1f} s", err=True)
+
+    render_views(name, commands.build_views(_config(ctx), name, build, built), as_json)
 
 
 @collections.command("remove")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from fathom import cli
+from fathom import cli, options
 
 REPO = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "faiss", "sentence_transformers", "fitz", "pymupdf", "transformers", "llama_cpp")
@@ -184,7 +184,7 @@ def test_a_bad_budget_list_is_a_usage_error(tmp_path: Path) -> None:
         assert res.exit_code == 2, (budgets, res.output)
         assert "--budgets" in res.stderr and problem in res.stderr
         assert "Traceback" not in res.output and not (tmp_path / "s").exists()
-    assert cli.IntList(low=0).convert(" 0, 1,3 ", None, None) == [0, 1, 3]
+    assert options.IntList(low=0).convert(" 0, 1,3 ", None, None) == [0, 1, 3]
 
 
 def test_policy_show_prints_a_reinforce_policy(tmp_path: Path) -> None:

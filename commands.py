@@ -1,0 +1,218 @@
+"""What the commands do between the options ``fathom.cli`` parses and what it renders: the
+collection a command works on, the work itself through the layer that owns it, and the results
+``cli`` hands to ``fathom.render`` and ``fathom.tables``.
+
+Nothing here prints: progress and streamed tokens go to the displays ``cli`` passes in. Beyond
+the standard library, everything (Fathom's own layers included) loads inside the function that
+needs it, so importing this module stays as cheap as importing ``cli``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+# A progress display as ``cli`` passes it: entered while the work it shows lasts.
+Display = AbstractContextManager[Any]
+
+
+def ingest(
+    cfg: Any,
+    paths: tuple[Path, ...],
+    collection: str | None,
+    *,
+    display: Display,
+    rebuild: bool,
+    password: str | None,
+) -> Any:
+    """``fathom ingest``: ``paths`` into ``collection`` (by default the one named for them);
+    returns the ingest report."""
+    from fathom.index.collection import collection_for
+    from fathom.index.embed import embedder_id_for
+    from fathom.index.ingest import ingest_paths
+
+    # The collection `ask FILE` would use for these files with this embedder.
+    name = collection or collection_for(paths, embedder=embedder_id_for(cfg.embedder))
+    with display as prog:
+        return ingest_paths(
+            cfg, list(paths), name, rebuild=rebuild, progress=prog, password=password
+        )
+
+
+def search(cfg: Any, collection: str, query: str) -> tuple[Any, str]:
+    """``fathom search``: the probe of ``query`` in ``collection`` to ``retrieval.k``, and the
+    retrieval mode it ran in."""
+    from fathom.index.retrieve import open_retriever
+
+    retriever = open_retriever(cfg, collection)
+    return retriever.probe(query, cfg.retrieval.k), retriever.mode
+
+
+def ask(
+    cfg: Any,
+    target: str,
+    question: str,
+    *,
+    display: Display,
+    rebuild: bool,
+    password: str | None,
+    **answer_opts: Any,
+) -> Any:
+    """``fathom ask``: index ``target`` first (with ``display`` shown, so the answer streams on
+    a quiet terminal), then answer ``question`` from it; ``answer_opts`` go to the Engine
+    (``k``, ``rerank``, ``on_token``, ``on_event``)."""
+    from fathom.index.targets import resolve_target
+    from fathom.stages.pipeline import ask as run_ask
+
+    with display as prog:
+        name = resolve_target(cfg, target, progress=prog, rebuild=rebuild, password=password)
+    return run_ask(cfg, target, question, collection=name, **answer_opts)
+
+
+class Chat:
+    """``fathom chat``: one Engine over ``target``'s collection, kept loaded from one question
+    to the next; every answer is recorded in the history. Closes the Engine on leaving."""
+
+    def __init__(self, cfg: Any, target: str, display: Display) -> None:
+        from fathom.index.targets import resolve_target
+        from fathom.stages.pipeline import Engine
+
+        self.cfg, self.target = cfg, target
+        with display as prog:
+            self.collection = resolve_target(cfg, target, progress=prog)
+        self.engine = Engine(cfg, self.collection)
+
+    def __enter__(self) -> Chat:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.engine.close()
+
+    def ask(self, question: str, **answer_opts: Any) -> Any:
+        from fathom.stages.history import record_ask
+
+        answer = self.engine.ask(question, **answer_opts)
+        record_ask(self.cfg, self.target, answer)
+        return answer
+
+
+def history(cfg: Any, limit: int) -> list[dict[str, Any]]:
+    """``fathom history``: the ``limit`` most recent asks."""
+    from fathom.stages.history import History
+
+    return History(cfg.home_path() / "history.db").recent(limit)
+
+
+def stats(cfg: Any, days: float | None, slo_ms: float | None) -> dict[str, Any]:
+    """``fathom stats``: the recorded asks' statistics, over the last ``days`` when given."""
+    from fathom.stages.history import History
+
+    since = time.time() - days * 86400 if days is not None else None
+    return History(cfg.home_path() / "history.db").stats(since=since, slo_ms=slo_ms)
+
+
+def evaluate(
+    cfg: Any, opts: dict[str, Any], *, display: Display, on_rows: Display
+) -> tuple[dict[str, Any], Path]:
+    """``fathom eval``: the run ``opts`` (the command's remaining options) describe, into
+    ``--out`` or a new timestamped folder under ``eval-runs/``, with ``display`` showing the
+    ingest and ``on_rows`` the questions done; returns the summary and the run's folder."""
+    from fathom.evaluation.runner import EvalSettings, run_eval
+
+    out = opts.pop("out") or Path("eval-runs") / time.strftime("%Y%m%d-%H%M%S")
+    doc_split = opts.pop("doc_split")
+    settings = EvalSettings(
+        out=str(out),
+        strategies=opts.pop("strategies").split(","),
+        cache=not opts.pop("no_cache"),
+        doc_split=None if doc_split == "all" else doc_split,
+        **opts,
+    )
+    with display as ingest_progress, on_rows as bar:
+        return run_eval(cfg, settings, progress=ingest_progress, on_rows=bar), out
+
+
+def sweep(cfg: Any, opts: dict[str, Any], *, display: Display, on_rows: Display) -> Any:
+    """``fathom policy sweep``: the sweep ``opts`` describe, shown as ``evaluate`` shows a
+    run; returns it read back, its answer recall at the deepest budget included."""
+    from fathom.evaluation.runner import run_sweep, sweep_settings
+
+    settings = sweep_settings(**opts)
+    with display as ingest_progress, on_rows as bar:
+        return run_sweep(cfg, settings, progress=ingest_progress, on_rows=bar)
+
+
+def depth_policy(path: str | None) -> tuple[Any, Path]:
+    """``fathom policy show``: the depth policy at ``path`` (default: the shipped one) and the
+    file it was read from."""
+    from fathom.router.depth import load_policy
+    from fathom.router.forest import default_policy_path
+
+    target = Path(path) if path else default_policy_path()
+    if target.suffix == ".safetensors" and not target.is_file():
+        from fathom.router.reinforce import ReinforcePolicy
+
+        ReinforcePolicy.load(target)  # fails, naming the two files a REINFORCE policy needs
+    return load_policy(target), target
+
+
+def portfolio_info(cfg: Any, path: str) -> dict[str, Any]:
+    """``fathom portfolio show``: the portfolio a file or a name under $FATHOM_HOME/portfolios
+    names."""
+    from fathom.router.portfolio import load_portfolio
+    from fathom.router.portfolio_runtime import resolve_portfolio
+
+    return load_portfolio(resolve_portfolio(cfg, path))
+
+
+def list_collections(cfg: Any) -> tuple[list[Any], list[tuple[str, str]]]:
+    """``fathom collections list``: the readable collections' manifests, and ``(name,
+    reason)`` for each one that cannot be read."""
+    from fathom.index import collection
+
+    unreadable: list[tuple[str, str]] = []
+    manifests = collection.list_collections(cfg, unreadable)
+    return manifests, unreadable
+
+
+def collection_manifest(cfg: Any, name: str) -> dict[str, Any]:
+    """``fathom collections show``: collection ``name``'s manifest."""
+    from fathom.index.collection import Collection
+
+    return Collection.open(cfg, name).manifest.to_dict()
+
+
+def build_views(
+    cfg: Any, name: str, build: tuple[str, ...], on_built: Callable[[str, int, float], None]
+) -> list[dict[str, Any]]:
+    """``fathom collections views``: build the views ``build`` names (``all``: the default
+    views), each reported to ``on_built(view, units, seconds)``; returns the collection's
+    views."""
+    from fathom.core.errors import ConfigError
+    from fathom.index.collection import Collection
+    from fathom.index.embed import embedder_id_for, make_embedder
+    from fathom.index.views import DEFAULT_VIEWS, build_view, list_views
+
+    coll = Collection.open(cfg, name)
+    specs = {v.name: v for v in DEFAULT_VIEWS}
+    wanted = list(specs) if "all" in build else list(build)
+    unknown = [w for w in wanted if w not in specs]
+    if unknown:
+        raise ConfigError(f"unknown views {unknown}: one of {', '.join(specs)} or all")
+    embedder = None
+    for w in wanted:
+        if specs[w].granularity == "sentences" and embedder is None:
+            coll = Collection.open(cfg, name, expect_embedder=embedder_id_for(cfg.embedder))
+            # As ingest embedded the collection: its model at its precision.
+            embedder = make_embedder(
+                dataclasses.replace(cfg.embedder, precision=coll.manifest.embedder_precision),
+                cfg.models_path(),
+            )
+        t = time.perf_counter()
+        view = build_view(coll, specs[w], embedder)
+        on_built(w, len(view), time.perf_counter() - t)
+    return list_views(coll)

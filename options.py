@@ -1,0 +1,239 @@
+"""The pieces ``fathom.cli`` builds its commands from: a parameter type, the options several
+commands share, the option sets of ``ask``/``chat`` and of ``eval``, and the configuration key
+each of those options overrides.
+
+Only click and the standard library are imported, so ``--help`` stays instant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+class IntList(click.ParamType):
+    """Comma-separated integers (``0,1,2``), each at least ``low``; anything else is a usage
+    error (exit 2)."""
+
+    name = "N,N,..."
+
+    def __init__(self, low: int | None = None) -> None:
+        self.low = low
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
+        if isinstance(value, list):
+            return value
+        out: list[int] = []
+        for item in str(value).split(","):
+            if not item.strip():
+                continue
+            try:
+                number = int(item)
+            except ValueError:
+                self.fail(f"{item.strip()!r} in {value!r} is not an integer", param, ctx)
+            if self.low is not None and number < self.low:
+                self.fail(f"{number} in {value!r} is below {self.low}", param, ctx)
+            out.append(number)
+        if not out:
+            self.fail(f"{value!r}: give at least one integer", param, ctx)
+        return out
+
+
+def stack(*decorators: Decorator) -> Decorator:
+    """One decorator for ``decorators``, as if they were written one above the other."""
+
+    def apply(fn: Callable[..., Any]) -> Callable[..., Any]:
+        for decorator in reversed(decorators):
+            fn = decorator(fn)
+        return fn
+
+    return apply
+
+
+def generator_option(**extra: Any) -> Decorator:
+    """``--generator``: the answer backend (``generator.backend``)."""
+    backends = ["auto", "llamacpp", "ollama", "openai", "huggingface", "extractive"]
+    return click.option("--generator", type=click.Choice(backends), default=None, **extra)
+
+
+def deadline_option(whose: str, taken: str) -> Decorator:
+    return click.option(
+        "--deadline-ms",
+        type=click.FloatRange(min=0),
+        default=None,
+        help=f"End-to-end time budget for {whose} (generator.deadline_ms): llama.cpp and "
+        f"transformers stop generating when {taken} has taken this long (the report says the "
+        "answer was cut).",
+    )
+
+
+def password_option(help_text: str) -> Decorator:
+    """``--password``, for encrypted PDFs (or ``FATHOM_PDF_PASSWORD``)."""
+    return click.option("--password", default=None, envvar="FATHOM_PDF_PASSWORD", help=help_text)
+
+
+# What `ask` and `chat` take besides their arguments.
+ASK_OPTIONS = stack(
+    click.option(
+        "--k",
+        "k",
+        type=click.IntRange(0, 200),
+        default=None,
+        help="Fix the retrieval depth (0 = answer without retrieval).",
+    ),
+    generator_option(help="Answer backend."),
+    click.option("--model", default=None, help="Generator model (name, GGUF path, …)."),
+    click.option("--embedder", default=None, help="Embedding model name or path."),
+    click.option(
+        "--budget-tokens",
+        type=click.IntRange(0),
+        default=None,
+        help="Context budget in the generator's tokens (default: the query type's).",
+    ),
+    click.option("--no-rerank", is_flag=True, help="Skip the reranker."),
+    deadline_option("the answer", "the ask"),
+    click.option(
+        "--policy",
+        default=None,
+        help="Depth policy: a policy file, 'strategy', or 'auto' (the shipped learned policy "
+        "when present). --k overrides it.",
+    ),
+    click.option(
+        "--portfolio",
+        default=None,
+        help="Retrieve through a retriever portfolio (`fathom portfolio build`): a file or a "
+        "name under FATHOM_HOME/portfolios.",
+    ),
+    click.option(
+        "--portfolio-mode",
+        type=click.Choice(["fuse", "select"]),
+        default=None,
+        help="fuse: the chosen members' results ranked together; select: one answer per member, "
+        "the generator picks or merges them. Default fuse.",
+    ),
+    click.option(
+        "--portfolio-ell",
+        type=click.IntRange(1),
+        default=None,
+        help="How many portfolio members the router runs per question (default 2).",
+    ),
+)
+
+# The ask options that override a configuration key, in the order they are applied.
+ASK_CONFIG = (
+    "deadline_ms",
+    "policy",
+    "portfolio",
+    "portfolio_mode",
+    "portfolio_ell",
+    "generator",
+    "model",
+    "embedder",
+    "budget_tokens",
+)
+
+
+DEADLINE_ROWS = deadline_option("every row", "the row")
+
+# The documents an evaluation, a sweep or a portfolio build reads: files or a collection.
+DOCUMENTS = stack(
+    click.option("--docs", default=None, help="Documents: file, folder, or docs.jsonl."),
+    click.option(
+        "--collection", "-c", default=None, help="An existing collection instead of --docs."
+    ),
+)
+
+QUESTIONS = click.option("--questions", required=True, help="Questions: JSONL or a BEIR folder.")
+
+# What `eval` takes to describe a run (its `--json` aside).
+EVAL_OPTIONS = stack(
+    DOCUMENTS,
+    click.option(
+        "--questions",
+        default=None,
+        help="Questions: JSONL (qid, question, answers, doc_ids) or a BEIR folder.",
+    ),
+    click.option("--qrels", default=None, help="A BEIR qrels TSV for a JSONL question file."),
+    click.option(
+        "--strategies",
+        default="none,fixed:1,fixed:2,fixed:4,fixed:8,gap,threshold:p50",
+        show_default=True,
+        help="Comma-separated: none, fixed:K, gap[:A-B], threshold:pNN[:K], strategy, "
+        "forest[:FILE][@C|@lambda=L], reinforce:FILE, utility:FILE[@PRESET]; +fb adds the "
+        "feedback loop.",
+    ),
+    click.option("--baseline", default=None, help="Strategy the others are compared with."),
+    generator_option(help="Answer backend."),
+    click.option("--model", default=None, help="Generator model (name, GGUF path, …)."),
+    click.option(
+        "--judge",
+        type=click.Choice(["contains", "f1", "qrels", "recall"]),
+        default="contains",
+        show_default=True,
+        help="What `quality` is: gold answer in the answer, token F1, nDCG@10 by qrels, or "
+        "answer recall (a gold answer in the context: retrieval alone).",
+    ),
+    click.option("--slo-ms", type=click.FloatRange(min=0, min_open=True), default=None),
+    DEADLINE_ROWS,
+    click.option("--limit", type=click.IntRange(1), default=None, help="Evaluate this many."),
+    click.option("--fit-size", type=click.IntRange(1), default=200, show_default=True),
+    click.option("--seed", type=int, default=0, show_default=True),
+    click.option("--bootstrap", type=click.IntRange(100), default=2000, show_default=True),
+    click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True),
+    click.option(
+        "--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True
+    ),
+    click.option("--ray-address", default=None, help="A Ray cluster (default: local Ray)."),
+    click.option("--no-cache", is_flag=True, help="Do not reuse cached generations."),
+    click.option(
+        "--split",
+        "doc_split",
+        type=click.Choice(["all", "train", "test"]),
+        default="all",
+        show_default=True,
+        help="Only questions on this half of the documents (split by document id).",
+    ),
+    click.option("--split-seed", type=int, default=0, show_default=True),
+    click.option(
+        "--portfolio",
+        default=None,
+        help="Retrieve through this retriever portfolio (file or name) for every strategy.",
+    ),
+    click.option("--portfolio-mode", type=click.Choice(["fuse", "select"]), default=None),
+    click.option("--portfolio-ell", type=click.IntRange(1), default=None),
+    click.option(
+        "--out", "out", type=click.Path(path_type=Path), default=None, help="Output folder."
+    ),
+)
+
+# The eval options that override a configuration key, in the order they are applied.
+EVAL_CONFIG = ("generator", "model", "deadline_ms", "portfolio", "portfolio_mode", "portfolio_ell")
+
+# The configuration key each option overrides; a value of None leaves the configured one.
+CONFIG_KEYS = {
+    "generator": "generator.backend",
+    "model": "generator.model",
+    "deadline_ms": "generator.deadline_ms",
+    "embedder": "embedder.name",
+    "budget_tokens": "compress.budget_tokens",
+    "policy": "retrieval.policy",
+    "portfolio": "retrieval.portfolio",
+    "portfolio_mode": "retrieval.portfolio_mode",
+    "portfolio_ell": "retrieval.portfolio_ell",
+}
+
+
+def overrides(opts: dict[str, Any], *names: str) -> dict[str, Any]:
+    """The options ``names``, taken out of ``opts``, as configuration overrides (in that
+    order, the order they are applied and checked in)."""
+    return {CONFIG_KEYS[name]: opts.pop(name) for name in names}
+
+
+def answer_options(opts: dict[str, Any]) -> dict[str, Any]:
+    """What the ask options left in ``opts`` ask of the Engine: a fixed depth, no reranker."""
+    return {"k": opts["k"], "rerank": False if opts["no_rerank"] else None}
