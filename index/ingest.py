@@ -10,8 +10,6 @@ the manifest as failed, with the reason, and the rest of the batch goes on.
 from __future__ import annotations
 
 import os
-import re
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -20,27 +18,19 @@ from typing import TYPE_CHECKING, Any
 
 from fathom.core.base import Chunk, Document
 from fathom.core.errors import IndexMismatchError, ParseError
-from fathom.index.collection import (
-    check_name,
-    collections_root,
-    embed_input,
-    fathom_version,
-    now_stamp,
+from fathom.index.collection import check_name, collections_root, embed_input
+from fathom.index.generation import (
+    Pending,
+    assemble_generation,
+    collect_garbage,
+    embedder_precision,
+    max_generation,
+    write_generation,
 )
-from fathom.index.locks import READERS, remove_unread, writer_lock
-from fathom.index.manifest import (
-    FORMAT_VERSION,
-    DocEntry,
-    Manifest,
-    file_sha256,
-    fsync_dir,
-    read_manifest,
-    write_manifest,
-)
-from fathom.index.store import ChunkStore, write_chunks
+from fathom.index.locks import writer_lock
+from fathom.index.manifest import DocEntry, Manifest, file_sha256, read_manifest
 
 if TYPE_CHECKING:
-    import numpy as np
     from fathom.core.base import Chunker, Embedder
     from fathom.core.config import Config
 
@@ -82,14 +72,6 @@ class IngestReport:
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "files": [f.__dict__ for f in self.files],
         }
-
-
-@dataclass
-class _Pending:
-    """A document parsed and chunked in this run, waiting for its vectors."""
-
-    entry: DocEntry
-    chunks: list[Chunk]
 
 
 def _iter_inputs(
@@ -188,7 +170,7 @@ def ingest(
         if old is not None and not run.changed(dropped):
             # A writer killed after its commit but before its clean-up left the previous
             # generation behind; nothing else would ever remove it.
-            _collect_garbage(directory, keep=old.data_dir_name)
+            collect_garbage(directory, keep=old.data_dir_name)
             report.generation = old.generation
             report.total_chunks = old.n_chunks
             timings["total"] = time.perf_counter() - t0
@@ -205,16 +187,17 @@ def ingest(
         report.embedded_chunks = len(new_chunks)
 
         t2 = time.perf_counter()
-        generation = (old.generation if old else _max_generation(directory)) + 1
+        generation = (old.generation if old else max_generation(directory)) + 1
         report.generation = generation
-        manifest, chunks, vectors = _assemble(
-            cfg, name, generation, old, old_dir, run, new_vecs, embedder, chunker_params
-        )
-        _write_generation(directory, manifest, chunks, vectors, cfg, emit)
+        manifest, chunks, vectors = assemble_generation(
+            cfg, name, generation, old, old_dir, run.kept, run.pending, run.failed, new_vecs,
+            embedder, chunker_params,
+        )  # fmt: skip
+        write_generation(directory, manifest, chunks, vectors, cfg, emit)
         timings["write"] = time.perf_counter() - t2
         report.committed = True
         report.total_chunks = manifest.n_chunks
-        _collect_garbage(directory, keep=manifest.data_dir_name)
+        collect_garbage(directory, keep=manifest.data_dir_name)
     timings["total"] = time.perf_counter() - t0
     report.seconds = timings
     emit("done", committed=True)
@@ -244,7 +227,7 @@ class _Run:
         }
         self.report = IngestReport(collection=name, generation=0, committed=False)
         self.kept: dict[str, DocEntry] = {}  # path -> reused entry (rows refer to the old store)
-        self.pending: list[_Pending] = []
+        self.pending: list[Pending] = []
         self.failed: list[DocEntry] = []
         # Content already indexed (doc_id → path): a copy is skipped, in this run or against a
         # document an earlier run indexed that this one keeps (not under the paths, still there).
@@ -313,7 +296,7 @@ class _Run:
             self.failed.append(entry)
             self._result(doc.path, "failed", entry.error)
             return
-        self.pending.append(_Pending(entry, chunks))
+        self.pending.append(Pending(entry, chunks))
         self._result(doc.path, "ok", pages=len(doc.pages), chunks=len(chunks))
 
     def read_inputs(self) -> None:
@@ -438,11 +421,6 @@ def _check_compatible(
         )
 
 
-def embedder_precision(embedder: Embedder) -> str:
-    """The ``embedder.precision`` an embedder (or the one a wrapper such as Ray's holds) runs."""
-    return getattr(getattr(embedder, "inner", embedder), "precision", "fp32")
-
-
 def _embed_all(embedder: Embedder, chunks: list[Chunk], cfg: Config, emit: Progress):
     import numpy as np
 
@@ -457,145 +435,6 @@ def _embed_all(embedder: Embedder, chunks: list[Chunk], cfg: Config, emit: Progr
         parts.append(embedder.embed(texts[start : start + step]))
         emit("embedded", done=min(start + step, len(texts)), total=len(texts))
     return np.concatenate(parts, axis=0)
-
-
-def _assemble(
-    cfg: Config,
-    name: str,
-    generation: int,
-    old: Manifest | None,
-    old_dir: Path | None,
-    run: _Run,
-    new_vecs: np.ndarray,
-    embedder: Embedder,
-    chunker_params: dict[str, Any],
-) -> tuple[Manifest, list[Chunk], np.ndarray]:
-    """Order documents by path, copy kept rows from the old generation, stack the vectors."""
-    import numpy as np
-    from fathom.index.dense import DenseIndex
-
-    kept, pending, failed = run.kept, run.pending, run.failed
-
-    old_chunks: list[Chunk] = []
-    old_dense = None
-    if kept and old_dir is not None:
-        old_store = ChunkStore(old_dir)
-        old_chunks = old_store.all()
-        old_store.close()
-        old_dense = DenseIndex.load(old_dir)
-    new_offsets: dict[str, int] = {}
-    pos = 0
-    for p in pending:
-        new_offsets[p.entry.path] = pos
-        pos += len(p.chunks)
-    by_path: dict[str, tuple[DocEntry, str]] = {k: (v, "old") for k, v in kept.items()}
-    by_path.update({p.entry.path: (p.entry, "new") for p in pending})
-    pending_by_path = {p.entry.path: p for p in pending}
-
-    chunks: list[Chunk] = []
-    vec_parts: list[np.ndarray] = []
-    entries: list[DocEntry] = []
-    row = 0
-    for path in sorted(by_path):
-        entry, origin = by_path[path]
-        if origin == "old":
-            s, e = entry.rows
-            doc_chunks = old_chunks[s:e]
-            assert old_dense is not None
-            vec_parts.append(old_dense.vectors(s, e))
-        else:
-            doc_chunks = pending_by_path[path].chunks
-            s = new_offsets[path]
-            vec_parts.append(new_vecs[s : s + len(doc_chunks)])
-        entry = DocEntry.from_dict({**entry.__dict__, "rows": (row, row + len(doc_chunks))})
-        entries.append(entry)
-        chunks.extend(doc_chunks)
-        row += len(doc_chunks)
-    entries.extend(sorted(failed, key=lambda d: d.path))
-    dim = embedder.dim
-    vectors = (
-        np.concatenate(vec_parts, axis=0).astype(np.float32, copy=False)
-        if vec_parts
-        else np.zeros((0, dim), dtype=np.float32)
-    )
-    now = now_stamp()
-    manifest = Manifest(
-        name=name,
-        generation=generation,
-        fathom_version=fathom_version(),
-        embedder_id=embedder.id,
-        embedder_precision=embedder_precision(embedder),
-        embedder_dim=dim,
-        embed_title_prefix=cfg.embedder.title_prefix,
-        chunker=chunker_params,
-        dense={},
-        bm25={},
-        n_chunks=len(chunks),
-        documents=entries,
-        created=old.created if old else now,
-        updated=now,
-        format_version=FORMAT_VERSION,
-    )
-    return manifest, chunks, vectors
-
-
-def _write_generation(
-    directory: Path,
-    manifest: Manifest,
-    chunks: list[Chunk],
-    vectors: np.ndarray,
-    cfg: Config,
-    emit: Progress,
-) -> None:
-    from fathom.index.dense import DenseIndex
-    from fathom.index.sparse import Bm25Index
-
-    emit("writing", chunks=len(chunks))
-    final = directory / manifest.data_dir_name
-    tmp = directory / f".tmp-{manifest.data_dir_name}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    write_chunks(tmp, chunks)
-    (tmp / READERS).touch()
-    dense = DenseIndex.build(vectors, cfg.index)
-    dense.save(tmp)
-    texts = [embed_input(c, manifest.embed_title_prefix) for c in chunks]
-    bm25 = Bm25Index.build(texts, cfg.index)
-    bm25.save(tmp)
-    manifest.dense = dense.params(cfg.index)
-    manifest.bm25 = bm25.params(cfg.index)
-    for f in tmp.rglob("*"):
-        if f.is_file():
-            with open(f, "rb") as fh:
-                os.fsync(fh.fileno())
-    fsync_dir(tmp / Bm25Index.DIR)
-    fsync_dir(tmp)
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)
-    fsync_dir(directory)
-    write_manifest(directory, manifest)  # the commit point
-
-
-def _max_generation(directory: Path) -> int:
-    best = 0
-    if directory.is_dir():
-        for child in directory.iterdir():
-            m = re.match(r"^gen-(\d+)$", child.name)
-            if m:
-                best = max(best, int(m.group(1)))
-    return best
-
-
-def _collect_garbage(directory: Path, keep: str) -> None:
-    """Remove generations and temporary builds other than ``keep`` (caller holds the writer
-    lock). A generation a reader still has open is left for a later ingest."""
-    for child in directory.iterdir():
-        if child.name == keep or not child.is_dir():
-            continue
-        if child.name.startswith(".tmp-"):
-            shutil.rmtree(child, ignore_errors=True)
-        elif child.name.startswith("gen-"):
-            remove_unread(child)
 
 
 def ingest_paths(
