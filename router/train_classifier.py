@@ -222,14 +222,7 @@ def train(
         from fathom.index.embed import SentenceTransformerEmbedder
 
         embedder = SentenceTransformerEmbedder("all-MiniLM-L6-v2")
-    questions, labels = load_examples(data_path)
-    y = np.asarray([CLASSES.index(t) for t in labels], dtype=np.int64)
-    counts = np.bincount(y, minlength=len(CLASSES))
-    if counts.min() < folds:
-        raise FathomError(
-            f"{data_path}: every type needs at least {folds} examples for {folds}-fold "
-            f"cross-validation (counts: {dict(zip(CLASSES, counts.tolist(), strict=True))})"
-        )
+    questions, y, counts = _load_classes(data_path, folds)
     embeddings = np.asarray(embedder.embed(questions), dtype=np.float64)
     dim = embeddings.shape[1]
     x = build_features(questions, embeddings)
@@ -237,19 +230,7 @@ def train(
     fit = {"iterations": iterations, "embedding_dim": dim, "embedding_scale": embedding_scale}
 
     # Outer folds score the whole procedure, including the choice of l2 on the inner folds.
-    outer = stratified_folds(y, folds, seed)
-    pred = np.empty_like(y)
-    chosen = []
-    for f in range(folds):
-        test = outer == f
-        lam = (
-            l2
-            if l2 is not None
-            else _select_l2(x[~test], y[~test], n_classes, l2_grid, folds - 1, seed + 1 + f, **fit)
-        )
-        chosen.append(lam)
-        w, b = fit_logreg(x[~test], y[~test], n_classes, lam, **fit)
-        pred[test] = _predict(x[test], w, b)
+    pred, chosen = _nested_cv(x, y, n_classes, l2, l2_grid, folds, seed, **fit)
     cv_acc = float((pred == y).mean())
     final_l2 = l2 if l2 is not None else _select_l2(x, y, n_classes, l2_grid, folds, seed, **fit)
     weights, bias = fit_logreg(x, y, n_classes, final_l2, **fit)
@@ -289,6 +270,54 @@ def train(
     if out_path is not None:
         write_policy(policy, Path(out_path))
     return policy
+
+
+def _load_classes(data_path: Path, folds: int) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The questions of ``data_path``, their class indices (in ``CLASSES`` order) and each
+    class's count; an error when a class has too few examples for ``folds``-fold
+    cross-validation."""
+    import numpy as np
+
+    questions, labels = load_examples(data_path)
+    y = np.asarray([CLASSES.index(t) for t in labels], dtype=np.int64)
+    counts = np.bincount(y, minlength=len(CLASSES))
+    if counts.min() < folds:
+        raise FathomError(
+            f"{data_path}: every type needs at least {folds} examples for {folds}-fold "
+            f"cross-validation (counts: {dict(zip(CLASSES, counts.tolist(), strict=True))})"
+        )
+    return questions, y, counts
+
+
+def _nested_cv(
+    x: np.ndarray,
+    y: np.ndarray,
+    n_classes: int,
+    l2: float | None,
+    l2_grid: Sequence[float],
+    folds: int,
+    seed: int,
+    **fit: Any,
+) -> tuple[np.ndarray, list[float]]:
+    """Out-of-fold predictions of a stratified ``folds``-fold split, and the l2 each fold was
+    fitted with: ``l2``, or when None the one chosen from ``l2_grid`` by an inner
+    ``(folds - 1)``-fold split of the fold's training part."""
+    import numpy as np
+
+    outer = stratified_folds(y, folds, seed)
+    pred = np.empty_like(y)
+    chosen = []
+    for f in range(folds):
+        test = outer == f
+        lam = (
+            l2
+            if l2 is not None
+            else _select_l2(x[~test], y[~test], n_classes, l2_grid, folds - 1, seed + 1 + f, **fit)
+        )
+        chosen.append(lam)
+        w, b = fit_logreg(x[~test], y[~test], n_classes, lam, **fit)
+        pred[test] = _predict(x[test], w, b)
+    return pred, chosen
 
 
 def write_policy(policy: dict[str, Any], path: Path) -> None:
