@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     import numpy as np
     from fathom.core.base import Embedder
     from fathom.core.config import Config
+    from fathom.index.dense import DenseIndex
 
 Progress = Callable[..., None]
 
@@ -69,15 +70,8 @@ def assemble_generation(
     the failed and skipped entries the manifest keeps.
     """
     import numpy as np
-    from fathom.index.dense import DenseIndex
 
-    old_chunks: list[Chunk] = []
-    old_dense = None
-    if kept and old_dir is not None:
-        old_store = ChunkStore(old_dir)
-        old_chunks = old_store.all()
-        old_store.close()
-        old_dense = DenseIndex.load(old_dir)
+    old_chunks, old_dense = _read_old(old_dir) if kept else ([], None)
     new_offsets: dict[str, int] = {}
     pos = 0
     for p in pending:
@@ -113,25 +107,54 @@ def assemble_generation(
         if vec_parts
         else np.zeros((0, dim), dtype=np.float32)
     )
+    manifest = _new_manifest(
+        cfg, name, generation, old, embedder, chunker_params, len(chunks), entries
+    )
+    return manifest, chunks, vectors
+
+
+def _read_old(old_dir: Path | None) -> tuple[list[Chunk], DenseIndex | None]:
+    """The chunks and the dense index of the old generation in ``old_dir`` (none without one)."""
+    from fathom.index.dense import DenseIndex
+
+    if old_dir is None:
+        return [], None
+    old_store = ChunkStore(old_dir)
+    old_chunks = old_store.all()
+    old_store.close()
+    return old_chunks, DenseIndex.load(old_dir)
+
+
+def _new_manifest(
+    cfg: Config,
+    name: str,
+    generation: int,
+    old: Manifest | None,
+    embedder: Embedder,
+    chunker_params: dict[str, Any],
+    n_chunks: int,
+    entries: list[DocEntry],
+) -> Manifest:
+    """The manifest of generation ``generation``; its index parameters are filled in when the
+    indexes are written (``write_generation``)."""
     now = now_stamp()
-    manifest = Manifest(
+    return Manifest(
         name=name,
         generation=generation,
         fathom_version=fathom_version(),
         embedder_id=embedder.id,
         embedder_precision=embedder_precision(embedder),
-        embedder_dim=dim,
+        embedder_dim=embedder.dim,
         embed_title_prefix=cfg.embedder.title_prefix,
         chunker=chunker_params,
         dense={},
         bm25={},
-        n_chunks=len(chunks),
+        n_chunks=n_chunks,
         documents=entries,
         created=old.created if old else now,
         updated=now,
         format_version=FORMAT_VERSION,
     )
-    return manifest, chunks, vectors
 
 
 def write_generation(
