@@ -9,62 +9,22 @@ built-in abbreviations alone: Punkt's statistics mean nothing on a few sentences
 Lines are respected where the cleaned text keeps them on purpose: a table row (cells joined by
 `` | ``) is always one unit and never split, every line of a table block is its own unit, and a
 list item ("- x", "2) x") starts a new unit. Other newlines are ordinary whitespace to Punkt.
+
+NLTK (``chunking.punkt``) is imported on the first real split, not with this module. Ingestion
+stores each chunk's ``split_sentences`` with the chunk, and query-time stages read them through
+``chunk_sentences``, so answering from a collection never loads NLTK.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import os
 import re
-import sys
-import types
 from functools import lru_cache
 from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING
 
-
-def _import_punkt() -> types.ModuleType:
-    """``nltk.tokenize.punkt`` without running ``nltk/__init__``.
-
-    NLTK's package init imports scipy.stats, its taggers, chunkers and corpora readers: 3.6 s
-    on a 2-core machine, against a cold ``fathom ask`` of 0.9 s in all. Punkt needs none of
-    it. Stand-in parent packages let the submodule import alone (about 0.08 s); they are removed
-    afterwards, so a later ``import nltk`` still runs the real init.
-
-    Training and splitting go through Punkt's public classes (``PunktTrainer``,
-    ``PunktParameters``, ``PunktSentenceTokenizer``, with the ``lang_vars`` and ``token_cls``
-    they take). ``_LanguageVars`` and ``_Token`` below match NLTK's own fixed patterns with the
-    stdlib ``re`` instead of NLTK's regex-under-a-timeout: on a 40,000-word text that trains in
-    0.46 s instead of 1.15 s and splits in 293 ms instead of 844 ms, into the same sentences.
-    """
-    if "nltk.tokenize.punkt" in sys.modules or "nltk" in sys.modules:
-        return importlib.import_module("nltk.tokenize.punkt")
-    spec = importlib.util.find_spec("nltk")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError("nltk is not installed (pip install -e .)")
-    root = next(iter(spec.submodule_search_locations))
-    stubs = {}
-    for name, path in (("nltk", root), ("nltk.tokenize", os.path.join(root, "tokenize"))):
-        stub = types.ModuleType(name)
-        stub.__path__ = [path]
-        stub.__package__ = name
-        sys.modules[name] = stub
-        stubs[name] = stub
-    try:
-        return importlib.import_module("nltk.tokenize.punkt")
-    finally:
-        for name, stub in stubs.items():
-            if sys.modules.get(name) is stub:
-                del sys.modules[name]
-
-
-_punkt = _import_punkt()
-PunktLanguageVars = _punkt.PunktLanguageVars
-PunktParameters = _punkt.PunktParameters
-PunktSentenceTokenizer = _punkt.PunktSentenceTokenizer
-PunktToken = _punkt.PunktToken
-PunktTrainer = _punkt.PunktTrainer
+if TYPE_CHECKING:
+    from fathom.core.base import Chunk
+    from nltk.tokenize.punkt import PunktParameters
 
 # Lower case, without the final period (Punkt's form); internal periods stay ("e.g", "u.s").
 BUILTIN_ABBREVIATIONS: frozenset[str] = frozenset(
@@ -94,68 +54,12 @@ _LIST_ITEM = re.compile(r"\s*(?:[-*+•▪◦●‣–]|\d{1,3}[.)]|[a-zA-Z][.)]
 _NON_SPACE = re.compile(r"\S")
 
 
-def _stdlib(pattern: Any) -> re.Pattern[str]:
-    """``pattern`` (an ``re`` or ``nltk.redos`` pattern) recompiled with the stdlib ``re``."""
-    flags = getattr(pattern, "flags", 0) & (re.IGNORECASE | re.MULTILINE | re.VERBOSE)
-    return re.compile(pattern.pattern, flags | re.UNICODE)
-
-
-class _LanguageVars(PunktLanguageVars):
-    """NLTK's English Punkt rules, matched with the stdlib ``re``.
-
-    NLTK >= 3.9.2 runs every pattern through ``nltk.redos`` (the ``regex`` engine under a
-    timeout), which makes Punkt several times slower. These are NLTK's own fixed patterns, linear
-    on any input, so that backstop buys nothing here.
-    """
-
-    __slots__ = ()
-    re_boundary_realignment = _stdlib(PunktLanguageVars.re_boundary_realignment)
-
-    def _word_tokenizer_re(self) -> re.Pattern[str]:
-        return _nltk_patterns()[0]
-
-    def period_context_re(self) -> re.Pattern[str]:
-        return _nltk_patterns()[1]
-
-
-@lru_cache(maxsize=1)
-def _nltk_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
-    """NLTK's word-tokenizer and period-context patterns, recompiled once per process."""
-    nltk_vars = PunktLanguageVars()
-    return _stdlib(nltk_vars._word_tokenizer_re()), _stdlib(nltk_vars.period_context_re())
-
-
-_RE_NON_PUNCT = re.compile(r"[^\W\d]")
-
-
-class _Token(PunktToken):
-    """``PunktToken`` with NLTK's property patterns matched by the stdlib ``re``."""
-
-    __slots__ = ()
-    _RE_ELLIPSIS = _stdlib(PunktToken._RE_ELLIPSIS)
-    _RE_NUMERIC = _stdlib(PunktToken._RE_NUMERIC)
-    _RE_INITIAL = _stdlib(PunktToken._RE_INITIAL)
-    _RE_ALPHA = _stdlib(PunktToken._RE_ALPHA)
-
-    @property
-    def is_non_punct(self) -> re.Match[str] | None:
-        return _RE_NON_PUNCT.search(self.type)
-
-
-def _builtin_params() -> PunktParameters:
-    params = PunktParameters()
-    params.abbrev_types.update(BUILTIN_ABBREVIATIONS)
-    return params
-
-
 @lru_cache(maxsize=16)
 def _trained_params(sample: str) -> PunktParameters:
     """Punkt parameters learned from ``sample`` plus the built-in abbreviations (cached)."""
-    trainer = PunktTrainer(lang_vars=_LanguageVars(), token_cls=_Token)
-    trainer.train(sample, finalize=True)
-    params = trainer.get_params()
-    params.abbrev_types.update(BUILTIN_ABBREVIATIONS)
-    return params
+    from fathom.chunking.punkt import trained_params
+
+    return trained_params(sample, BUILTIN_ABBREVIATIONS)
 
 
 class SentenceSplitter:
@@ -163,11 +67,12 @@ class SentenceSplitter:
     paragraph with ``spans``."""
 
     def __init__(self, params: PunktParameters | None = None) -> None:
-        self._tokenizer = PunktSentenceTokenizer(
-            params if params is not None else _builtin_params(),
-            lang_vars=_LanguageVars(),
-            token_cls=_Token,
-        )
+        # NLTK loads when text is first split, not on import.
+        from fathom.chunking.punkt import builtin_params, tokenizer
+
+        if params is None:
+            params = builtin_params(BUILTIN_ABBREVIATIONS)
+        self._tokenizer = tokenizer(params)
 
     @classmethod
     def trained_on(cls, text: str, max_chars: int = TRAIN_CHARS) -> SentenceSplitter:
@@ -253,7 +158,18 @@ def _trimmed(text: str, a: int, b: int, split: bool) -> list[tuple[int, int, boo
 
 def split_sentences(text: str) -> list[tuple[int, int]]:
     """Sentence spans into ``text`` (covering all its non-whitespace), Punkt trained on ``text``."""
+    if not text or text.isspace():
+        return []
     return list(_split_cached(text))
+
+
+def chunk_sentences(chunk: Chunk) -> list[tuple[int, int]]:
+    """The sentence spans of ``chunk.text``: those stored with it at ingestion (the
+    ``split_sentences`` of its text), else split now — a chunk of a collection written before
+    chunks carried their sentences, or one made outside a collection."""
+    if chunk.sentences is not None:
+        return list(chunk.sentences)
+    return split_sentences(chunk.text)
 
 
 @lru_cache(maxsize=8192)

@@ -114,6 +114,9 @@ class Chunk:
     ordinal: int
     title: str = ""
     source_id: str = ""
+    # Sentence spans ``(start, end)`` into ``text``, stored at ingestion; None when unknown
+    # (a collection written before chunks carried them, or a chunk made outside a collection).
+    sentences: tuple[tuple[int, int], ...] | None = field(default=None, compare=False)
 
     @staticmethod
     def make_id(doc_id: str, char_start: int, char_end: int) -> str:
@@ -140,11 +143,15 @@ class Chunk:
             "ordinal": self.ordinal,
             "title": self.title,
             "source_id": self.source_id,
+            **({} if self.sentences is None else {"sentences": [list(s) for s in self.sentences]}),
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Chunk:
-        return cls(**d)
+        spans = d.get("sentences")
+        if spans is None:
+            return cls(**d)
+        return cls(**{**d, "sentences": tuple((int(a), int(b)) for a, b in spans)})
 
 
 def source_id(chunk: Chunk) -> str:
@@ -334,6 +341,8 @@ class Generator(Protocol):
     selection: str  # why ``auto`` chose this backend ("" when configured)
     supports_deadline: bool  # generate() holds to ``time_budget_ms``
     keeps_prompt_cache: bool  # a prompt's state carries over to the next until forget()
+    language_model: bool  # answers are written by a model (False: quoted from the sources)
+    concurrent_requests: bool  # several requests are answered at once (a server)
     template_source: str  # where a GGUF's chat template came from when it has none ("")
 
     @property

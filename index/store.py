@@ -1,11 +1,14 @@
 """The chunk store: ``chunks.jsonl`` (row i = vector i) plus ``chunks.offsets.npy``.
 
 Readers memory-map the file and parse only the rows they need, so opening a collection does not
-parse every chunk.
+parse every chunk. Every row written carries its chunk's sentence spans (``sentences``), so the
+query-time stages that work sentence by sentence never run the splitter; rows of an older
+store, which lack them, are split when read by those stages, and get them when next written.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import mmap
 import os
@@ -13,6 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
+from fathom.chunking.sentences import split_sentences
 from fathom.core.base import Chunk
 
 CHUNKS = "chunks.jsonl"
@@ -25,6 +29,8 @@ def write_chunks(directory: Path, chunks: Iterable[Chunk]) -> int:
     with open(directory / CHUNKS, "wb") as fh:
         pos = 0
         for chunk in chunks:
+            if chunk.sentences is None:
+                chunk = dataclasses.replace(chunk, sentences=tuple(split_sentences(chunk.text)))
             line = json.dumps(chunk.to_dict(), ensure_ascii=False).encode("utf-8") + b"\n"
             fh.write(line)
             pos += len(line)

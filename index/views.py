@@ -72,13 +72,13 @@ def views_dir(collection: Collection) -> Path:
 def _units_sentences(
     chunks: list[Chunk], window: int, stride: int
 ) -> tuple[list[list[int]], list[int], list[int]]:
-    from fathom.chunking.sentences import split_sentences
+    from fathom.chunking.sentences import chunk_sentences
 
     rows: list[list[int]] = []
     starts: list[int] = []
     ends: list[int] = []
     for row, chunk in enumerate(chunks):
-        spans = split_sentences(chunk.text) or [(0, len(chunk.text))]
+        spans = chunk_sentences(chunk) or [(0, len(chunk.text))]
         last = max(1, len(spans) - window + 1)
         for i in range(0, last, stride):
             group = spans[i : i + window]

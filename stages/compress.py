@@ -158,17 +158,31 @@ def mmr_order(rel: np.ndarray, sim: np.ndarray, lam: float) -> list[int]:
 def join_sentences(text: str, spans: list[tuple[int, int]], keep: list[int]) -> str:
     """The kept sentences (indices into ``spans``) in order: runs of adjacent sentences keep
     the original text between them, gaps become " … "."""
+    return joined_sentences(text, spans, keep)[0]
+
+
+def joined_sentences(
+    text: str, spans: list[tuple[int, int]], keep: list[int]
+) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """``join_sentences`` with the kept sentences' spans into the joined text."""
     keep = sorted(keep)
     pieces: list[str] = []
+    out: list[tuple[int, int]] = []
+    at = 0  # length of the joined text so far
     run_start = prev = keep[0]
     for i in [*keep[1:], None]:
         if i is not None and i == prev + 1:
             prev = i
             continue
-        pieces.append(text[spans[run_start][0] : spans[prev][1]])
+        if pieces:
+            at += len(ELLIPSIS)
+        base = spans[run_start][0]
+        out += [(at + a - base, at + b - base) for a, b in spans[run_start : prev + 1]]
+        pieces.append(text[base : spans[prev][1]])
+        at += len(pieces[-1])
         if i is not None:
             run_start = prev = i
-    return ELLIPSIS.join(pieces)
+    return ELLIPSIS.join(pieces), tuple(out)
 
 
 class ContextCompressor:
@@ -285,10 +299,10 @@ class ContextCompressor:
         scores: np.ndarray,
         counts: list[int],
         target: int | None = None,
-    ) -> tuple[str, int, int]:
+    ) -> tuple[str, int, int, tuple[tuple[int, int], ...]]:
         """The best sentences of ``text`` (up to ``target`` tokens, default
         ``sentence_select_over``; at least one) in original order: ``(text, sentences removed,
-        tokens kept)``.
+        tokens kept, the kept sentences' spans into that text)``.
 
         ``spans``, ``scores`` and ``counts`` give each sentence's span, relevance and tokens.
         """
@@ -303,8 +317,9 @@ class ContextCompressor:
             keep.append(i)
             total += counts[i]
         if len(keep) == len(spans):
-            return text, 0, total
-        return join_sentences(text, spans, keep), len(spans) - len(keep), total
+            return text, 0, total, tuple(spans)
+        joined, kept_spans = joined_sentences(text, spans, keep)
+        return joined, len(spans) - len(keep), total, kept_spans
 
     def _condense_many(
         self,
@@ -319,18 +334,18 @@ class ContextCompressor:
         Condensing a chunk depends only on the query and the chunk's text, so results are kept
         for the next call: a feedback round re-fits the previous round's chunks and more.
         """
-        from fathom.chunking.sentences import split_sentences
+        from fathom.chunking.sentences import chunk_sentences
 
         memo = self._condensed
         if len(memo) > 4096:
             memo.clear()
         limit = self.sentence_select_over if target is None else target
         todo = [i for i in which if (query, hits[i].chunk.text, limit) not in memo]
-        spans = {i: split_sentences(hits[i].chunk.text) for i in todo}
+        spans = {i: chunk_sentences(hits[i].chunk) for i in todo}
         multi = [i for i in todo if len(spans[i]) > 1]
         for i in todo:
             if i not in multi:
-                memo[(query, hits[i].chunk.text, limit)] = ("", 0, 0)
+                memo[(query, hits[i].chunk.text, limit)] = ("", 0, 0, ())
         if multi:
             sentences = [[hits[i].chunk.text[s:e] for s, e in spans[i]] for i in multi]
             flat_counts = self.count_tokens([s for sents in sentences for s in sents])
@@ -344,9 +359,9 @@ class ContextCompressor:
                 )
         out: dict[int, tuple[Hit, int]] = {}
         for i in which:
-            text, removed, tokens = memo[(query, hits[i].chunk.text, limit)]
+            text, removed, tokens, kept = memo[(query, hits[i].chunk.text, limit)]
             if removed:
-                out[i] = (_with_text(hits[i], text), tokens)
+                out[i] = (_with_text(hits[i], text, kept), tokens)
                 stats.chunks_condensed += 1
                 stats.sentences_removed += removed
         return out
@@ -357,12 +372,12 @@ class ContextCompressor:
         """``hit`` cut at a sentence boundary so its rendered source (``header`` tokens without
         text) fits ``room`` tokens, with the number of sentences removed; ``None`` when fewer
         than ``MIN_TRUNCATED_TOKENS`` of text would fit."""
-        from fathom.chunking.sentences import split_sentences
+        from fathom.chunking.sentences import chunk_sentences
 
         if room - header < self.MIN_TRUNCATED_TOKENS:
             return None
         text = hit.chunk.text
-        spans = split_sentences(text)
+        spans = chunk_sentences(hit.chunk)
         if len(spans) < 2:
             return None
         counts = self.count_tokens([text[s:e] for s, e in spans])
@@ -372,7 +387,7 @@ class ContextCompressor:
             total += counts[k]
             k += 1
         while k > 0:
-            cut = _with_text(hit, text[: spans[k - 1][1]] + " …")
+            cut = _with_text(hit, text[: spans[k - 1][1]] + " …", tuple(spans[:k]))
             if self.count_tokens([render_block(n, cut, self.framing)])[0] <= room:
                 kept_tokens = sum(counts[:k])
                 if kept_tokens < self.MIN_TRUNCATED_TOKENS:
@@ -504,9 +519,11 @@ def _shingles_of(w: list[str], k: int = 3) -> set[tuple[str, ...]]:
     return set(zip(*(w[j:] for j in range(k)), strict=False))
 
 
-def _with_text(hit: Hit, text: str) -> Hit:
-    """A new hit whose chunk carries ``text`` (same id, pages and section)."""
-    return dataclasses.replace(hit, chunk=dataclasses.replace(hit.chunk, text=text))
+def _with_text(hit: Hit, text: str, sentences: tuple[tuple[int, int], ...] | None = None) -> Hit:
+    """A new hit whose chunk carries ``text`` (same id, pages and section) and the sentence
+    spans ``sentences`` into it (None: unknown)."""
+    chunk = dataclasses.replace(hit.chunk, text=text, sentences=sentences)
+    return dataclasses.replace(hit, chunk=chunk)
 
 
 def context_budget(gen: Any, settings: Any, question: str, wanted: int) -> int:

@@ -260,12 +260,15 @@ class EmbeddingReranker:
         self.vectors = vectors
         self.name = "embedding" if embedder is not None else "lexical"
 
-    def units(self, text: str, whole: bool = True) -> list[str]:
+    def units(
+        self, text: str, whole: bool = True, spans: list[tuple[int, int]] | None = None
+    ) -> list[str]:
         """The sentence units of one chunk (at most ``max_sentences``) plus, with ``whole``,
-        the whole text."""
+        the whole text; ``spans`` are its sentences when known (else ``text`` is split)."""
         from fathom.chunking.sentences import split_sentences
 
-        spans = split_sentences(text)
+        if spans is None:
+            spans = split_sentences(text)
         if len(spans) > self.max_sentences:
             size = math.ceil(len(spans) / self.max_sentences)
             spans = [
@@ -278,9 +281,14 @@ class EmbeddingReranker:
         return out or [text]
 
     def scores(
-        self, query: str, texts: list[str], text_vectors: np.ndarray | None = None
+        self,
+        query: str,
+        texts: list[str],
+        text_vectors: np.ndarray | None = None,
+        spans: list[list[tuple[int, int]]] | None = None,
     ) -> list[float]:
-        """Blended relevance of each text to ``query`` (see the class docstring)."""
+        """Blended relevance of each text to ``query`` (see the class docstring); ``spans``,
+        when given, are each text's sentences."""
         import numpy as np
 
         if not texts:
@@ -292,7 +300,10 @@ class EmbeddingReranker:
         if self.embedder is None:
             return lexical.tolist()
         stored = text_vectors is not None and len(text_vectors) == len(texts)
-        units = [self.units(t, whole=not stored) for t in texts]
+        units = [
+            self.units(t, whole=not stored, spans=spans[i] if spans is not None else None)
+            for i, t in enumerate(texts)
+        ]
         owner = np.repeat(np.arange(len(texts)), [len(u) for u in units])
         vecs = self.embedder.embed([u for us in units for u in us])
         qvec = np.asarray(self.embedder.embed_query(query), dtype=np.float32).reshape(-1)
@@ -307,8 +318,26 @@ class EmbeddingReranker:
         """``hits`` re-ordered by the blended score (new Hit objects)."""
         if not hits:
             return []
+        from fathom.chunking.sentences import chunk_sentences
+
         stored = self.vectors(hits) if self.vectors is not None else None
-        return _reordered(hits, self.scores(query, [h.chunk.text for h in hits], stored))
+        texts = [h.chunk.text for h in hits]
+        spans = [chunk_sentences(h.chunk) for h in hits]
+        return _reordered(hits, self.scores(query, texts, stored, spans))
+
+
+def rerank_behind(reranker: Reranker, question: str, hits: list[Hit], n: int) -> list[Hit]:
+    """The first ``n`` of ``hits`` reranked, then the rest, never reranked, scored just below
+    the head's lowest in their order: their fused scores are on another scale, and the
+    compressor orders sources by score."""
+    head, tail = reranker.rerank(question, hits[:n]), hits[n:]
+    if not head or not tail:
+        return head + tail
+    floor = min(h.score for h in head)
+    step = 1e-6 * max(1.0, abs(floor))
+    return head + [
+        dataclasses.replace(h, score=floor - step * i) for i, h in enumerate(tail, start=1)
+    ]
 
 
 # ---------------------------------------------------------------------------------------------

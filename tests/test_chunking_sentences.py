@@ -155,3 +155,94 @@ def test_spans_cover_all_non_whitespace_in_order(parts) -> None:
         assert not _NON_SPACE.search(text, pos, a)  # nothing skipped between spans
         pos = b
     assert not _NON_SPACE.search(text, pos)
+
+
+def test_importing_the_splitter_does_not_import_nltk() -> None:
+    """NLTK's package init costs seconds; it loads on the first real split, not on import."""
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, json\n"
+        "from fathom.chunking.sentences import chunk_sentences, split_sentences\n"
+        "before = 'nltk' in sys.modules\n"
+        "split_sentences('One. Two.')\n"
+        "print(json.dumps([before, 'nltk' in sys.modules]))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1]) == [False, True]
+
+
+def test_chunk_sentences_reads_the_stored_spans_and_splits_only_without_them() -> None:
+    from fathom.chunking.sentences import chunk_sentences
+    from fathom.core.base import Chunk
+
+    text = "First point here. Second point there."
+    bare = Chunk("c", "d", text, 0, len(text), 1, 1, "", 8, 0)
+    assert chunk_sentences(bare) == split_sentences(text) == [(0, 17), (18, 37)]
+    stored = Chunk("c", "d", text, 0, len(text), 1, 1, "", 8, 0, sentences=((0, 37),))
+    assert chunk_sentences(stored) == [(0, 37)]  # what was stored, not a fresh split
+    assert stored == bare  # the spans are derived data: equality is the chunk's
+    assert Chunk.from_dict(stored.to_dict()).sentences == ((0, 37),)
+    assert "sentences" not in bare.to_dict() and Chunk.from_dict(bare.to_dict()).sentences is None
+
+
+def test_word_pattern_is_nltks_own() -> None:
+    """``chunking.punkt`` matches NLTK's English word pattern with the stdlib ``re``; if NLTK
+    changes the pattern, this fails and the copy must follow."""
+    from fathom.chunking.punkt import WORD_TOKENIZER
+    from nltk.tokenize.punkt import PunktLanguageVars
+
+    def normalised(pattern: str) -> str:
+        # NLTK builds its non-word class from set(sent_end_chars): "?!" or "!?" by process.
+        return pattern.replace(r"!\?]", r"\?!]")
+
+    nltk_pattern = PunktLanguageVars()._word_tokenizer_re().pattern
+    assert normalised(WORD_TOKENIZER) == normalised(nltk_pattern)
+    assert r"\?!]" in normalised(nltk_pattern)
+
+
+SAMPLE = (
+    'Dr. Smith arrived at 3 p.m. on Jan. 5. He said: "It works!" Then he left... '
+    "The U.S. team (led by Prof. Jones) won 3.5 to 2. Why? Nobody knew. "
+    "See Fig. 2 and Sect. 4.1 for details; e.g. the 2nd trial -- which failed -- is "
+    "described there. Items: a. one. b. two. 'Quoted.' Done."
+)
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_splits_like_stock_nltk_punkt(train: bool) -> None:
+    """The stdlib-``re`` language variables and tokens give NLTK's own sentence boundaries."""
+    from fathom.chunking import punkt
+    from fathom.chunking.sentences import BUILTIN_ABBREVIATIONS
+    from nltk.tokenize.punkt import PunktSentenceTokenizer, PunktTrainer
+
+    text = " ".join([SAMPLE, FILLER] * 40)
+    if train:
+        stock_trainer = PunktTrainer()
+        stock_trainer.train(text, finalize=True)
+        stock_params = stock_trainer.get_params()
+        stock_params.abbrev_types.update(BUILTIN_ABBREVIATIONS)
+        ours = punkt.trained_params(text, BUILTIN_ABBREVIATIONS)
+        assert ours.abbrev_types == stock_params.abbrev_types
+        assert ours.collocations == stock_params.collocations
+        assert ours.sent_starters == stock_params.sent_starters
+    else:
+        stock_params = punkt.builtin_params(BUILTIN_ABBREVIATIONS)
+        ours = punkt.builtin_params(BUILTIN_ABBREVIATIONS)
+    stock = list(PunktSentenceTokenizer(stock_params).span_tokenize(text))
+    assert list(punkt.tokenizer(ours).span_tokenize(text)) == stock
+    assert len(stock) > 40
+
+
+def test_token_types_are_nltks() -> None:
+    from fathom.chunking.punkt import Token
+    from nltk.tokenize.punkt import PunktToken
+
+    for tok in ["3.5", "-2,000.", "Fig.", "U.S.", "...", "e.g.", "x", "42nd", ".5", "Über", "1-2"]:
+        ours, stock = Token(tok), PunktToken(tok)
+        assert ours.type == stock.type
+        for prop in ("is_ellipsis", "is_number", "is_initial", "is_alpha", "is_non_punct"):
+            assert bool(getattr(ours, prop)) == bool(getattr(stock, prop)), (tok, prop)

@@ -301,6 +301,20 @@ def test_join_sentences_marks_gaps() -> None:
     assert join_sentences(text, spans, [2]) == "Three."
 
 
+
+def test_condensed_text_carries_the_spans_of_its_sentences() -> None:
+    """A condensed chunk's sentences are the kept ones, found again in the joined text, so the
+    stages after compression read them without splitting again."""
+    from fathom.stages.compress import joined_sentences
+
+    text = "One. Two.  Three. Four. Five."
+    spans = [(0, 4), (5, 9), (11, 17), (18, 23), (24, 29)]
+    for keep in ([0, 1, 3], [4], [1, 2, 4], [0, 4], [0, 1, 2, 3, 4]):
+        joined, kept = joined_sentences(text, spans, keep)
+        assert joined == join_sentences(text, spans, keep)
+        assert [joined[a:b] for a, b in kept] == [text[a:b] for a, b in (spans[i] for i in keep)]
+
+
 def test_sentence_selection_by_term_overlap() -> None:
     count = minilm_counter()
     comp = ContextCompressor(count, sentence_select_over=30)

@@ -35,11 +35,13 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from fathom.core.base import Draft, Hit
+from fathom.chunking.tokens import WordCounter
+from fathom.core.base import Chunk, Draft, Hit
 from fathom.core.config import GeneratorConfig
 from fathom.core.words import ANSWER_WORD, QUESTION_STOPWORDS, answer_terms, normalise
 from fathom.stages.generate.base import BaseGenerator
 
+_WORDS = WordCounter()
 NO_ANSWER = "I don't know — the sources do not answer this."
 MIN_COVERAGE = 0.6
 MIN_OWN = 0.3
@@ -48,11 +50,9 @@ CONTEXT_WEIGHT = 0.5
 KEEP_RATIO = 0.75
 MAX_SENTENCES = 3
 BONUS = 0.2
-TOKENS_PER_WORD = 1.3  # as chunking.tokens.WordCounter: word pieces per word of English
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _CAPITALISED = re.compile(r"\b[A-Z][\w-]*")
-_ANY_WORD = re.compile(r"\w+|[^\w\s]")
 _INJECTION = re.compile(
     r"\b(?:ignore|disregard|forget|override)\b.{0,40}?"
     r"\b(?:instructions?|prompts?|rules|above|previous|prior|sources?|context|documents?)\b"
@@ -64,21 +64,27 @@ _INJECTION = re.compile(
 _PARAGRAPH = re.compile(r"\S(?:.*\S)?(?:\n(?!\s*\n).*\S)*")
 
 
-@lru_cache(maxsize=4096)
-def _sentences(text: str) -> tuple[tuple[str, frozenset[str], frozenset[str], bool], ...]:
+def _sentences(chunk: Chunk) -> tuple[tuple[str, frozenset[str], frozenset[str], bool], ...]:
     """``(sentence, terms, words and numbers as written, quotable)`` for each sentence of a
     chunk, paragraph by paragraph, minus those that read as instructions to a model. A short
-    paragraph without final punctuation is a heading: context for what follows, never quoted.
-    Cached: Punkt costs ~1 ms per chunk."""
-    from fathom.chunking.sentences import split_sentences
+    paragraph without final punctuation is a heading: context for what follows, never quoted."""
+    from fathom.chunking.sentences import chunk_sentences
 
+    return _parsed(chunk.text, tuple(chunk_sentences(chunk)))
+
+
+@lru_cache(maxsize=4096)
+def _parsed(
+    text: str, spans: tuple[tuple[int, int], ...]
+) -> tuple[tuple[str, frozenset[str], frozenset[str], bool], ...]:
+    """``_sentences`` of ``text`` with sentence ``spans``, each cut at paragraph breaks."""
     out = []
     for para in _PARAGRAPH.finditer(text):
         body = para.group()
         heading = len(body.split()) <= 12 and not body.rstrip().endswith((".", "!", "?", ":"))
-        for a, b in split_sentences(body):
+        for a, b in _clipped(spans, para.start(), para.end()):
             # Compression marks dropped sentences with "…"; it is not part of a quote.
-            sentence = " ".join(body[a:b].split()).strip(" …")
+            sentence = " ".join(text[a:b].split()).strip(" …")
             if sentence and not _INJECTION.search(sentence):
                 written = frozenset(ANSWER_WORD.findall(sentence)) | frozenset(
                     _NUMBER.findall(sentence)
@@ -87,6 +93,17 @@ def _sentences(text: str) -> tuple[tuple[str, frozenset[str], frozenset[str], bo
                 quotable = not heading and not sentence.endswith("?")
                 out.append((sentence, answer_terms(sentence), written, quotable))
     return tuple(out)
+
+
+def _clipped(spans: tuple[tuple[int, int], ...], start: int, end: int) -> list[tuple[int, int]]:
+    """The parts of ``spans`` inside ``[start, end)`` (a sentence that runs across a paragraph
+    break is two there), in order."""
+    out = []
+    for a, b in spans:
+        a, b = max(a, start), min(b, end)
+        if a < b:
+            out.append((a, b))
+    return out
 
 
 _WH_HEAD = re.compile(
@@ -114,7 +131,7 @@ def _key_terms(question: str) -> set[str]:
 @lru_cache(maxsize=16384)
 def estimate_words(text: str) -> int:
     """Word-based token estimate (the extractive backend has no tokenizer)."""
-    return math.ceil(len(_ANY_WORD.findall(text)) * TOKENS_PER_WORD)
+    return _WORDS.count([text])[0]
 
 
 class ExtractiveGenerator(BaseGenerator):
@@ -124,6 +141,7 @@ class ExtractiveGenerator(BaseGenerator):
     a language model would get, so traces stay comparable across backends."""
 
     name = "extractive"
+    language_model = False
 
     def __init__(self, cfg: GeneratorConfig | None = None) -> None:
         super().__init__(cfg or GeneratorConfig())
@@ -134,7 +152,7 @@ class ExtractiveGenerator(BaseGenerator):
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         """Word-based estimate: words and punctuation marks × 1.3, rounded up."""
-        return [estimate_words(t) for t in texts]
+        return _WORDS.count(texts)
 
     def select(self, question: str, hits: list[Hit]) -> list[tuple[float, int, str]]:
         """The chosen ``(score, source number, sentence)``, best first; empty for no answer."""
@@ -145,7 +163,7 @@ class ExtractiveGenerator(BaseGenerator):
         for n, hit in enumerate(hits, start=1):
             heading = answer_terms(hit.chunk.section) if hit.chunk.section else frozenset()
             previous: frozenset[str] = frozenset()
-            for pos, parts in enumerate(_sentences(hit.chunk.text)):
+            for pos, parts in enumerate(_sentences(hit.chunk)):
                 sentences.append((n, pos, *parts, heading | previous))
                 previous = parts[1]
         if not sentences:
@@ -199,7 +217,7 @@ class ExtractiveGenerator(BaseGenerator):
         t0 = time.perf_counter()
         quoted: list[tuple[int, str]] = []
         for n, hit in enumerate(hits, start=1):
-            lead = [s for s, _, _, quotable in _sentences(hit.chunk.text) if quotable]
+            lead = [s for s, _, _, quotable in _sentences(hit.chunk) if quotable]
             quoted += [(n, sentence) for sentence in lead[:per_source]]
         return self._quote("Summarize the sources.", hits, quoted, on_token, t0)
 
