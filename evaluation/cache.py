@@ -115,6 +115,7 @@ class CachingGenerator:
 
     def close(self) -> None:
         self._db.close()
+        self.inner.close()
 
 
 def _draft_json(d: Draft) -> str:

@@ -15,6 +15,7 @@ from fathom.core.base import source_id
 from fathom.evaluation.cache import CachingGenerator
 from fathom.evaluation.strategies import StrategySpec, make_policy, parse_strategies
 from fathom.ingestion.questions import Question
+from fathom.router.depth import probe_depth
 
 MIN_SUPPORT = 0.35  # a sentence counts as supported from this support score (as attribution)
 RANKED_DOCS = 100
@@ -46,7 +47,7 @@ def _source_id(hit: Any) -> str:
 
 
 def eval_abstained(answer: Any) -> bool:
-    """Whether the answer abstains, by ``metrics.is_abstention`` on its text; an answer the
+    """Whether the answer abstains, by ``judges.is_abstention`` on its text; an answer the
     deadline cut to nothing did not abstain (it said nothing), so it earns no credit on an
     unanswerable question."""
     cut = any(n.startswith("answer cut at") for n in getattr(answer.trace, "notices", ()))
@@ -75,7 +76,7 @@ def _row(
     ranked = list(dict.fromkeys(_source_id(h) for h in prepared.probe.hits))[:RANKED_DOCS]
     if not spec.retrieves:
         ranked = []
-    # The eval's own abstention rule on the answer text (metrics.is_abstention), not the
+    # The eval's own abstention rule on the answer text (judges.is_abstention), not the
     # feedback scorer's narrower one: the scores must not depend on the feedback settings.
     abstained = eval_abstained(answer)
     golds = list(q.answers)
@@ -152,14 +153,13 @@ class QuestionWorker:
         self.cache: CachingGenerator | None = None
         # The extractive answerer is deterministic and takes milliseconds: nothing to save,
         # and a cached quote would outlive a change to its code.
-        if run.get("cache", True) and gen.name != "extractive":
-            from fathom.evaluation.cache import CachingGenerator
-            from fathom.index.collection import fathom_version
+        if run.get("cache", True) and gen.language_model:
+            from fathom import __version__
 
             gen = self.cache = CachingGenerator(
                 gen,
                 cfg.home_path() / "cache" / "generations.db",
-                {**config_fingerprint(cfg)["generator"], "fathom": fathom_version()},
+                {**config_fingerprint(cfg)["generator"], "fathom": __version__},
             )
         self.generator = gen
         self.engine = Engine(cfg, run["collection"], generator=gen)
@@ -174,11 +174,8 @@ class QuestionWorker:
         if not specs:
             return []
         retrieve = any(s.retrieves for s in specs)
-        depth = max((s.k or 0 for s in specs if s.kind in ("fixed", "threshold")), default=0)
-        depth = max([depth, *(s.k_max for s in specs if s.kind == "gap")])
-        # A learned policy's probe goes as deep as its deepest budget, as at ask time.
-        policies = [self.policies[s.name][0] for s in specs]
-        depth = max([depth, *(p.deepest_k for p in policies if p is not None)])
+        # One probe serves every strategy: as deep as the deepest of them, by ask's rule.
+        depth = max(probe_depth(k, policy) for policy, k in (self.policies[s.name] for s in specs))
         prepared = self.engine.prepare(q.question, retrieve=retrieve, depth=depth)
         features = None
         if self.run.get("features") and retrieve:

@@ -4,7 +4,8 @@ Every policy has the same ``decide(question, probe, qtype, *, type_probs, qvec)`
 ``Decision`` (k, policy name, reason, per-action scores), so learned policies (the forest,
 REINFORCE, utility bundles) drop in beside these rules; a policy reads what it needs of the
 query-type probabilities and the query vector. ``deepest_k`` is how deep the probe must go for
-the policy's features (0: the default probe depth).
+the policy to see every hit it may keep or read (0: the default probe depth); ``probe_depth``
+is the one rule ``ask`` and the eval worker follow.
 """
 
 from __future__ import annotations
@@ -84,12 +85,11 @@ class ScoreGapDepth:
     fused scores when no hit has a dense score. The fused order's top k are then kept.
     """
 
-    deepest_k = 0
-
     def __init__(self, k_min: int = 1, k_max: int = 20) -> None:
         if not 1 <= k_min <= k_max:
             raise ConfigError(f"gap depth range {k_min}–{k_max}: need 1 ≤ k_min ≤ k_max")
         self.k_min, self.k_max = k_min, k_max
+        self.deepest_k = k_max
         self.name = "gap" if (k_min, k_max) == (1, 20) else f"gap:{k_min}-{k_max}"
 
     def decide(
@@ -119,6 +119,15 @@ class ScoreGapDepth:
         )
 
 
+def probe_depth(k: int | None, policy: Any | None) -> int:
+    """How deep to probe for an answer at fixed depth ``k``, else by ``policy`` (None: the
+    strategy default): ``k``, else the policy's ``deepest_k``; 0 means the default depth. A
+    learned policy's features were computed on a probe as deep as its deepest budget."""
+    if k:
+        return k
+    return policy.deepest_k if policy is not None else 0
+
+
 def top_similarity(probe: Probe) -> float:
     """The probe's best dense cosine (its best BM25 score when no hit has a dense score);
     0.0 without hits. Fused RRF scores only encode ranks, so gates read this instead."""
@@ -136,12 +145,11 @@ class ScoreThresholdDepth:
     (``fit``), so ``threshold:p50`` retrieves for the better-matched half.
     """
 
-    deepest_k = 0
-
     def __init__(self, threshold: float, k: int = 4, percentile: float | None = None) -> None:
         if k < 1:
             raise ConfigError(f"threshold gate k = {k}: must be ≥ 1")
         self.threshold, self.k, self.percentile = float(threshold), k, percentile
+        self.deepest_k = k
         label = f"p{percentile:g}" if percentile is not None else f"{threshold:g}"
         self.name = f"threshold:{label}" + (f":{k}" if k != 4 else "")
 

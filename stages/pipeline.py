@@ -25,18 +25,14 @@ from fathom.index.targets import resolve_target
 from fathom.stages.deadline import AnswerClock
 from fathom.stages.generate.prompt import render_sources
 from fathom.stages.history import record_ask
-from fathom.stages.records import Answer, Prepared, Trace, price
-from fathom.stages.select import rerank_behind
+from fathom.stages.records import Answer, Prepared, Trace, elapsed_ms, price
+from fathom.stages.rerank import rerank_behind
 
 if TYPE_CHECKING:
     from fathom.core.config import Config
 
 Progress = Callable[..., None]
 TokenSink = Callable[[str], None]
-
-
-def _ms(t0: float) -> float:
-    return (time.perf_counter() - t0) * 1000
 
 
 class Engine:
@@ -55,6 +51,7 @@ class Engine:
         self.retriever = retriever_for(cfg, self.collection, self.embedder)
         self.clock = AnswerClock(cfg.generator)
         self._generator = generator
+        self._owns_generator = generator is None  # made here, so closed here
         self._policy: Any = False  # not loaded yet (None: the strategy default)
         self._portfolio: Any = False  # not loaded yet (None: no portfolio configured)
         self._sparse = None  # BM25-only retriever for further hops
@@ -178,14 +175,14 @@ class Engine:
         t = time.perf_counter()
         qvec = self.embedder.embed_query(question)
         embedding_tokens = self._count_embedding_tokens([question])
-        stages["embed"] = _ms(t)
+        stages["embed"] = elapsed_ms(t)
 
         t = time.perf_counter()
         classifier = self.classifier  # built first: it says whether it embeds on its own
         own = self._classifier_embeds  # its own embedder: not the collection's vector
         qtype, probs = classifier.classify(question, embedding=None if own else qvec)
         strategy = strategy_for(qtype, question)
-        stages["classify"] = _ms(t)
+        stages["classify"] = elapsed_ms(t)
 
         hops: list[str] = []
         portfolio = None
@@ -194,15 +191,15 @@ class Engine:
             depth = probe_depth(strategy.k_max, self.cfg.rerank.candidates, depth)
             t = time.perf_counter()
             probe = self.retriever.probe(question, depth, qvec=qvec)
-            stages["probe"] = _ms(t)
+            stages["probe"] = elapsed_ms(t)
             if self.portfolio() is not None:
                 t = time.perf_counter()
                 portfolio = self._portfolio_lists(question, qvec, probe, probs, depth)
-                stages["portfolio"] = _ms(t)
+                stages["portfolio"] = elapsed_ms(t)
             if strategy.iterative:
                 t = time.perf_counter()
                 probe = self._hops(question, probe, depth, strategy.max_hops, hops)
-                stages["hop"] = _ms(t)
+                stages["hop"] = elapsed_ms(t)
         return Prepared(
             question=question,
             qvec=qvec,
@@ -262,11 +259,10 @@ class Engine:
         on_event: Progress | None = None,
     ) -> Answer:
         """Answer ``question``; ``k`` fixes the depth, else ``policy``, else the strategy."""
+        from fathom.router.depth import probe_depth
+
         configured = self.depth_policy() if k is None and policy is None else None
-        # The probe goes as deep as the deepest budget the policy may choose (its features were
-        # computed on a probe that deep when it was trained).
-        chosen = policy or configured
-        depth = k or (chosen.deepest_k if chosen is not None else 0)
+        depth = probe_depth(k, policy or configured)
         prepared = self.prepare(question, retrieve=k != 0, depth=depth)
         # The configured depth policy, unless the question asks about the whole document: no
         # depth covers that, and the strategy's map-reduce reads every section instead.
@@ -320,7 +316,7 @@ class Engine:
             qvec=prepared.qvec,
         )
         trace.decision = decision
-        trace.add_ms("decide", _ms(t))
+        trace.add_ms("decide", elapsed_ms(t))
         emit("decision", decision=decision, query_type=prepared.query_type)
 
         # Rerank the candidates, then the context budget.
@@ -411,7 +407,7 @@ class Engine:
         if memo is None:  # the same for every depth: rerank once per prepared question
             t = time.perf_counter()
             n = self.cfg.rerank.candidates
-            memo = (rerank_behind(reranker, prepared.question, candidates, n), _ms(t))
+            memo = (rerank_behind(reranker, prepared.question, candidates, n), elapsed_ms(t))
             prepared.memo["rerank"] = memo
         trace.add_ms("rerank", memo[1])
         return list(memo[0]), True
@@ -478,6 +474,12 @@ class Engine:
                 f"feedback stopped at k = {result.k}: k = {result.stopped_at} gives the "
                 f"generator the same sources (the {budget}-token context budget is full), so "
                 "regenerating would repeat the same prompt",
+                "feedback stopped",
+            )
+        elif result.stopped == "deadline":
+            trace.notice(
+                f"feedback stopped at k = {result.k} (confidence {result.conf.score:.2f}): a "
+                f"round at k = {result.stopped_at} would end past the answer deadline",
                 "feedback stopped",
             )
         if result.k != decision.k:
@@ -548,14 +550,14 @@ class Engine:
             )
         # Sources whose reading would already pass the deadline are left out.
         kept = self.clock.readable(question, kept, until, trace)
-        trace.add_ms("compress", _ms(t))
+        trace.add_ms("compress", elapsed_ms(t))
         trace.tokens["context"] = self._context_tokens(kept)
         t = time.perf_counter()
         if escalated and on_token is not None:
             on_token("\n")
         timing = self.clock.time_budget(trace, until) if deadline else {}
         draft = self.generator.generate(question, kept, on_token=on_token, **timing)
-        trace.add_ms("generate", _ms(t))
+        trace.add_ms("generate", elapsed_ms(t))
         self.clock.note_cut(draft, trace)
         trace.add_generation(draft)
         t = time.perf_counter()
@@ -571,7 +573,7 @@ class Engine:
                 f"{draft.model} cited no sources; Fathom attributed each answer sentence to "
                 "its best-supporting source"
             )
-        after = _ms(t)
+        after = elapsed_ms(t)
         trace.add_ms("feedback", after)
         self.clock.scored(after)
         source = self.generator.template_source
@@ -600,7 +602,10 @@ class Engine:
         )
 
     def close(self) -> None:
+        """Close the collection and the generator this engine made (not one it was given)."""
         self.collection.close()
+        if self._owns_generator and self._generator is not None:
+            self._generator.close()
 
 
 def ask(
@@ -623,7 +628,7 @@ def ask(
     """
     t0 = time.perf_counter()
     name = collection or resolve_target(cfg, target, progress=progress, rebuild=rebuild)
-    resolve_ms = _ms(t0)
+    resolve_ms = elapsed_ms(t0)
     engine = Engine(cfg, name)
     try:
         answer = engine.ask(

@@ -4,6 +4,7 @@ docs/answer.schema.json)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +12,11 @@ from fathom.core.base import Citation, Decision, Draft, Hit, Probe
 
 if TYPE_CHECKING:
     from fathom.core.config import Config
+
+
+def elapsed_ms(t0: float) -> float:
+    """Milliseconds since ``t0`` (a ``time.perf_counter()`` reading), as stages report them."""
+    return (time.perf_counter() - t0) * 1000
 
 
 @dataclass

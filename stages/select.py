@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from fathom.core.base import Hit
 from fathom.core.citations import parse_citations, renumber_citations
 from fathom.stages.deadline import DEADLINE_NOTICES
-from fathom.stages.records import Trace
+from fathom.stages.records import Trace, elapsed_ms
+from fathom.stages.rerank import rerank_behind
 
 if TYPE_CHECKING:
     from fathom.core.base import Compressor, Generator, Reranker
@@ -29,22 +30,6 @@ if TYPE_CHECKING:
 GenerateRound = Callable[..., tuple[list[Hit], Any, Any]]
 # A member's answer: (member name, sources used, draft, confidence).
 Candidate = tuple[str, list[Hit], Any, Any]
-
-
-def _ms(t0: float) -> float:
-    return (time.perf_counter() - t0) * 1000
-
-
-def rerank_behind(reranker: Reranker, question: str, hits: list[Hit], n: int) -> list[Hit]:
-    """The first ``n`` of ``hits`` reranked, then the rest, never reranked, scored just below
-    the head's lowest in their order: their fused scores are on another scale, and the
-    compressor orders sources by score."""
-    head, tail = reranker.rerank(question, hits[:n]), hits[n:]
-    if not head or not tail:
-        return head + tail
-    floor = min(h.score for h in head)
-    step = 1e-6 * max(1.0, abs(floor))
-    return head + [replace(h, score=floor - step * i) for i, h in enumerate(tail, start=1)]
 
 
 @dataclass
@@ -75,8 +60,10 @@ class PortfolioSelect:
         the same prompt again."""
         names = list(prepared.portfolio["members"]) if prepared.portfolio else []
         # A language model selects among two or more answers; else the best-supported stands.
-        selects = self.generator.name != "extractive" and len(names) > 1
-        candidates, subs = self._members(prepared, names, k, budget, trace, use_rerank, answered)
+        selects = self.generator.language_model and len(names) > 1
+        candidates, subs = self._members(
+            prepared, names, k, budget, trace, use_rerank, answered, selects
+        )
         self._merge_member_traces(names, subs, trace, selects)
         if not selects:
             best = max(range(len(candidates)), key=lambda i: candidates[i][3].score)
@@ -101,8 +88,10 @@ class PortfolioSelect:
         trace: Trace,
         use_rerank: bool,
         answered: dict[tuple[str, int], Any],
+        selects: bool,
     ) -> tuple[list[Candidate], list[Trace]]:
-        """Each member's answer from its own top ``k``, each with its own trace."""
+        """Each member's answer from its own top ``k``, each with its own trace; with
+        ``selects``, the deadline keeps a share for the model's choice among them."""
         pf = prepared.portfolio
         assert pf is not None
         question = prepared.question
@@ -120,7 +109,7 @@ class PortfolioSelect:
                 if memo is None:
                     t = time.perf_counter()
                     ranked = rerank_behind(self.reranker(), question, hits, self.rerank_candidates)
-                    memo = (ranked, _ms(t))
+                    memo = (ranked, elapsed_ms(t))
                     prepared.memo[f"rerank:{name}"] = memo
                     sub.add_ms("rerank", memo[1])  # charged once, not again per round
                 hits = list(memo[0])
@@ -131,10 +120,9 @@ class PortfolioSelect:
             return name, used, draft, conf
 
         subs = [Trace(question=question, collection=trace.collection) for _ in names]
-        selects = self.generator.name != "extractive" and len(names) > 1
         # The members' own traces start at zero, so each gets its window as a time.
         windows = self.clock.windows(self.clock.until(trace), len(names), len(names) + selects)
-        if self.generator.name in ("ollama", "openai") and len(names) > 1:
+        if self.generator.concurrent_requests and len(names) > 1:
             # A server answers the members' requests concurrently; a stage costs the slowest
             # member's time (they overlap).
             from concurrent.futures import ThreadPoolExecutor
@@ -199,20 +187,20 @@ class PortfolioSelect:
         # What the selection must read before the deadline: the sources and the candidates
         # (measured with the numbering before any cut, which changes only citation numbers).
         kept = self.clock.readable(selection_prompt(question, candidates, kept), kept, until, trace)
-        trace.add_ms("compress", _ms(t))
+        trace.add_ms("compress", elapsed_ms(t))
         selector = selection_prompt(question, candidates, kept)
         trace.tokens["context"] = self.context_tokens(kept)
         t = time.perf_counter()
         gen = self.generator
         timing = self.clock.time_budget(trace, until)
         draft = gen.generate(selector, kept, on_token=on_token, **timing)
-        trace.add_ms("generate", _ms(t))
+        trace.add_ms("generate", elapsed_ms(t))
         self.clock.note_cut(draft, trace)
         trace.add_generation(draft)
         draft = replace(draft, citations=parse_citations(draft.text, len(kept)))
         t = time.perf_counter()
         conf = self.scorer.score(draft, kept, self.vectors(kept))
-        trace.add_ms("feedback", _ms(t))
+        trace.add_ms("feedback", elapsed_ms(t))
         trace.add_round(k, draft, conf, len(kept))
         trace.notice(
             f"portfolio select: {gen.model} chose among the answers of "

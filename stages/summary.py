@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from fathom.core.base import Chunk, Draft, Hit
 from fathom.core.citations import strip_citations
+from fathom.stages.records import elapsed_ms
 
 if TYPE_CHECKING:
     from fathom.core.base import Compressor, Generator
@@ -30,10 +31,6 @@ if TYPE_CHECKING:
 MAX_SECTIONS = 12
 MIN_SUMMARY_WORDS = 8
 INSTRUCTION = "Summarize the main points of these sources in two sentences."
-
-
-def _ms(t0: float) -> float:
-    return (time.perf_counter() - t0) * 1000
 
 
 @dataclass
@@ -55,15 +52,15 @@ class CollectionSummary:
         """The answer to ``question`` over ``chunks()`` (the store's, in vector-row order) and
         the sources it was generated from."""
         gen = self.generator
-        held = gen.name != "extractive" and gen.supports_deadline
+        held = gen.language_model and gen.supports_deadline
         until = self.clock.until(trace) if held else None
         t = time.perf_counter()
         section_hits = self._map(sections(chunks()), budget, until, trace)
-        trace.add_ms("map", _ms(t))
+        trace.add_ms("map", elapsed_ms(t))
         t = time.perf_counter()
         fitted = self.compressor.fit(question, section_hits, budget)
         kept = self.clock.readable(question, fitted, until, trace)
-        trace.add_ms("compress", _ms(t))
+        trace.add_ms("compress", elapsed_ms(t))
         trace.tokens["context"] = self.context_tokens(kept)
         t = time.perf_counter()
         draft = gen.summarize(kept, on_token=on_token)  # no model: lead sentences per section
@@ -71,7 +68,7 @@ class CollectionSummary:
             timing = self.clock.time_budget(trace, until)
             draft = gen.generate(question, kept, on_token=on_token, **timing)
             self.clock.note_cut(draft, trace)
-        trace.add_ms("generate", _ms(t))
+        trace.add_ms("generate", elapsed_ms(t))
         trace.add_generation(draft)
         return draft, kept
 
@@ -80,7 +77,7 @@ class CollectionSummary:
     ) -> list[Hit]:
         """One source per section: its summary by the model, else its best-fitting text."""
         gen = self.generator
-        llm = gen.name != "extractive"
+        llm = gen.language_model
         per_section = max(64, budget // max(1, len(groups)))
         # A model reads up to three times its share per section (it keeps two sentences of
         # it), but never more than the section prompt's own room in the context window.

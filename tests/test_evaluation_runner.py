@@ -289,6 +289,22 @@ def test_caching_generator_counts_and_replays(tmp_path):
     gen2.close()
 
 
+def test_closing_the_cache_closes_the_generator_it_wraps(tmp_path):
+    """The eval worker closes its (caching) generator: the model or client inside is freed."""
+
+    class Closing(_Counting):
+        closed = 0
+
+        def close(self):
+            self.closed += 1
+
+    inner = Closing()
+    gen = CachingGenerator(inner, tmp_path / "c.db", {"temperature": 0.0})
+    gen.generate("q?", [])
+    gen.close()
+    assert inner.closed == 1
+
+
 def test_cache_keeps_only_generations_from_an_empty_kv_cache(tmp_path):
     """A feedback round reuses the previous round's prefix and is timed faster than the same
     prompt on its own: such a draft is not stored, so no later row replays its time."""
@@ -657,7 +673,7 @@ def test_qrels_judge_scores_the_documents_in_the_context():
     ],
 )
 def test_unanswerable_rows_read_the_abstention_from_the_answer(text, scorer_said, abstains):
-    """EM / F1 / contains on unanswerable questions follow metrics.is_abstention on the answer
+    """EM / F1 / contains on unanswerable questions follow judges.is_abstention on the answer
     text, not the feedback scorer's narrower patterns."""
     from types import SimpleNamespace as NS
 

@@ -640,3 +640,89 @@ def test_a_long_chain_gets_its_third_hop_with_new_bridges(
     first, second = (h.split("?", 1)[1].split() for h in prepared.hops)
     assert not set(second) & set(first)  # the third hop asks about new bridges
     engine.close()
+
+
+def test_answering_from_a_collection_never_loads_nltk(tmp_path: Path, extractive_cfg) -> None:
+    """Chunks carry their sentence spans, so compression, reranking and the extractive answer
+    never run the splitter at query time (NLTK's import alone costs seconds)."""
+    import subprocess
+    import sys
+
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    name = resolve_target(extractive_cfg, str(pdf))
+    code = (
+        "import sys\n"
+        "from fathom.core.config import load_config\n"
+        "from fathom.stages.pipeline import Engine\n"
+        "cfg = load_config(overrides={'generator.backend': 'extractive'})\n"
+        f"engine = Engine(cfg, {name!r})\n"
+        "for rerank in (False, True):\n"
+        "    a = engine.ask('What are documents split into?', rerank=rerank)\n"
+        "    assert 'chunks that keep their page numbers' in a.text, a.text\n"
+        "print('nltk' in sys.modules, 'fathom.chunking.punkt' in sys.modules)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "False"]
+
+
+def test_a_store_written_without_sentence_spans_answers_the_same(
+    tmp_path: Path, extractive_cfg
+) -> None:
+    """Rows of an older chunk store lack ``sentences``; they open, are split when read, and
+    give the same answer and sources as rows that carry them."""
+    import numpy as np
+    from fathom.chunking.sentences import split_sentences
+    from fathom.index.collection import Collection
+
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    name = resolve_target(extractive_cfg, str(pdf))
+    questions = ["What are documents split into?", "How are answers cited?"]
+    engine = Engine(extractive_cfg, name)
+    chunks = engine.collection.store.all()
+    assert all(c.sentences == tuple(split_sentences(c.text)) for c in chunks)
+    before = [engine.ask(q).to_dict() for q in questions]
+    directory = engine.collection.data_dir  # the current generation's files
+    engine.close()
+
+    lines = []
+    for c in chunks:
+        row = c.to_dict()
+        del row["sentences"]
+        lines.append(json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n")
+    (directory / "chunks.jsonl").write_bytes(b"".join(lines))
+    offsets = np.cumsum([0, *map(len, lines)]).astype(np.int64)
+    np.save(directory / "chunks.offsets.npy", offsets, allow_pickle=False)
+
+    assert all(c.sentences is None for c in Collection.open(extractive_cfg, name).store.all())
+    engine = Engine(extractive_cfg, name)
+    after = [engine.ask(q).to_dict() for q in questions]
+    engine.close()
+    for a, b in zip(before, after, strict=True):
+        assert a["answer"] == b["answer"] and a["sources"] == b["sources"]
+
+
+def test_an_engine_closes_the_generator_it_made_and_not_one_it_was_given(
+    tmp_path: Path, extractive_cfg
+) -> None:
+    from fathom.stages.generate.extractive import ExtractiveGenerator
+
+    class Closing(ExtractiveGenerator):
+        closed = 0
+
+        def close(self) -> None:
+            self.closed += 1
+
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    name = resolve_target(extractive_cfg, str(pdf))
+    given = Closing(extractive_cfg.generator)
+    engine = Engine(extractive_cfg, name, generator=given)
+    engine.ask("What are documents split into?")
+    engine.close()
+    assert given.closed == 0  # its owner closes it
+
+    engine = Engine(extractive_cfg, name)
+    made = Closing(extractive_cfg.generator)
+    engine._generator = made  # as if make_generator had made it
+    engine.close()
+    assert made.closed == 1

@@ -8,7 +8,8 @@ where the instructions are), runs ``_complete`` and turns its ``Completion`` int
 with the citations parsed.
 
 The abilities the engine uses are declared here with their neutral defaults, so it never has to
-ask a backend what it can do: ``supports_deadline`` (stops sampling at ``time_budget_ms``),
+ask a backend what it can do: ``language_model`` (writes its own words),
+``concurrent_requests`` (a server), ``supports_deadline`` (stops sampling at ``time_budget_ms``),
 ``expected_prefill_ms`` / ``measure_prefill`` (prompt-evaluation speed), ``summarize`` (a
 summary without a model), ``replayed_ms`` (time an evaluation cache replayed), ``forget``
 (drop cached prompt state between measured answers, where ``keeps_prompt_cache``) and
@@ -66,6 +67,12 @@ class BaseGenerator:
     # Whether a prompt's evaluated state carries over to the next one (llama.cpp's KV cache),
     # so that timings differ from a cold start until ``forget``.
     keeps_prompt_cache: ClassVar[bool] = False
+    # Whether answers are written by a language model (False: quoted from the sources), so it
+    # can choose among candidate answers and summarise a section in its own words.
+    language_model: ClassVar[bool] = True
+    # Whether the backend answers several requests at once (a server), so that portfolio
+    # members' prompts are sent together.
+    concurrent_requests: ClassVar[bool] = False
     model: str = ""
     selection: str = ""  # why ``auto`` chose this backend (make_generator sets it)
     template_source: str = ""  # where a GGUF's chat template came from, when it has none

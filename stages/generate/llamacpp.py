@@ -176,6 +176,13 @@ class LlamaCppGenerator(BaseGenerator):
             if self._llm is not None:
                 self._llm.reset()
 
+    def close(self) -> None:
+        """Free the model (its weights and KV cache); a later call loads it again."""
+        with self._lock:
+            llm, self._llm = self._llm, None
+            if llm is not None:
+                llm.close()
+
     def expected_prefill_ms(self, prompt_tokens: int) -> float | None:
         """How long evaluating a prompt of ``prompt_tokens`` should take from an empty KV
         cache, from the prompts evaluated so far (None before the first)."""

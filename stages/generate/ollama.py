@@ -55,6 +55,7 @@ class OllamaGenerator(BaseGenerator):
     """Answers with a model served by Ollama; the client is created on first use."""
 
     name = "ollama"
+    concurrent_requests = True
 
     def __init__(self, cfg: GeneratorConfig, token_counter: TokenCounter | None = None) -> None:
         super().__init__(cfg)
@@ -139,6 +140,9 @@ class OllamaGenerator(BaseGenerator):
                 if final is None:
                     raise incomplete_stream(f"Ollama at {self.host}", len("".join(pieces)))
         return "".join(pieces), final, logprobs
+
+    def close(self) -> None:
+        self._close_client()
 
     def _close_client(self) -> None:
         """Close the HTTP connections (ends a read blocked on a stream past its deadline)."""

@@ -73,6 +73,7 @@ class OpenAIGenerator(BaseGenerator):
     """Answers with a chat model behind the OpenAI API; the client is created on first use."""
 
     name = "openai"
+    concurrent_requests = True
 
     def __init__(self, cfg: GeneratorConfig) -> None:
         super().__init__(cfg)
@@ -214,6 +215,9 @@ class OpenAIGenerator(BaseGenerator):
             f"{self._where()} sent a malformed reply for model {self.model!r} ({problem}) — "
             "check that generator.base_url is an OpenAI-compatible API"
         )
+
+    def close(self) -> None:
+        self._close_client()
 
     def _close_client(self) -> None:
         """Close the HTTP connections (ends a read blocked on a stream past its deadline)."""

@@ -80,4 +80,4 @@ def refused(where: str, model: str, message: str, status: int) -> FathomError:
             f"{where}: the prompt does not fit model {model!r} ({message}) — "
             "lower compress.budget_tokens or generator.context_window"
         )
-    return FathomError(f"{where} refused the request for {model!r} (status {status}): {message}")
+    return FathomError(f"{where} refused the request for {model!r}: {message} (status {status})")
