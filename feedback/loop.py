@@ -96,7 +96,7 @@ class FeedbackLoop:
         stopped, stopped_at = "", 0
         while self.wants_deeper(conf.score, rounds, k, deepest, k_max, used):
             t = time.perf_counter()
-            new_k = self.next_depth(k, k_min, deepest)
+            new_k = self.next_depth(k, k_min, min(deepest, 2 * k_max))
             if not round_fits(k, new_k):
                 stopped, stopped_at = "deadline", new_k
                 break
