@@ -3,7 +3,7 @@
 Systems (each built from the same ``docs.jsonl`` records):
 
 - ``fathom``: ``python cli.py ingest DOCS -c NAME`` (hybrid FAISS + BM25, default semantic
-  chunker, title prefix); queried through ``stages.retrieve.open_retriever`` (its query path:
+  chunker, title prefix); queried through ``index.retrieve.open_retriever`` (its query path:
   the ONNX export of the same model) and, for cold start, ``python cli.py search``.
 - ``fathom-int8``: the same at ``embedder.precision = "int8"`` (every child process of it gets
   ``FATHOM_EMBEDDER__PRECISION=int8``; queries follow the collection's precision):
@@ -24,7 +24,7 @@ Systems (each built from the same ``docs.jsonl`` records):
 
 Measured per system and set: ingest (a subprocess each: process wall from start to exit, the
 build inside it, peak RSS of the whole process via ``wait4``), index size on disk, answer
-recall (a gold answer in the retrieved chunks' text, ``evaluation.metrics.answer_recall``) and
+recall (a gold answer in the retrieved chunks' text, ``feedback.judges.answer_recall``) and
 context tokens (MiniLM tokens of the retrieved chunk texts) at k = 1..5 on SQuAD and COVID-QA,
 Fathom at k = 1..20 so its k can be matched to each peer's mean context tokens (within 10 %),
 SciFact nDCG@10 with qrels (each system's top 100 chunks collapsed to documents), query latency

@@ -69,7 +69,7 @@ class RetrievalConfig:
     mode: Literal["dense", "bm25", "hybrid"] = "hybrid"
     k: int = 10
     # Hybrid fusion: a convex combination of min-max normalised scores, or reciprocal rank
-    # fusion (stages/retrieve.py says why convex is the default).
+    # fusion (index/retrieve.py says why convex is the default).
     fusion: Literal["convex", "rrf"] = "convex"
     dense_weight: float = 0.5  # convex: the dense list's weight; BM25 gets the rest
     rrf_k: int = 60

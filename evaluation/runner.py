@@ -26,7 +26,7 @@ import contextlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -207,12 +207,12 @@ def plan_run(
     }
     if run_path.exists():
         return _resume_run(out, identity, mutable), evaluated
-    from fathom.index.collection import fathom_version
+    from fathom import __version__
 
     run = {
         **identity,
         **mutable,
-        "fathom_version": fathom_version(),
+        "fathom_version": __version__,
         "n_questions": len(evaluated),
         "n_fit_questions": len(fit),
         "fit_qids": [q.qid for q in fit],
@@ -307,7 +307,9 @@ def _resume_run(out: Path, identity: dict[str, Any], mutable: dict[str, Any]) ->
 def _check_policies(cfg: Any, specs: list[StrategySpec]) -> None:
     """Load every learned policy the strategies name, as the workers will (with the
     configured embedder), so a missing or mismatched file is an error before anything runs."""
-    learned = [s for s in specs if s.kind in ("forest", "reinforce", "utility")]
+    from fathom.router.depth import POLICY_KINDS
+
+    learned = [s for s in specs if s.kind in POLICY_KINDS]
     if not learned:
         return
     from fathom.index.embed import embedder_id_for
@@ -411,10 +413,6 @@ def report_from_dir(out: str | Path) -> dict[str, Any]:
         raise FathomError(f"{out}: no run.json — not a `fathom eval` output folder")
     run = json.loads(run_path.read_text(encoding="utf-8"))
     return write_outputs(out, run)
-
-
-def settings_dict(settings: EvalSettings) -> dict[str, Any]:
-    return asdict(settings)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -29,6 +29,10 @@ if TYPE_CHECKING:
     import numpy as np
     from fathom.core.base import Draft, Embedder, Hit
 
+# An answer that hedges: the feedback loop deepens on it. Wider on purpose than the judges'
+# ``feedback.judges.is_abstention`` (which decides whether an eval row abstained): a draft saying
+# it "cannot find" something or has "no information about" it is worth another round, but an
+# answer merely containing those words must not be scored as an abstention.
 ABSTAIN = re.compile(
     r"\b(i\s+(?:do\s+not|don['’]t)\s+know|cannot\s+(?:be\s+)?(?:answer|determine|find)|"
     r"can['’]t\s+(?:answer|determine|find)|(?:sources?|context|documents?)\s+(?:do(?:es)?\s+not|"

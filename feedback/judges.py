@@ -20,7 +20,8 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 # Abstentions: the extractive generator's NO_ANSWER ("I don't know — the sources do not answer
 # this."), what the prompt asks LLMs to say ("say that you don't know") and their usual
 # paraphrases. Each alternative names the speaker or the sources, so that an answer merely
-# containing "not" or "no information" does not count.
+# containing "not" or "no information" does not count; the loop's hedge rule,
+# ``feedback.confidence.ABSTAIN``, is wider on purpose (it deepens on any hedge).
 _SOURCES = r"(?:sources?|context|documents?|passages?|(?:provided|given)\s+text)"
 _ABSTAIN = re.compile(
     r"\bi\s+(?:do\s+not|don['’]?t)\s+know\b"

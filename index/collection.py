@@ -47,13 +47,6 @@ if TYPE_CHECKING:
     from fathom.index.sparse import Bm25Index
 
 
-def fathom_version() -> str:
-    """The version of the Fathom that writes (recorded in manifests, policies and runs)."""
-    from fathom import __version__
-
-    return __version__
-
-
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 Progress = Callable[..., None]
@@ -67,8 +60,13 @@ def collections_root(cfg: Config) -> Path:
     return cfg.home_path() / "collections"
 
 
+def is_valid_name(name: str) -> bool:
+    """Whether ``name`` can name a collection (letters, digits, '.', '_', '-')."""
+    return bool(_NAME.match(name))
+
+
 def check_name(name: str) -> str:
-    if not _NAME.match(name):
+    if not is_valid_name(name):
         raise ConfigError(
             f"collection name {name!r}: use letters, digits, '.', '_' or '-' "
             "(starting with a letter or digit)"

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fathom import __version__
 from fathom.core.base import Chunk
-from fathom.index.collection import embed_input, fathom_version, now_stamp
+from fathom.index.collection import embed_input, now_stamp
 from fathom.index.locks import READERS, remove_unread
 from fathom.index.manifest import (
     FORMAT_VERSION,
@@ -141,7 +142,7 @@ def _new_manifest(
     return Manifest(
         name=name,
         generation=generation,
-        fathom_version=fathom_version(),
+        fathom_version=__version__,
         embedder_id=embedder.id,
         embedder_precision=embedder_precision(embedder),
         embedder_dim=embedder.dim,

@@ -3,7 +3,6 @@ into a collection keyed by its content and embedder) or a collection's name."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +25,7 @@ def resolve_target(
 ) -> str:
     """The collection for ``target``: a file or folder (ingested on first use, with
     ``embedder`` when given; ``password`` opens encrypted PDFs) or a name."""
-    from fathom.index.collection import collection_for, collections_root
+    from fathom.index.collection import collection_for, collections_root, is_valid_name
     from fathom.index.embed import embedder_id_for
     from fathom.index.ingest import ingest_paths
     from fathom.index.manifest import read_manifest
@@ -58,13 +57,9 @@ def resolve_target(
             reasons = "; ".join(d.error for d in manifest.documents if d.error) or "no text"
             raise FathomError(f"{target}: nothing could be indexed ({reasons})")
         return name
-    if read_manifest(collections_root(cfg) / target) if _valid_name(target) else None:
+    if read_manifest(collections_root(cfg) / target) if is_valid_name(target) else None:
         return target
     raise CollectionNotFound(
         f"{target}: no such file, folder or collection — give a PDF, DOCX, TXT or MD file, a "
         "folder, or a name from `fathom collections list`"
     )
-
-
-def _valid_name(name: str) -> bool:
-    return bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$", name))

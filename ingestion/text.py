@@ -26,12 +26,6 @@ _BINARY_FIX = "check the file type or convert it to text"
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]")
 
 
-def decode_text(path: str, data: bytes) -> tuple[str, str]:
-    """Decode ``data`` as (text, encoding): utf-8(-sig), UTF-16 with a BOM, then cp1252."""
-    text, encoding, _ = decode_text_with_warnings(path, data)
-    return text, encoding
-
-
 def decode_text_with_warnings(path: str, data: bytes) -> tuple[str, str, list[str]]:
     """Decode ``data`` as (text, encoding, warnings).
 

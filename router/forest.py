@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from fathom.core.base import Probe, QueryType
 
 FORMAT = 2  # 2: an extra "none suffices" class; the cost rule
-DEFAULT_BUDGETS = (0, 1, 2, 3, 5, 8, 12, 20)
 
 
 def default_policy_path() -> Path:
@@ -417,10 +416,6 @@ class ForestPolicy:
         scores["p_none_suffices"] = round(float(proba[nb]), 4)
         scores["decide_ms"] = round((time.perf_counter() - t) * 1000, 4)
         return Decision(k, self.name, reason, scores=scores)
-
-    def top_features(self, n: int = 5) -> list[str]:
-        imp = self.meta.get("feature_importances") or {}
-        return sorted(imp, key=lambda k: -imp[k])[:n]
 
     # -- persistence -----------------------------------------------------------------------------
 

@@ -211,11 +211,3 @@ def train_router(
         alpha=float(model.alpha_),
         feature_schema=dict(schema),
     )
-
-
-def subsets_expectation(per_subset: dict[tuple[int, ...], np.ndarray]) -> np.ndarray:
-    """Random choice of ``ell`` members, in expectation: the mean over every ``ell``-subset of
-    its per-question scores (exact, no sampling)."""
-    import numpy as np
-
-    return np.mean(np.stack(list(per_subset.values())), axis=0)

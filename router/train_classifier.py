@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fathom import __version__
 from fathom.core.errors import FathomError
 from fathom.router.classify import (
     CLASSES,
@@ -187,12 +188,6 @@ def confusion_matrix(y: np.ndarray, pred: np.ndarray, n_classes: int) -> list[li
     return m.tolist()
 
 
-def _fathom_version() -> str:
-    from fathom.index.collection import fathom_version
-
-    return fathom_version()
-
-
 def _sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
@@ -264,7 +259,7 @@ def train(
             "cv_confusion": confusion_matrix(y, pred, n_classes),
             "cv_confusion_axes": "rows = true class, columns = predicted, in `classes` order",
             "train_accuracy": train_acc,
-            "fathom_version": _fathom_version(),
+            "fathom_version": __version__,
         },
     }
     if out_path is not None:

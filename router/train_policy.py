@@ -29,7 +29,7 @@ def train_forest(
     """A ``ForestPolicy`` imitating the sweep's oracle labels, deciding by ``cost`` λ when
     given (else by ``confidence``), with the sweep's mean context tokens per budget."""
     import numpy as np
-    from fathom.index.collection import fathom_version
+    from fathom import __version__
     from fathom.router.features import FEATURE_NAMES
     from fathom.router.forest import ForestPolicy, oracle_labels
 
@@ -45,7 +45,7 @@ def train_forest(
     )
     meta = {
         "embedder": embedder,
-        "fathom_version": fathom_version(),
+        "fathom_version": __version__,
         "judge": sweep.run.get("judge"),
         # The fused and BM25 features mean what this retrieval made them mean.
         "retrieval": {
