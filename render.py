@@ -37,6 +37,14 @@ def plain(text: str | None):
     return Text(safe_terminal_text(text or ""))
 
 
+def identifier_column(table: Any, header: str, values: list[str], **kw: Any) -> None:
+    """A column of identifiers a user types back (collection names, members, strategies):
+    never cut with an ellipsis. It keeps its full width while the terminal allows, squeezing
+    the other columns instead, and folds onto the next line only when nothing else can give."""
+    width = max([len(header), *(len(v) for v in values)])
+    table.add_column(header, overflow="fold", min_width=width, **kw)
+
+
 def print_json(obj: Any) -> None:
     click.echo(json.dumps(obj, ensure_ascii=False, indent=None))
 
@@ -306,8 +314,9 @@ def render_answer(answer, streamed: bool = False, as_json: bool = False) -> None
     out.print(
         f"[bold]Confidence[/bold] {conf['score']:.2f}"
         + (" (abstained)" if conf.get("abstained") else "")
-        + f" · {tr.passes} round(s) · backend {tr.backend} · model {tr.model} · "
-        f"reranker {tr.reranker} · embedder {tr.embedder}",
+        + f" · {tr.passes} round(s) · backend {tr.backend}"
+        + (f" ({tr.selection})" if tr.selection and tr.selection != "configured" else "")
+        + f" · model {tr.model} · reranker {tr.reranker} · embedder {tr.embedder}",
         highlight=False,
     )
     if tr.portfolio:

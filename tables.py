@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import click
-from fathom.render import plain, print_json, stderr_console
+from fathom.render import identifier_column, plain, print_json, stderr_console
 
 # ---------------------------------------------------------------------------------------------
 # history, stats
@@ -160,7 +160,7 @@ def render_forest_policy(model, as_json: bool) -> None:
             f"[bold]{key}[/bold]: {json.dumps(value, ensure_ascii=False)}", highlight=False
         )
     table = Table(title="feature importances (mean decrease in impurity)")
-    table.add_column("feature")
+    table.add_column("feature", overflow="fold")
     table.add_column("importance", justify="right")
     for name in sorted(imp, key=lambda k: -imp[k])[:15]:
         table.add_row(name, f"{imp[name]:.3f}")
@@ -205,8 +205,11 @@ def render_portfolio(info: dict[str, Any], as_json: bool = False) -> None:
         title=f"portfolio over {info['n_questions']} questions "
         f"(s = {info['score']} in the top {info['top_n']})"
     )
-    for col in ("step", "member", "parameters", "mean score alone", "marginal gain", "coverage"):
-        table.add_column(col, justify="left" if col in ("member", "parameters") else "right")
+    table.add_column("step", justify="right")
+    identifier_column(table, "member", list(info["members"]))
+    table.add_column("parameters", overflow="fold")
+    for col in ("mean score alone", "marginal gain", "coverage"):
+        table.add_column(col, justify="right")
     pool = {m["name"]: m for m in info["pool"]}
     for i, (name, gain, cov) in enumerate(
         zip(info["members"], info["gains"], info["coverage"], strict=True), start=1
@@ -247,7 +250,7 @@ def render_portfolio_eval(result: dict[str, Any], as_json: bool = False) -> None
         title=f"coverage on {result['n_questions']} {result['split']} questions "
         f"(s = {result['score']} in the top {result['top_n']})"
     )
-    table.add_column("retrievers")
+    identifier_column(table, "retrievers", list(result["coverage"]))
     table.add_column("coverage [95% CI]", justify="right")
     for k, ci in result["coverage"].items():
         table.add_row(k, f"{ci['mean']:.3f} [{ci['lo']:.3f}, {ci['hi']:.3f}]")
@@ -290,8 +293,9 @@ def render_collections(
     from rich.table import Table
 
     table = Table()
-    for col in ("name", "documents", "failed", "chunks", "embedder", "updated"):
-        table.add_column(col)
+    identifier_column(table, "name", [m.name for m in manifests])
+    for col in ("documents", "failed", "chunks", "embedder", "updated"):
+        table.add_column(col, overflow="fold")
     for m in manifests:
         c = m.counts()
         table.add_row(

@@ -315,6 +315,7 @@ class Citation:
     pages: str
     section: str
     score: float
+    text: str = ""  # what the generator read of it, at most SOURCE_TEXT_CHARS (see cited_text)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -326,7 +327,24 @@ class Citation:
             "pages": self.pages,
             "section": self.section,
             "score": self.score,
+            "text": self.text,
         }
+
+
+SOURCE_TEXT_CHARS = 2000
+
+
+def cited_text(text: str, limit: int = SOURCE_TEXT_CHARS) -> str:
+    """``text`` as a source shows it in ``--json``: whitespace as written, at most ``limit``
+    characters, cut at a word boundary and marked with "…" when longer."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    if space > limit // 2:
+        cut = cut[:space]
+    return cut.rstrip() + "…"
 
 
 @runtime_checkable

@@ -17,12 +17,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from fathom.core.base import Citation, Decision, Hit, Probe
+from fathom.core.base import Citation, Decision, Hit, Probe, cited_text
 from fathom.core.errors import FathomError
 from fathom.feedback.confidence import attribute
 from fathom.feedback.loop import FeedbackLoop
 from fathom.index.targets import resolve_target
 from fathom.stages.deadline import AnswerClock
+from fathom.stages.generate import opt_in_note
 from fathom.stages.generate.prompt import render_sources
 from fathom.stages.history import record_ask
 from fathom.stages.records import Answer, Prepared, Trace, elapsed_ms, price
@@ -321,7 +322,10 @@ class Engine:
 
         # Rerank the candidates, then the context budget.
         candidates, use_rerank = self._candidates(prepared, decision, rerank, trace)
-        trace.backend, trace.model = gen.name, gen.model
+        trace.backend, trace.model, trace.selection = gen.name, gen.model, gen.selection
+        note = opt_in_note(self.cfg.generator, gen.name)
+        if note is not None:
+            trace.notice(note, "an OpenAI API key")
         # An explicit budget (argument, then `compress.budget_tokens` / --budget-tokens) wins
         # over the query type's.
         strategy = prepared.strategy
@@ -599,6 +603,7 @@ class Engine:
             pages=c.pages,
             section=c.section,
             score=round(float(hit.score), 6),
+            text=cited_text(c.text),
         )
 
     def close(self) -> None:

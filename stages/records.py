@@ -37,6 +37,7 @@ class Trace:
     currency: str = "USD"
     backend: str = ""
     model: str = ""
+    selection: str = ""  # why this backend answers ("configured", or what auto found)
     reranker: str = ""
     embedder: str = ""  # the query embedder: model id, with " (int8)" when quantized
     notices: list[str] = field(default_factory=list)
@@ -102,6 +103,7 @@ class Trace:
             "currency": self.currency,
             "backend": self.backend,
             "model": self.model,
+            "selection": self.selection,
             "reranker": self.reranker,
             "embedder": self.embedder,
             "notices": list(self.notices),
@@ -143,6 +145,7 @@ class Answer:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "schema_version": ANSWER_SCHEMA_VERSION,
             "question": self.question,
             "answer": self.text,
             "citations": [c.to_dict() for c in self.citations],
@@ -151,6 +154,9 @@ class Answer:
             "collection": self.trace.collection,
             "trace": self.trace.to_dict(),
         }
+
+
+ANSWER_SCHEMA_VERSION = 2  # docs/answer.schema.json; 2: sources carry their text
 
 
 def price(cfg: Config, model: str, prompt_tokens: int, completion_tokens: int) -> float:

@@ -128,3 +128,27 @@ def test_render_portfolio_eval_prints_the_table_and_the_differences(capsys) -> N
     assert "portfolio − best single: +0.500 [+0.250, +0.750] (paired bootstrap)" in out
     render_portfolio_eval(result, as_json=True)
     assert json.loads(capsys.readouterr().out) == result
+
+
+def test_tables_never_cut_a_name_a_user_types_back(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In an 80-column terminal a collection's full name stays on one line (the other columns
+    give way), so it can be copied into `search`."""
+    from types import SimpleNamespace
+
+    from fathom.tables import render_collections
+
+    monkeypatch.setenv("COLUMNS", "80")
+    name = "auto-e6d39d3f0a1b2c3d4e5f6a7b"
+    manifest = SimpleNamespace(
+        name=name,
+        embedder_id="sentence-transformers/all-MiniLM-L6-v2",
+        updated="2026-12-02T01:23:45+00:00",
+        counts=lambda: {"documents": 12, "failed": 0, "chunks": 3456},
+    )
+    render_collections([manifest], [])
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert any(name in line for line in out.splitlines()), out
+    assert "…" not in out

@@ -85,3 +85,14 @@ def test_renumber_citations_drops_unmapped_numbers_and_empty_markers() -> None:
         renumber_citations("In [2021] the [a] list (2).", mapping) == "In [2021] the [a] list (2)."
     )
     assert renumber_citations("Paris [2].", {}) == strip_citations("Paris [2].") == "Paris."
+
+
+def test_cited_text_is_bounded_at_a_word_and_marked() -> None:
+    from fathom.core.base import cited_text
+
+    assert cited_text("  short text \n") == "short text"
+    long = " ".join(f"word{i}" for i in range(1000))
+    cut = cited_text(long, limit=100)
+    assert len(cut) <= 100 and cut.endswith("…") and long.startswith(cut[:-1])
+    assert cut[:-1].split()[-1] in long.split()  # a whole word before the mark
+    assert cited_text("x" * 300, limit=100) == "x" * 99 + "…"  # no space: a hard cut

@@ -1,15 +1,19 @@
 """Answer generators: one module per backend, chosen by name from ``[generator]`` config.
 
-``make_generator(cfg)`` builds the configured backend; ``"auto"`` picks the first usable one:
+``make_generator(cfg)`` builds the configured backend; ``"auto"`` stays on this machine and
+picks the first usable one:
 
-1. Ollama, when its server answers ``GET /api/tags`` within 0.5 s and lists the configured
+1. llama.cpp, when ``generator.model`` is a GGUF file;
+2. Ollama, when its server answers ``GET /api/tags`` within 0.5 s and lists the configured
    model (default ``llama3.2``);
-2. OpenAI, when an API key is set (``generator.api_key`` / ``OPENAI_API_KEY``) or a
-   ``generator.base_url`` is configured;
-3. llama.cpp with ``generator.model`` if it is a GGUF file, else the packaged SmolLM2.
+3. an OpenAI-compatible server, only when ``generator.base_url`` names one;
+4. otherwise the extractive answerer, which needs no model (``OFFLINE_FALLBACK``; see
+   docs/configuration.md for the measurement behind the choice).
 
-A ``generator.model`` that is a ``.gguf`` file goes straight to llama.cpp. Backend libraries
-are imported only when a generator is built or first used, so importing this package is cheap.
+An API key in the environment never selects a remote service by itself: with one set and
+nothing else configured, ``opt_in_note`` says how to choose it (``--generator openai``).
+Backend libraries are imported only when a generator is built or first used, so importing this
+package is cheap.
 """
 
 from __future__ import annotations
@@ -17,15 +21,13 @@ from __future__ import annotations
 import json
 import urllib.request
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 from fathom.core.base import Generator
 from fathom.core.config import GeneratorConfig
 from fathom.core.errors import ConfigError
-from fathom.stages.generate.common import packaged_gguf
 
-__all__ = ["GENERATORS", "make_generator", "packaged_gguf", "resolve_backend"]
+__all__ = ["GENERATORS", "OFFLINE_FALLBACK", "make_generator", "opt_in_note", "resolve_backend"]
 
 OLLAMA_PROBE_S = 0.5
 
@@ -86,6 +88,9 @@ def _is_gguf(model: str) -> bool:
     return model.endswith(".gguf") and Path(model).expanduser().is_file()
 
 
+OFFLINE_FALLBACK = "extractive"
+
+
 def resolve_backend(cfg: GeneratorConfig) -> tuple[str, str]:
     """``(backend, reason)``: the configured backend, or the one ``"auto"`` resolves to."""
     if cfg.backend != "auto":
@@ -93,7 +98,6 @@ def resolve_backend(cfg: GeneratorConfig) -> tuple[str, str]:
     if _is_gguf(cfg.model):
         return "llamacpp", f"generator.model is a GGUF file ({cfg.model})"
     from fathom.stages.generate.ollama import DEFAULT_MODEL, ollama_host, same_model
-    from fathom.stages.generate.openai_backend import api_key
 
     host = ollama_host(cfg)
     model = cfg.model or DEFAULT_MODEL
@@ -101,11 +105,22 @@ def resolve_backend(cfg: GeneratorConfig) -> tuple[str, str]:
     if listed is not None and any(same_model(model, name) for name in listed):
         return "ollama", f"Ollama at {host} has {model}"
     why = f"Ollama at {host} " + ("has no " + model if listed is not None else "is not reachable")
-    if api_key(cfg):
-        return "openai", f"{why}; an OpenAI API key is set"
     if cfg.base_url:
         return "openai", f"{why}; generator.base_url is {cfg.base_url}"
-    return "llamacpp", f"{why}; no OpenAI key or base_url"
+    return OFFLINE_FALLBACK, f"{why} and no GGUF model or generator.base_url is configured"
+
+
+def opt_in_note(cfg: GeneratorConfig, backend: str) -> str | None:
+    """A note for ``auto`` passing over an API key: documents go to a remote service only when
+    asked for. None when no key is set, or the backend was configured."""
+    from fathom.stages.generate.openai_backend import api_key
+
+    if cfg.backend != "auto" or backend == "openai" or not api_key(cfg):
+        return None
+    return (
+        "an OpenAI API key is set, but auto answers on this machine: to send passages to "
+        'OpenAI, use --generator openai (or generator.backend = "openai" in fathom.toml)'
+    )
 
 
 SPEED_FILE = "llamacpp-speed.json"  # measured prompt speeds, in the models folder
@@ -122,9 +137,6 @@ def make_generator(cfg: GeneratorConfig, models_dir: Path | None = None) -> Gene
             f"generator.backend = {backend!r}: unknown — use auto or one of "
             f"{', '.join(sorted(GENERATORS))}"
         )
-    if cfg.backend == "auto" and backend == "llamacpp" and not _is_gguf(cfg.model):
-        # An Ollama/OpenAI model name means nothing to llama.cpp: use the packaged model.
-        cfg = replace(cfg, model="")
     generator = factory(cfg)
     generator.selection = reason
     if models_dir is not None:

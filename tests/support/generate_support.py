@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from fathom.core.base import Chunk, Hit
-from fathom.stages.generate import packaged_gguf
 from fathom.stages.generate.base import BaseGenerator
+from fathom.stages.generate.common import packaged_gguf
 
 EIFFEL = [
     ("Paint", "The tower is repainted every seven years with about 60 tonnes of paint.", 1),
