@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from fathom.core.base import Generator
 from fathom.core.config import GeneratorConfig
@@ -222,3 +224,59 @@ def test_prompt_evaluation_speed_carries_over_to_the_next_process(tmp_path) -> N
     broken = LlamaCppGenerator(GeneratorConfig(threads=1))
     broken.speed_file = speeds
     assert broken.expected_prefill_ms(10) is None
+
+
+# -- the native-build check -------------------------------------------------------------------
+
+
+def test_the_build_check_evaluates_a_batched_prompt_once_and_remembers_it(tmp_path, monkeypatch):
+    """The child evaluates a real batched prompt with the packaged model; the verdict is kept
+    in the models folder, so a later process does not run the child again."""
+    import subprocess
+
+    from fathom.stages.generate import native_check
+
+    monkeypatch.setattr(native_check, "_PASSED", set())
+    native_check.ensure_build_runs(smollm2_path(), 2048, 512, 1, tmp_path)
+    record = json.loads((tmp_path / native_check.CHECK_FILE).read_text())
+    assert list(record.values()) == ["ok"]
+
+    def no_child(*args, **kwargs):
+        raise AssertionError("the check ran again")
+
+    monkeypatch.setattr(native_check, "_PASSED", set())  # as in a new process
+    monkeypatch.setattr(subprocess, "run", no_child)
+    native_check.ensure_build_runs(smollm2_path(), 2048, 512, 1, tmp_path)
+
+
+@pytest.mark.parametrize("signame", ["SIGILL", "SIGSEGV"])
+def test_a_build_that_dies_by_a_signal_is_one_clear_error(signame, tmp_path, monkeypatch):
+    """A stand-in child kills itself as a native build would on a CPU it was not built for:
+    `ask` prints what happened and how to fix it, and exits 1 instead of dying."""
+    import sys
+
+    from click.testing import CliRunner
+    from fathom import cli
+    from fathom.stages.generate import native_check
+    from fathom.tests.support import docgen
+
+    def dying(model, n_ctx, n_batch, threads):
+        code = f"import os, signal; os.kill(os.getpid(), signal.{signame})"
+        return [sys.executable, "-c", code]
+
+    monkeypatch.setattr(native_check, "child_command", dying)
+    monkeypatch.setattr(native_check, "_PASSED", set())
+    monkeypatch.setenv("FATHOM_EMBEDDER__CACHE_DIR", str(tmp_path / "models"))
+    with pytest.raises(native_check.NativeBackendCrash, match=f"died by {signame}"):
+        native_check.ensure_build_runs(smollm2_path(), 2048, 512, 1, tmp_path)
+    assert not (tmp_path / native_check.CHECK_FILE).exists()  # a crash is not remembered
+
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    res = CliRunner().invoke(
+        cli.main, ["ask", str(pdf), "What are documents split into?", "--generator", "llamacpp"]
+    )
+    assert res.exit_code == 1, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("Error:")]  # after the indexing progress
+    assert errors == lines[-1:] and "Traceback" not in res.stderr, res.stderr
+    assert f"died by {signame}" in errors[0] and "GGML_NATIVE=OFF" in errors[0]

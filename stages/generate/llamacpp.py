@@ -107,6 +107,7 @@ class LlamaCppGenerator(BaseGenerator):
                 llama_cpp = self._import()
                 n_ctx = self.context_window
                 threads = self._threads()
+                self._check_build(n_ctx, min(512, n_ctx), threads)
                 self._llm = self._open(
                     llama_cpp,
                     n_ctx=n_ctx,
@@ -117,6 +118,17 @@ class LlamaCppGenerator(BaseGenerator):
                 )
                 self._vocab = None
             return self._llm
+
+    def _check_build(self, n_ctx: int, n_batch: int, threads: int) -> None:
+        """A native build that would crash on this CPU is one clear error, found in a child
+        process before this one loads the model (see ``native_check``)."""
+        from fathom.stages.generate.native_check import NativeBackendCrash, ensure_build_runs
+
+        cache = self.speed_file.parent if self.speed_file is not None else None
+        try:
+            ensure_build_runs(self.path, n_ctx, n_batch, threads, cache)
+        except (NativeBackendCrash, RuntimeError) as exc:
+            raise BackendUnavailable(str(exc)) from None
 
     def _chat_formatter(self) -> Any:
         if self._formatter is None:
