@@ -15,7 +15,7 @@ from fathom.core.base import source_id
 from fathom.evaluation.cache import CachingGenerator
 from fathom.evaluation.strategies import StrategySpec, make_policy, parse_strategies
 from fathom.ingestion.questions import Question
-from fathom.router.depth import probe_depth
+from fathom.router.depth import requested_depth
 
 MIN_SUPPORT = 0.35  # a sentence counts as supported from this support score (as attribution)
 RANKED_DOCS = 100
@@ -175,7 +175,8 @@ class QuestionWorker:
             return []
         retrieve = any(s.retrieves for s in specs)
         # One probe serves every strategy: as deep as the deepest of them, by ask's rule.
-        depth = max(probe_depth(k, policy) for policy, k in (self.policies[s.name] for s in specs))
+        chosen = [self.policies[s.name] for s in specs]
+        depth = max(requested_depth(k, policy) for policy, k in chosen)
         prepared = self.engine.prepare(q.question, retrieve=retrieve, depth=depth)
         features = None
         if self.run.get("features") and retrieve:

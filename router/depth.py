@@ -4,8 +4,8 @@ Every policy has the same ``decide(question, probe, qtype, *, type_probs, qvec)`
 ``Decision`` (k, policy name, reason, per-action scores), so learned policies (the forest,
 REINFORCE, utility bundles) drop in beside these rules; a policy reads what it needs of the
 query-type probabilities and the query vector. ``deepest_k`` is how deep the probe must go for
-the policy to see every hit it may keep or read (0: the default probe depth); ``probe_depth``
-is the one rule ``ask`` and the eval worker follow.
+the policy to see every hit it may keep or read (0: the default probe depth);
+``requested_depth`` is the one rule ``ask`` and the eval worker follow.
 """
 
 from __future__ import annotations
@@ -119,10 +119,11 @@ class ScoreGapDepth:
         )
 
 
-def probe_depth(k: int | None, policy: Any | None) -> int:
-    """How deep to probe for an answer at fixed depth ``k``, else by ``policy`` (None: the
-    strategy default): ``k``, else the policy's ``deepest_k``; 0 means the default depth. A
-    learned policy's features were computed on a probe as deep as its deepest budget."""
+def requested_depth(k: int | None, policy: Any | None) -> int:
+    """The probe depth an answer at fixed depth ``k``, else by ``policy`` (None: the strategy
+    default), asks for: ``k``, else the policy's ``deepest_k`` (0: nothing beyond the default,
+    ``router.strategy.probe_depth``). A learned policy's features were computed on a probe as
+    deep as its deepest budget."""
     if k:
         return k
     return policy.deepest_k if policy is not None else 0

@@ -260,10 +260,10 @@ class Engine:
         on_event: Progress | None = None,
     ) -> Answer:
         """Answer ``question``; ``k`` fixes the depth, else ``policy``, else the strategy."""
-        from fathom.router.depth import probe_depth
+        from fathom.router.depth import requested_depth
 
         configured = self.depth_policy() if k is None and policy is None else None
-        depth = probe_depth(k, policy or configured)
+        depth = requested_depth(k, policy or configured)
         prepared = self.prepare(question, retrieve=k != 0, depth=depth)
         # The configured depth policy, unless the question asks about the whole document: no
         # depth covers that, and the strategy's map-reduce reads every section instead.
