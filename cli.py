@@ -245,6 +245,19 @@ def chat(ctx: click.Context, target: str, **opts: Any) -> None:
 
 
 @main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+@click.pass_context
+def doctor(ctx: click.Context, as_json: bool) -> None:
+    """What Fathom will use on this machine and whether it works (exit 1 when ask cannot answer)."""
+    from fathom import doctor as checks
+    from fathom.tables import render_doctor
+
+    result = checks.run_checks(_config(ctx))
+    render_doctor(result, as_json)
+    ctx.exit(0 if result["ok"] else 1)
+
+
+@main.command()
 @click.option("-n", "limit", type=click.IntRange(1, 10000), default=20, help="How many.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context

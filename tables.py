@@ -50,6 +50,34 @@ def render_history(rows: list[dict[str, Any]], as_json: bool = False) -> None:
     Console().print(table)
 
 
+_MARKS = {"ok": "[green]ok[/green]", "warning": "[yellow]warning[/yellow]",
+          "problem": "[red]problem[/red]"}  # fmt: skip
+
+
+def render_doctor(result: dict[str, Any], as_json: bool = False) -> None:
+    """``fathom doctor``: one line per check under its section, the fix below any that is not
+    ok, then the verdict."""
+    if as_json:
+        print_json(result)
+        return
+    from rich.console import Console
+
+    console = Console()
+    section = None
+    for c in result["checks"]:
+        if c["section"] != section:
+            section = c["section"]
+            console.print(f"[bold]{section}[/bold]")
+        console.print(f"  {_MARKS[c['status']]}  {plain(c['name'])}: {plain(c['detail'])}",
+                      highlight=False)  # fmt: skip
+        if c["fix"]:
+            console.print(f"      fix: {plain(c['fix'])}", highlight=False)
+    verdict = (
+        "ask can answer here" if result["ok"] else "ask cannot answer until a problem is fixed"
+    )
+    console.print(f"[bold]{verdict}[/bold]", highlight=False)
+
+
 def render_stats(data: dict[str, Any], slo_ms: float | None, as_json: bool = False) -> None:
     if as_json:
         print_json(data)

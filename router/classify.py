@@ -275,25 +275,25 @@ class QueryTypePolicy:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise IndexMismatchError(
-                f"{path}: no query-type policy — run `python -m router.train_classifier`"
+                f"{path}: no query-type policy — run `python -m fathom.router.train_classifier`"
             ) from None
         except (OSError, json.JSONDecodeError) as exc:
             raise IndexMismatchError(
                 f"{path}: unreadable query-type policy ({exc}) — run "
-                "`python -m router.train_classifier` to regenerate it"
+                "`python -m fathom.router.train_classifier` to regenerate it"
             ) from None
         if data.get("kind") != POLICY_KIND or data.get("format") != POLICY_FORMAT:
             raise IndexMismatchError(
                 f"{path}: not a query-type policy of format {POLICY_FORMAT} "
                 f"(kind={data.get('kind')!r}, format={data.get('format')!r}) — retrain it with "
-                "`python -m router.train_classifier`"
+                "`python -m fathom.router.train_classifier`"
             )
         dim = int(data["embedding_dim"])
         names = list(data["feature_names"])
         if names[dim:] != [f"rule:{r}" for r in RULE_FEATURES]:
             raise IndexMismatchError(
                 f"{path}: trained on a different set of rule features than this code computes — "
-                "retrain it with `python -m router.train_classifier`"
+                "retrain it with `python -m fathom.router.train_classifier`"
             )
         weights = np.asarray(data["weights"], dtype=np.float64)
         bias = np.asarray(data["bias"], dtype=np.float64)

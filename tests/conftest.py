@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -59,3 +64,41 @@ def data_dir() -> Path:
     if not path.is_dir():
         pytest.skip(f"shared data not found at {path} (set FATHOM_DATA)")
     return path
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``python -m llama_cpp.server`` on a free port; yields its ``/v1`` base URL."""
+    from fathom.tests.support.generate_support import free_port, smollm2_path
+
+    pytest.importorskip("uvicorn", reason="needs llama-cpp-python[server]")
+    port = free_port()
+    log = tmp_path_factory.mktemp("llama-server") / "server.log"
+    command = [
+        sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_path()),
+        "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048",
+        "--n_threads", "1", "--n_threads_batch", "1",
+    ]  # fmt: skip
+    with log.open("wb") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/models", timeout=1) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"llama_cpp.server did not start:\n{Path(log).read_text()[-2000:]}")
+            time.sleep(0.25)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

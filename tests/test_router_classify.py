@@ -129,7 +129,8 @@ def test_shipped_policy_metadata_matches_the_data() -> None:
     assert policy["feature_names"][384:] == [f"rule:{r}" for r in RULE_FEATURES]
     meta = policy["training"]
     assert meta["data_sha256"] == hashlib.sha256(DEFAULT_DATA.read_bytes()).hexdigest(), (
-        "router/data changed since the policy was trained — run python -m router.train_classifier"
+        "router/data changed since the policy was trained — run "
+        "python -m fathom.router.train_classifier"
     )
     assert meta["cv_accuracy"] >= 0.8
     assert np.asarray(meta["cv_confusion"]).sum() == meta["n_examples"]
