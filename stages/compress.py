@@ -185,6 +185,16 @@ def joined_sentences(
     return ELLIPSIS.join(pieces), tuple(out)
 
 
+@dataclass(frozen=True)
+class _Sizes:
+    """Token counts of a list of hits as rendered sources (see ``ContextCompressor._measure``)."""
+
+    full: list[int]  # each rendered source
+    header: list[int]  # each source without its text
+    text: list[int]  # each text, by difference
+    sep: int  # the separator between two sources
+
+
 class ContextCompressor:
     """Dedupe, MMR-order, condense and pack hits into a token budget (see the module doc)."""
 
@@ -404,6 +414,29 @@ class ContextCompressor:
         self.last_stats = stats
         if not hits:
             return []
+        sizes = self._measure(hits)
+        stats.tokens_before = sum(sizes.full) + sizes.sep * (len(hits) - 1)
+        if budget <= 0:
+            stats.skipped = len(hits)
+            return []
+        ordered = self._dedupe_and_order(hits, stats)
+        condensed, long_ones = self._condense_planned(query, hits, ordered, sizes, budget, stats)
+        out, rendered = self._pack(query, hits, ordered, sizes, condensed, long_ones, budget, stats)
+        # Token counts are additive only up to merges across the separators: check exactly.
+        while out:
+            stats.tokens_after = self.count_tokens([SOURCE_SEPARATOR.join(rendered)])[0]
+            if stats.tokens_after <= budget:
+                break
+            out.pop()
+            rendered.pop()
+            stats.skipped += 1
+            stats.tokens_after = 0
+        stats.hits_out = len(out)
+        return out
+
+    def _measure(self, hits: list[Hit]) -> _Sizes:
+        """Each hit's rendered tokens, its header's (the source without text), its text's,
+        and the separator's."""
         n_in = len(hits)
         rendered_in = [render_block(i, h, self.framing) for i, h in enumerate(hits, 1)]
         headers_in = [
@@ -417,18 +450,17 @@ class ContextCompressor:
         sep = max(0, counts[0] - 2 * counts[1])
         full, header = counts[2 : n_in + 2], counts[n_in + 2 :]
         # Text tokens by difference: exact for word-piece, within a token or two for BPE.
-        text_tokens = [max(0, f - h) for f, h in zip(full, header, strict=True)]
-        stats.tokens_before = sum(full) + sep * (n_in - 1)
-        if budget <= 0:
-            stats.skipped = n_in
-            return []
+        text = [max(0, f - h) for f, h in zip(full, header, strict=True)]
+        return _Sizes(full, header, text, sep)
 
+    def _dedupe_and_order(self, hits: list[Hit], stats: CompressionStats) -> list[int]:
+        """Indices of the hits that are not near-duplicates, in MMR order."""
         vecs = self.vectors(hits) if self.vectors is not None else None
         if vecs is None and self.embedder is not None:
             vecs = self.embedder.embed([h.chunk.text for h in hits])
         kept = self.dedupe(hits, vecs)
-        stats.duplicates_dropped = n_in - len(kept)
-        ordered = [
+        stats.duplicates_dropped = len(hits) - len(kept)
+        return [
             kept[i]
             for i in self.order(
                 [hits[i] for i in kept],
@@ -437,8 +469,20 @@ class ContextCompressor:
             )
         ]
 
-        # Condense the long chunks that could plausibly make it in, all their sentences in one
-        # batch: walk the order with each chunk's size after condensing as the estimate.
+    def _condense_planned(
+        self,
+        query: str,
+        hits: list[Hit],
+        ordered: list[int],
+        sizes: _Sizes,
+        budget: int,
+        stats: CompressionStats,
+    ) -> tuple[dict[int, tuple[Hit, int]], list[int]]:
+        """Condense the long chunks that could plausibly make it in, all their sentences in one
+        batch, and, under budget pressure, more of them to about ``condense_to`` tokens:
+        ``({i: (condensed hit, tokens)}, the long ones)``."""
+        text_tokens, header, sep = sizes.text, sizes.header, sizes.sep
+        # Walk the order with each chunk's size after condensing as the estimate.
         limit = self.sentence_select_over
         long_ones: list[int] = []
         estimate = 0
@@ -450,15 +494,15 @@ class ContextCompressor:
             estimate += min(text_tokens[i], limit) + header[i] + sep
         # Under budget pressure, condense more chunks to about ``condense_to`` tokens, the
         # lowest-ranked first, until the estimate fits (or none is left to condense).
-        sizes = {i: min(text_tokens[i], limit) for i in ordered}
-        estimate = sum(sizes[i] + header[i] for i in ordered) + sep * (len(ordered) - 1)
+        after = {i: min(text_tokens[i], limit) for i in ordered}
+        estimate = sum(after[i] + header[i] for i in ordered) + sep * (len(ordered) - 1)
         pressed: list[int] = []
         for i in reversed(ordered):
             if estimate <= budget:
                 break
-            if sizes[i] > self.condense_to:
+            if after[i] > self.condense_to:
                 pressed.append(i)
-                estimate -= sizes[i] - self.condense_to
+                estimate -= after[i] - self.condense_to
         condensed = self._condense_many(
             query, hits, [i for i in long_ones if i not in pressed], stats
         )
@@ -466,18 +510,33 @@ class ContextCompressor:
             condensed.update(
                 self._condense_many(query, hits, pressed, stats, target=self.condense_to)
             )
+        return condensed, long_ones
 
+    def _pack(
+        self,
+        query: str,
+        hits: list[Hit],
+        ordered: list[int],
+        sizes: _Sizes,
+        condensed: dict[int, tuple[Hit, int]],
+        long_ones: list[int],
+        budget: int,
+        stats: CompressionStats,
+    ) -> tuple[list[Hit], list[str]]:
+        """Greedily, in order: each hit (condensed where it was) that fits the room left, else
+        cut at a sentence boundary to fit, else skipped; the hits and their rendered sources."""
+        limit = self.sentence_select_over
         out: list[Hit] = []
         rendered: list[str] = []
         used = 0
         for i in ordered:
-            gap = sep if out else 0
+            gap = sizes.sep if out else 0
             room = budget - used - gap
-            hit, size = hits[i], text_tokens[i]
+            hit, size = hits[i], sizes.text[i]
             if i in condensed:
                 hit, size = condensed[i]
             # Neither whole nor cut can fit (2 tokens of slack for the source number's width).
-            if room - header[i] + 2 < min(size, self.MIN_TRUNCATED_TOKENS):
+            if room - sizes.header[i] + 2 < min(size, self.MIN_TRUNCATED_TOKENS):
                 stats.skipped += 1
                 continue
             if size > limit and i not in long_ones and i not in condensed:  # beyond the estimate
@@ -485,9 +544,9 @@ class ContextCompressor:
             n = len(out) + 1
             source = render_block(n, hit, self.framing)
             same = hit is hits[i] and n == i + 1  # the very string counted above
-            cost = full[i] if same else self.count_tokens([source])[0]
+            cost = sizes.full[i] if same else self.count_tokens([source])[0]
             if cost > room:
-                cut = self._cut(n, hit, room, header[i])
+                cut = self._cut(n, hit, room, sizes.header[i])
                 if cut is None:
                     stats.skipped += 1
                     continue
@@ -499,18 +558,7 @@ class ContextCompressor:
             out.append(hit)
             rendered.append(source)
             used += gap + cost
-
-        # Token counts are additive only up to merges across the separators: check exactly.
-        while out:
-            stats.tokens_after = self.count_tokens([SOURCE_SEPARATOR.join(rendered)])[0]
-            if stats.tokens_after <= budget:
-                break
-            out.pop()
-            rendered.pop()
-            stats.skipped += 1
-            stats.tokens_after = 0
-        stats.hits_out = len(out)
-        return out
+        return out, rendered
 
 
 def _shingles_of(w: list[str], k: int = 3) -> set[tuple[str, ...]]:
