@@ -9,6 +9,7 @@ the manifest as failed, with the reason, and the rest of the batch goes on.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -55,6 +56,7 @@ class IngestReport:
     embedded_chunks: int = 0
     total_chunks: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # about the collection, not one file
 
     def count(self, status: str) -> int:
         return sum(1 for f in self.files if f.status == status)
@@ -71,6 +73,7 @@ class IngestReport:
             "total_chunks": self.total_chunks,
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "files": [f.__dict__ for f in self.files],
+            "warnings": list(self.warnings),
         }
 
 
@@ -456,12 +459,15 @@ def ingest_paths(
     report = ingest(
         cfg, paths, name, embedder, chunker, rebuild=rebuild, progress=progress, password=password
     )
-    _export_query_model(cfg, getattr(embedder, "inner", embedder), progress)
+    warning = _export_query_model(cfg, getattr(embedder, "inner", embedder), progress)
+    if warning:
+        report.warnings.append(warning)
     return report
 
 
-def _export_query_model(cfg: Config, embedder: Embedder, progress: Progress | None) -> None:
-    """Leave an ONNX export of the embedder for the torch-free query path (once per model)."""
+def _export_query_model(cfg: Config, embedder: Embedder, progress: Progress | None) -> str | None:
+    """Leave an ONNX export of the embedder for the torch-free query path (once per model);
+    the warning when the export failed."""
     from fathom.index.embed import SentenceTransformerEmbedder, ensure_onnx_export
     from fathom.index.onnx_embed import onnx_dir, onnx_ready
 
@@ -469,17 +475,19 @@ def _export_query_model(cfg: Config, embedder: Embedder, progress: Progress | No
         not isinstance(embedder, SentenceTransformerEmbedder)
         or cfg.embedder.query_backend == "torch"
     ):
-        return
+        return None
     if onnx_ready(onnx_dir(cfg.models_path(), embedder.id), embedder.id):
-        return
+        return None
     if progress:
         progress("exporting", model=embedder.id)
     try:
         ensure_onnx_export(embedder, cfg.models_path())
     except Exception as exc:  # the query path falls back to sentence-transformers
+        warning = (
+            f"ONNX export of {embedder.id} failed ({exc}); queries will load sentence-transformers"
+        )
+        logging.getLogger(__name__).warning(warning)
         if progress:
-            progress(
-                "warning",
-                message=f"ONNX export of {embedder.id} failed ({exc}); "
-                "queries will load sentence-transformers",
-            )
+            progress("warning", message=warning)
+        return warning
+    return None

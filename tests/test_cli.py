@@ -56,6 +56,8 @@ def test_python_cli_and_console_script_are_the_same_app(tmp_path: Path) -> None:
         timeout=60,
     )
     assert where.returncode == 0, where.stderr
+    shown = json.loads(where.stdout)
+    assert shown["generator"]["backend"] == "auto" and shown["home"]
     probe = (
         "import sys, runpy; sys.argv = ['cli.py', '--help']\n"
         "try:\n"

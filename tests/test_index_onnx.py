@@ -105,3 +105,27 @@ def test_ingest_embedder_uses_the_export(minilm, models_cache: Path) -> None:
     assert emb.token_counter().id == minilm.token_counter().id  # manifests stay compatible
     cfg.embedder.query_backend = "torch"
     assert make_embedder(cfg.embedder, cfg.models_path()).onnx_dir is None
+
+
+def test_a_failed_export_is_a_warning_in_the_ingest_report(tmp_path, monkeypatch) -> None:
+    """`ingest --json` prints no progress, so the report itself carries the failed export."""
+    import json
+
+    from click.testing import CliRunner
+    from fathom import cli
+    from fathom.index import embed
+
+    def broken(embedder, models):
+        raise RuntimeError("no space left on device")
+
+    monkeypatch.setattr(embed, "ensure_onnx_export", broken)
+    monkeypatch.setenv("FATHOM_EMBEDDER__CACHE_DIR", str(tmp_path / "models"))
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Owls hunt at night. They have excellent hearing.")
+    res = CliRunner().invoke(cli.main, ["ingest", str(docs), "-c", "owls", "--json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert report["counts"]["ok"] == 1
+    (warning,) = report["warnings"]
+    assert "ONNX export" in warning and "no space left on device" in warning
