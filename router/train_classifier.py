@@ -9,8 +9,8 @@ starts at zero and runs a fixed schedule. The L2 strength is picked by cross-val
 training folds; the reported accuracy comes from an outer stratified k-fold around that choice
 (nested), so it is not tuned on the folds it scores.
 
-``python -m fathom.router.train_classifier`` regenerates ``router/policies/query_type.json`` with the
-packaged all-MiniLM-L6-v2.
+``python -m fathom.router.train_classifier`` regenerates ``router/policies/query_type.json``
+with the packaged all-MiniLM-L6-v2.
 """
 
 from __future__ import annotations

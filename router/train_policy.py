@@ -5,12 +5,29 @@ bundles.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from fathom.core.errors import FathomError
 from fathom.router.sweep import Sweep, combine_sweeps, load_sweep
+
+
+def portable(paths: Any) -> Any:
+    """Training-data paths as a policy file records them: under ``FATHOM_DATA`` as
+    ``$FATHOM_DATA/…``, so a shipped policy names no folder of the machine it was trained on;
+    other paths as given (a path or a list of them)."""
+    if isinstance(paths, list):
+        return [portable(p) for p in paths]
+    root = os.environ.get("FATHOM_DATA")
+    if not isinstance(paths, str) or not root:
+        return paths
+    try:
+        rel = Path(paths).resolve().relative_to(Path(root).resolve())
+    except ValueError:
+        return paths
+    return f"$FATHOM_DATA/{rel.as_posix()}"
 
 
 def train_forest(
@@ -56,8 +73,8 @@ def train_forest(
         "slo_ms": slo_ms,
         "strict_slo": strict_slo,
         "training_data": {
-            "questions": sweep.run.get("questions"),
-            "docs": sweep.run.get("docs"),
+            "questions": portable(sweep.run.get("questions")),
+            "docs": portable(sweep.run.get("docs")),
             "doc_split": sweep.run.get("doc_split"),
             "split_seed": sweep.run.get("split_seed"),
             "n_questions": len(labels),
@@ -128,7 +145,10 @@ def train_policy(
     meta = {
         "judge": sweep.run.get("judge"),
         "embedder": embedder_id_for(cfg.embedder),
-        "training_data": {"questions": sweep.run.get("questions"), "n_questions": len(sweep.qids)},
+        "training_data": {
+            "questions": portable(sweep.run.get("questions")),
+            "n_questions": len(sweep.qids),
+        },
     }
     if kind == "reinforce":
         from fathom.router.reinforce import ReinforcePolicy

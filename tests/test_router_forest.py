@@ -143,6 +143,7 @@ def test_sweep_train_and_evaluate_the_forest(tmp_path, monkeypatch) -> None:
     from fathom.cli import main
 
     monkeypatch.setenv("FATHOM_RERANK__ENABLED", "false")
+    monkeypatch.setenv("FATHOM_DATA", str(tmp_path))  # the data folder: recorded relative to it
     docs, questions = make_qa_set(tmp_path / "qa", n_docs=26)
     runner = CliRunner()
     common = ["--docs", str(docs), "--questions", str(questions), "--generator", "extractive"]
@@ -159,6 +160,7 @@ def test_sweep_train_and_evaluate_the_forest(tmp_path, monkeypatch) -> None:
     r = runner.invoke(main, ["policy", "show", "forest.npz", "--json"])
     meta = json.loads(r.stdout)
     assert meta["budgets"] == [0, 1, 2, 4] and meta["training_data"]["n_questions"] >= 70
+    assert meta["training_data"]["questions"] == f"$FATHOM_DATA/qa/{questions.name}"
     assert set(meta["feature_importances"]) == set(FEATURE_NAMES)
     # Several sweeps train one policy (the question sets are concatenated).
     r = runner.invoke(
