@@ -280,3 +280,27 @@ def test_a_build_that_dies_by_a_signal_is_one_clear_error(signame, tmp_path, mon
     errors = [ln for ln in lines if ln.startswith("Error:")]  # after the indexing progress
     assert errors == lines[-1:] and "Traceback" not in res.stderr, res.stderr
     assert f"died by {signame}" in errors[0] and "GGML_NATIVE=OFF" in errors[0]
+
+
+def test_auto_gives_way_to_the_fallback_when_the_build_would_crash(tmp_path, monkeypatch):
+    """With a GGUF configured, auto checks the build before answering; a build that dies gives
+    the extractive answerer, and the selection says why."""
+    import sys
+
+    from fathom.stages.generate import make_generator, native_check
+    from fathom.tests.support.generate_support import closed_port
+
+    def dying(model, n_ctx, n_batch, threads):
+        return [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGILL)"]
+
+    monkeypatch.setattr(native_check, "child_command", dying)
+    monkeypatch.setattr(native_check, "_PASSED", set())
+    cfg = GeneratorConfig(model=str(smollm2_path()), ollama_host=f"127.0.0.1:{closed_port()}")
+    gen = make_generator(cfg, tmp_path)
+    assert gen.name == "extractive"
+    assert "GGUF" in gen.selection and "died by SIGILL" in gen.selection
+    # Asked for by name, llama.cpp is not replaced: its first load says what happened.
+    named = make_generator(GeneratorConfig(backend="llamacpp", model=str(smollm2_path())), tmp_path)
+    assert named.name == "llamacpp"
+    with pytest.raises(BackendUnavailable, match="died by SIGILL"):
+        named.generate(QUESTION, eiffel_hits())

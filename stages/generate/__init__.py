@@ -25,7 +25,7 @@ from pathlib import Path
 
 from fathom.core.base import Generator
 from fathom.core.config import GeneratorConfig
-from fathom.core.errors import ConfigError
+from fathom.core.errors import BackendUnavailable, ConfigError
 
 __all__ = ["GENERATORS", "OFFLINE_FALLBACK", "make_generator", "opt_in_note", "resolve_backend"]
 
@@ -141,4 +141,12 @@ def make_generator(cfg: GeneratorConfig, models_dir: Path | None = None) -> Gene
     generator.selection = reason
     if models_dir is not None:
         generator.speed_file = models_dir / SPEED_FILE  # type: ignore[attr-defined]
+    if cfg.backend == "auto" and backend == "llamacpp":
+        # auto must answer: a llama.cpp build that cannot run here gives way to the fallback.
+        try:
+            generator.check_build()  # type: ignore[attr-defined]
+        except BackendUnavailable as exc:
+            fallback = GENERATORS[OFFLINE_FALLBACK](cfg)
+            fallback.selection = f"{reason}, but {exc}; the {OFFLINE_FALLBACK} answerer answers"
+            return fallback
     return generator

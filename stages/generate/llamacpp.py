@@ -119,6 +119,12 @@ class LlamaCppGenerator(BaseGenerator):
                 self._vocab = None
             return self._llm
 
+    def check_build(self) -> None:
+        """Check now, as the first load would, that llama.cpp runs here with this model
+        (``BackendUnavailable`` with the one-line reason when it does not)."""
+        n_ctx = self.context_window
+        self._check_build(n_ctx, min(512, n_ctx), self._threads())
+
     def _check_build(self, n_ctx: int, n_batch: int, threads: int) -> None:
         """A native build that would crash on this CPU is one clear error, found in a child
         process before this one loads the model (see ``native_check``)."""
