@@ -125,12 +125,12 @@ def _embedder(cfg: Config) -> list[Check]:
 
 
 def _reranker(cfg: Config) -> list[Check]:
-    from fathom.stages.rerank import _in_hf_cache
+    from fathom.stages.rerank import in_hf_cache
 
     model = cfg.rerank.model
     if not cfg.rerank.enabled:
         return [Check("reranker", "reranker", "ok", "off (rerank.enabled = false)")]
-    if Path(model).expanduser().is_dir() or _in_hf_cache(model):
+    if Path(model).expanduser().is_dir() or in_hf_cache(model):
         return [Check("reranker", "cross-encoder", "ok", f"{model} (cached)")]
     return [
         Check(

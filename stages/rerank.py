@@ -99,7 +99,7 @@ def _hf_cache_dir() -> Path:
     return Path(base) / "huggingface" / "hub"
 
 
-def _in_hf_cache(repo_id: str) -> bool:
+def in_hf_cache(repo_id: str) -> bool:
     """Whether a snapshot of ``repo_id`` with a ``config.json`` is in the local hub cache."""
     folder = _hf_cache_dir() / ("models--" + repo_id.replace("/", "--")) / "snapshots"
     return folder.is_dir() and any(folder.glob("*/config.json"))
@@ -164,7 +164,7 @@ class CrossEncoderReranker:
         # Decide from the cache folder and the network before importing torch (seconds), so
         # the fallback costs nothing when the model cannot be had.
         cached_error: Exception | None = None
-        if _in_hf_cache(self.model):
+        if in_hf_cache(self.model):
             CrossEncoder = _cross_encoder_class(self.model)
             try:
                 return CrossEncoder(self.model, local_files_only=True, **kwargs)
