@@ -314,6 +314,11 @@ def render_answer(answer, streamed: bool = False, as_json: bool = False) -> None
     out.print(
         f"[bold]Confidence[/bold] {conf['score']:.2f}"
         + (" (abstained)" if conf.get("abstained") else "")
+        + (
+            f" · quote {conf['answerer']:.0%} likely to answer"
+            if conf.get("answerer") is not None and not conf.get("abstained")
+            else ""
+        )
         + f" · {tr.passes} round(s) · backend {tr.backend}"
         + (f" ({tr.selection})" if tr.selection and tr.selection != "configured" else "")
         + f" · model {tr.model} · reranker {tr.reranker} · embedder {tr.embedder}",

@@ -288,6 +288,9 @@ class Draft:
     finish_reason: str = ""
     logprobs: tuple[float, ...] | None = None
     ms: float = 0.0
+    # The answerer's own probability that the answer is right, when it states one (the
+    # extractive answerer's calibrated sentence scorer); None for language models.
+    confidence: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -390,6 +393,8 @@ class Generator(Protocol):
     def measure_prefill(self, question: str, hits: list[Hit]) -> float | None: ...
 
     def summarize(self, hits: list[Hit], on_token: Any | None = None) -> Draft | None: ...
+
+    def use_vectors(self, vectors: Any) -> None: ...
 
     def forget(self) -> None: ...
 

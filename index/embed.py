@@ -394,3 +394,102 @@ def ensure_onnx_export(embedder, models: Path) -> Path | None:
     if model_dir is None:
         return None
     return export_onnx(embedder._load(), model_dir, embedder.id, directory)
+
+
+def sentence_key(text: str) -> str:
+    """The cache key of a sentence: whitespace collapsed, compression's "…" marks dropped, so
+    the reranker's units and the extractive answerer's quotes of one sentence meet."""
+    return " ".join(text.split()).strip(" …")
+
+
+class SentenceVectors:
+    """An embedder that remembers the vectors it made, for one Engine's sentences.
+
+    The reranker embeds the sentences of its candidates through it; the extractive answerer
+    then reads the same sentences' vectors with ``lookup`` without running the model again.
+    Bounded (least recently used go first); safe across threads; the query's vector is kept
+    for the last few questions, as the reranker and the answerer ask for the same one.
+    """
+
+    def __init__(self, embedder: Any, capacity: int = 50_000, queries: int = 8) -> None:
+        from collections import OrderedDict
+
+        self.inner = embedder
+        self.id = embedder.id
+        self.capacity = max(1, capacity)
+        self._queries = max(1, queries)
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._query: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+    def embed(self, texts: list[str], batch_size: int | None = None) -> np.ndarray:
+        """``(len(texts), dim) float32``: remembered vectors, the rest embedded in one batch."""
+        import numpy as np
+
+        keys = [sentence_key(t) for t in texts]
+        with self._lock:
+            missing = list(dict.fromkeys(k for k in keys if k not in self._vectors))
+        if missing:
+            fresh = self.inner.embed(missing)
+            with self._lock:
+                for k, v in zip(missing, fresh, strict=True):
+                    self._vectors[k] = v
+                    self._vectors.move_to_end(k)
+                while len(self._vectors) > self.capacity:
+                    self._vectors.popitem(last=False)
+            made = dict(zip(missing, fresh, strict=True))
+        else:
+            made = {}
+        with self._lock:
+            rows = [made[k] if k in made else self._vectors[k] for k in keys]
+            for k in keys:
+                if k in self._vectors:
+                    self._vectors.move_to_end(k)  # recently used
+        if not rows:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.ascontiguousarray(np.stack(rows), dtype=np.float32)
+
+    def lookup(self, texts: list[str]) -> np.ndarray | None:
+        """The remembered vectors of ``texts`` ``(len(texts), dim)``, or None when one is not
+        remembered (nothing is embedded)."""
+        import numpy as np
+
+        keys = [sentence_key(t) for t in texts]
+        with self._lock:
+            if not all(k in self._vectors for k in keys):
+                return None
+            rows = [self._vectors[k] for k in keys]
+        if not rows:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.ascontiguousarray(np.stack(rows), dtype=np.float32)
+
+    def missing(self, texts: list[str]) -> int:
+        """How many of ``texts`` have no remembered vector."""
+        with self._lock:
+            return sum(sentence_key(t) not in self._vectors for t in set(texts))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """``(dim,) float32``; the last few questions' vectors are remembered."""
+        with self._lock:
+            if text in self._query:
+                self._query.move_to_end(text)
+                return self._query[text]
+        vec = self.inner.embed_query(text)
+        with self._lock:
+            self._query[text] = vec
+            while len(self._query) > self._queries:
+                self._query.popitem(last=False)
+        return vec
+
+    def __getattr__(self, name: str) -> Any:
+        # token_counter, model_dir, max_tokens … of the wrapped embedder
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)

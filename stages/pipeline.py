@@ -41,7 +41,7 @@ class Engine:
 
     def __init__(self, cfg: Config, collection: str, generator: Any | None = None) -> None:
         from fathom.index.collection import Collection
-        from fathom.index.embed import embedder_id_for, query_embedder_for
+        from fathom.index.embed import SentenceVectors, embedder_id_for, query_embedder_for
         from fathom.index.retrieve import retriever_for
 
         self.cfg = cfg
@@ -50,6 +50,9 @@ class Engine:
         )
         self.embedder = query_embedder_for(cfg, self.collection)
         self.retriever = retriever_for(cfg, self.collection, self.embedder)
+        # The reranker's sentence vectors, which the extractive answerer reads again.
+        self.sentence_vectors = SentenceVectors(self.embedder)
+        self._vectors_given = False
         self.clock = AnswerClock(cfg.generator)
         self._generator = generator
         self._owns_generator = generator is None  # made here, so closed here
@@ -74,6 +77,9 @@ class Engine:
             from fathom.stages.generate import make_generator
 
             self._generator = make_generator(self.cfg.generator, self.cfg.models_path())
+        if not self._vectors_given:
+            self._generator.use_vectors(self.sentence_vectors)
+            self._vectors_given = True
         return self._generator
 
     def depth_policy(self) -> Any | None:
@@ -123,7 +129,7 @@ class Engine:
             from fathom.stages.rerank import make_reranker
 
             self._reranker, self._rerank_notice = make_reranker(
-                self.cfg.rerank, self.embedder, vectors=self.vectors
+                self.cfg.rerank, self.sentence_vectors, vectors=self.vectors
             )
         return self._reranker
 
@@ -355,7 +361,8 @@ class Engine:
             text=draft.text,
             citations=cited,
             sources=sources,
-            confidence=conf.to_dict(),
+            # "answerer": the answerer's own stated probability (the extractive scorer's)
+            confidence={**conf.to_dict(), "answerer": draft.confidence},
             trace=trace,
             used=tuple(used),
         )

@@ -156,7 +156,7 @@ class Answer:
         }
 
 
-ANSWER_SCHEMA_VERSION = 2  # docs/answer.schema.json; 2: sources carry their text
+ANSWER_SCHEMA_VERSION = 3  # docs/answer.schema.json; 3: confidence.answerer; 2: sources' text
 
 
 def price(cfg: Config, model: str, prompt_tokens: int, completion_tokens: int) -> float:

@@ -250,7 +250,7 @@ class EmbeddingReranker:
     def __init__(
         self,
         embedder: Embedder | None,
-        max_sentences: int = 6,
+        max_sentences: int = 32,
         vectors: Callable[[list[Hit]], np.ndarray | None] | None = None,
     ) -> None:
         """``vectors(hits)``: the stored embeddings of the hits' chunks ``(len(hits), dim)``,

@@ -101,7 +101,7 @@ class CollectionSummary:
                     skipped += 1
                     continue
             if not llm:
-                out.append(kept[0])
+                out.append(Hit(chunk=merged(kept), score=1.0))  # the section's kept text
                 continue
             draft = gen.generate(INSTRUCTION, kept, **self.clock.time_budget(trace, window))
             trace.add_generation(draft)
@@ -146,3 +146,29 @@ def sections(chunks: list[Chunk]) -> list[list[tuple[int, Chunk]]]:
         keep = sorted(range(len(groups)), key=lambda i: -sum(c.n_tokens for _, c in groups[i]))
         groups = [groups[i] for i in sorted(keep[:MAX_SECTIONS])]
     return groups
+
+
+def merged(hits: list[Hit]) -> Chunk:
+    """One chunk holding the texts of ``hits`` in order (paragraph breaks between them), with
+    their pages and sentence spans; the first's identity."""
+    first = hits[0].chunk
+    if len(hits) == 1:
+        return first
+    parts: list[str] = []
+    spans: list[tuple[int, int]] | None = []
+    at = 0
+    for h in hits:
+        c = h.chunk
+        if spans is not None and c.sentences is not None:
+            spans += [(a + at, b + at) for a, b in c.sentences]
+        else:
+            spans = None
+        parts.append(c.text)
+        at += len(c.text) + 2
+    return replace(
+        first,
+        text="\n\n".join(parts),
+        page_start=min(h.chunk.page_start for h in hits),
+        page_end=max(h.chunk.page_end for h in hits),
+        sentences=tuple(spans) if spans is not None else None,
+    )

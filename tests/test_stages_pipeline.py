@@ -100,7 +100,7 @@ def test_ask_json_matches_the_documented_schema(tmp_path: Path, minilm) -> None:
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     jsonschema.validate(data, schema)
-    assert data["schema_version"] == 2
+    assert data["schema_version"] == 3
     assert data["citations"][0]["pages"] == "2"
     # A script can show what was cited: each source carries the text the answer was made from.
     quoted = data["answer"].split(" [")[0].strip(" .")

@@ -159,6 +159,10 @@ class BaseGenerator:
         answering the summary question."""
         return None
 
+    def use_vectors(self, vectors: Any) -> None:
+        """Sentence vectors the Engine already made (``index.embed.SentenceVectors``), for a
+        backend that reads them; ignored here."""
+
     def forget(self) -> None:
         """Drop state a later prompt could reuse (an in-process KV cache); nothing here."""
 

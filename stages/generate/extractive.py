@@ -1,34 +1,25 @@
-"""An answerer without a language model: it quotes the source sentences that best match the
+"""An answerer without a language model: it quotes the source sentences that answer the
 question, each followed by its ``[n]`` citation.
 
-Scoring, over the sentences S of all hits (split with ``chunking.sentences``):
+Every sentence of the sources is a candidate (split with ``chunking.sentences``, cut at
+paragraph breaks). The learned scorer (``sentence_scorer``: stemmed IDF-weighted overlap,
+answer-type cues, position and neighbours, and — when the reranker has already embedded the
+sentences — their embeddings' similarity to the question) ranks them; a softmax over a
+question's candidates gives each one's share. The answer quotes the best sentence and up to
+two more whose share is at least ``keep_ratio`` × the best's, in score order (ties: retrieval
+rank, then position). It abstains ("I don't know") only when no sentence is supported: none
+holds ``min_own`` of the question's term weight, or the scorer's calibrated probability that
+the quote holds the answer is below ``min_confidence``. The draft carries that probability
+(``Draft.confidence``).
 
-* terms are the Snowball stems (PyStemmer) of the lower-cased words that are not stopwords;
-  Q is the question's set of terms, T(s) a sentence's;
-* ``w(t) = ln(1 + (|S| + 1) / (df(t) + 0.5))`` where ``df(t)`` counts the sentences containing
-  t: rare terms weigh more, and a question term found in no sentence weighs most, so a question
-  the sources do not cover scores low;
-* ``coverage(s) = (Σ_{t ∈ Q ∩ T(s)} w(t) + ½ Σ_{t ∈ Q ∩ C(s) − T(s)} w(t)) / Σ_{t ∈ Q} w(t)``,
-  in [0, 1], where C(s) is the sentence's context inside its chunk — the sentence before it and
-  the chunk's section title — so that "No extractable text. The PDF is a scan …" answers a
-  question about PDFs without extractable text; the sentence itself must still carry at least
-  ``MIN_OWN`` of the weight; the noun a what/which question asks for ("what **animal**")
-  keeps only ``TYPE_WEIGHT`` of its weight when no sentence contains it;
-* ``bonus(s) = 0.2 · |K ∩ s| / |K|`` for K the question's capitalised words and numbers,
-  matched exactly (names and figures are what a factual answer turns on);
-* ``score(s) = coverage(s) + bonus(s)``.
-
-The answer is the best sentence and up to two more scoring at least 0.75 × the best, in score
-order (ties: retrieval rank, then position); only sentences with ``coverage ≥ 0.6`` qualify
-(two of three question terms are not enough when the third is as rare), and when none does the
-answer is "I don't know". Headings and questions are context, never quoted. Sentences that
-read as instructions to a model ("ignore previous instructions", "system prompt", …) are never
-quoted. Deterministic.
+Headings and questions are context, never quoted. Sentences that read as instructions to a
+model ("ignore previous instructions", "system prompt", …) are never quoted. Summaries quote
+the most central sentences (TextRank over the sentences' term vectors), never a heading.
+Deterministic.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import time
 from collections.abc import Callable
@@ -38,60 +29,72 @@ from typing import Any
 from fathom.chunking.tokens import WordCounter
 from fathom.core.base import Chunk, Draft, Hit
 from fathom.core.config import GeneratorConfig
-from fathom.core.words import ANSWER_WORD, QUESTION_STOPWORDS, answer_terms, normalise
+from fathom.core.words import ANSWER_WORD, answer_terms
 from fathom.stages.generate.base import BaseGenerator
+from fathom.stages.generate.sentence_scorer import (
+    Candidate,
+    SentenceScorer,
+    features,
+    shipped_scorer,
+    unmatched,
+)
 
 _WORDS = WordCounter()
 NO_ANSWER = "I don't know — the sources do not answer this."
-MIN_COVERAGE = 0.6
-MIN_OWN = 0.3
-TYPE_WEIGHT = 0.25  # weight kept by an answer-type term no source sentence contains
-CONTEXT_WEIGHT = 0.5
-KEEP_RATIO = 0.75
 MAX_SENTENCES = 3
-BONUS = 0.2
+MAX_EMBED = 12  # sentences the answerer embeds itself when the reranker has not
+SUMMARY_DAMPING = 0.85
+SUMMARY_OVERLAP = 0.5  # a summary sentence sharing this much with one picked is left out
+SUMMARY_SENTENCES = 3  # a summary of few sources quotes at least this many sentences
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_CAPITALISED = re.compile(r"\b[A-Z][\w-]*")
 _INJECTION = re.compile(
     r"\b(?:ignore|disregard|forget|override)\b.{0,40}?"
     r"\b(?:instructions?|prompts?|rules|above|previous|prior|sources?|context|documents?)\b"
     r"|\bsystem prompt\b|\byou are now\b|\bnew instructions?\b|\bact as\b",
     re.IGNORECASE,
 )
-
-
+_TABLE_ROW = re.compile(r"^\||\s\|\s.*\s\|\s|\|\s*$")  # "a | b | c", "| a |"
 _PARAGRAPH = re.compile(r"\S(?:.*\S)?(?:\n(?!\s*\n).*\S)*")
 
+Parsed = tuple[str, frozenset[str], frozenset[str], bool, tuple[int, int], int]
 
-def _sentences(chunk: Chunk) -> tuple[tuple[str, frozenset[str], frozenset[str], bool], ...]:
-    """``(sentence, terms, words and numbers as written, quotable)`` for each sentence of a
-    chunk, paragraph by paragraph, minus those that read as instructions to a model. A short
-    paragraph without final punctuation is a heading: context for what follows, never quoted."""
+
+def _sentences(chunk: Chunk) -> tuple[Parsed, ...]:
+    """``(sentence, terms, words and numbers as written, quotable, span, place in its
+    paragraph)`` for each sentence of a chunk, paragraph by paragraph, minus those that read as
+    instructions to a model. A short paragraph without final punctuation (or a label ending in
+    a colon) is a heading: context for what follows, never quoted."""
     from fathom.chunking.sentences import chunk_sentences
 
     return _parsed(chunk.text, tuple(chunk_sentences(chunk)))
 
 
+def _is_heading(body: str) -> bool:
+    n = len(body.split())
+    stripped = body.rstrip()
+    if stripped.endswith(":"):
+        return n <= 4  # "Paragraph 1:", "Results:" label what follows
+    return n <= 12 and not stripped.endswith((".", "!", "?"))
+
+
 @lru_cache(maxsize=4096)
-def _parsed(
-    text: str, spans: tuple[tuple[int, int], ...]
-) -> tuple[tuple[str, frozenset[str], frozenset[str], bool], ...]:
+def _parsed(text: str, spans: tuple[tuple[int, int], ...]) -> tuple[Parsed, ...]:
     """``_sentences`` of ``text`` with sentence ``spans``, each cut at paragraph breaks."""
     out = []
     for para in _PARAGRAPH.finditer(text):
-        body = para.group()
-        heading = len(body.split()) <= 12 and not body.rstrip().endswith((".", "!", "?", ":"))
-        for a, b in _clipped(spans, para.start(), para.end()):
+        heading = _is_heading(para.group())
+        for lead, (a, b) in enumerate(_clipped(spans, para.start(), para.end())):
             # Compression marks dropped sentences with "…"; it is not part of a quote.
             sentence = " ".join(text[a:b].split()).strip(" …")
             if sentence and not _INJECTION.search(sentence):
                 written = frozenset(ANSWER_WORD.findall(sentence)) | frozenset(
                     _NUMBER.findall(sentence)
                 )
-                # A question (an FAQ entry, a heading) is context, never an answer.
-                quotable = not heading and not sentence.endswith("?")
-                out.append((sentence, answer_terms(sentence), written, quotable))
+                # A question (an FAQ entry, a heading) or a table row is context, never an
+                # answer.
+                quotable = not (heading or sentence.endswith("?") or _TABLE_ROW.search(sentence))
+                out.append((sentence, answer_terms(sentence), written, quotable, (a, b), lead))
     return tuple(out)
 
 
@@ -106,36 +109,31 @@ def _clipped(spans: tuple[tuple[int, int], ...], start: int, end: int) -> list[t
     return out
 
 
-_WH_HEAD = re.compile(
-    r"\b(?:what|which|whose)\s+(?:(?:kind|type|sort|form)\s+of\s+)?([A-Za-z][A-Za-z-]+)",
-    re.IGNORECASE,
-)
+def candidates(hits: list[Hit]) -> list[Candidate]:
+    """Every sentence of ``hits`` in source order, as the scorer reads them."""
+    out: list[Candidate] = []
+    for n, hit in enumerate(hits, start=1):
+        heading = answer_terms(hit.chunk.section) if hit.chunk.section else frozenset()
+        parsed = _sentences(hit.chunk)
+        previous: frozenset[str] = frozenset()
+        for pos, (sentence, terms, written, quotable, span, lead) in enumerate(parsed):
+            context = heading | previous
+            out.append(
+                Candidate(
+                    n, pos, len(parsed), sentence, terms, written, quotable, context, span, lead
+                )
+            )
+            previous = terms
+    return out
 
 
-def answer_type_terms(question: str) -> frozenset[str]:
-    """The noun a what/which question asks for (``animal`` in "What animal did …"), as terms."""
-    return frozenset(
-        normalise(m.group(1))
-        for m in _WH_HEAD.finditer(question)
-        if m.group(1).lower() not in QUESTION_STOPWORDS
-    )
-
-
-def _key_terms(question: str) -> set[str]:
-    """The question's capitalised non-stopwords and its numbers, as written."""
-    keys = {m.group() for m in _NUMBER.finditer(question)}
-    keys |= {w for w in _CAPITALISED.findall(question) if w.lower() not in QUESTION_STOPWORDS}
-    return keys
-
-
-@lru_cache(maxsize=16384)
 def estimate_words(text: str) -> int:
     """Word-based token estimate (the extractive backend has no tokenizer)."""
     return _WORDS.count([text])[0]
 
 
 class ExtractiveGenerator(BaseGenerator):
-    """Quotes the best-matching source sentences with citations; no model, no randomness.
+    """Quotes the sentences that answer, with citations; no language model, no randomness.
 
     Nothing is truncated, so no prompt is ever refused; ``prompt_tokens`` estimates the prompt
     a language model would get, so traces stay comparable across backends."""
@@ -143,82 +141,119 @@ class ExtractiveGenerator(BaseGenerator):
     name = "extractive"
     language_model = False
 
-    def __init__(self, cfg: GeneratorConfig | None = None) -> None:
+    def __init__(
+        self,
+        cfg: GeneratorConfig | None = None,
+        scorer: SentenceScorer | None = None,
+        learned: bool = True,
+    ) -> None:
+        """``scorer``: the sentence scorer (default: the shipped one); ``learned=False``
+        answers by term overlap alone (what a training run of the scorer starts from)."""
         super().__init__(cfg or GeneratorConfig())
-        self.model = "lexical-overlap"
+        self.scorer = (scorer or shipped_scorer()) if learned else None
+        self.model = "sentence-scorer" if self.scorer is not None else "lexical-overlap"
+        self._vectors: Any = None
 
     def __repr__(self) -> str:
         return "ExtractiveGenerator()"
+
+    def use_vectors(self, vectors: Any) -> None:
+        """Read sentence and question vectors from ``vectors`` (``index.embed.SentenceVectors``):
+        the reranker's, so the dense scorer costs no model call."""
+        self._vectors = vectors
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         """Word-based estimate: words and punctuation marks × 1.3, rounded up."""
         return _WORDS.count(texts)
 
-    def select(self, question: str, hits: list[Hit]) -> list[tuple[float, int, str]]:
-        """The chosen ``(score, source number, sentence)``, best first; empty for no answer."""
+    def cosines(self, question: str, cands: list[Candidate]):
+        """Each candidate's cosine to the question, from remembered vectors (embedding at most
+        ``MAX_EMBED`` missing sentences), or None when they are not at hand."""
+        import numpy as np
+
+        vectors = self._vectors
+        if vectors is None or not cands:
+            return None
+        texts = [c.text for c in cands]
+        if vectors.missing(texts) > MAX_EMBED:
+            return None
+        sv = vectors.embed(texts)
+        qv = np.asarray(vectors.embed_query(question), dtype=np.float32).reshape(-1)
+        return (sv @ qv).astype(np.float64)
+
+    def select(self, question: str, hits: list[Hit]) -> tuple[list[tuple[float, int, str]], float]:
+        """``(chosen, confidence)``: the quoted ``(share, source number, sentence)``, best first
+        (empty for no answer), and the probability that they hold the answer."""
         wanted = answer_terms(question)
         if not hits or not wanted:
-            return []
-        sentences = []  # (n, position, text, terms, written, quotable, context terms)
-        for n, hit in enumerate(hits, start=1):
-            heading = answer_terms(hit.chunk.section) if hit.chunk.section else frozenset()
-            previous: frozenset[str] = frozenset()
-            for pos, parts in enumerate(_sentences(hit.chunk)):
-                sentences.append((n, pos, *parts, heading | previous))
-                previous = parts[1]
-        if not sentences:
-            return []
-        df = dict.fromkeys(wanted, 0)
-        for _, _, _, found, _, _, _ in sentences:
-            for t in wanted & found:
-                df[t] += 1
-        total = len(sentences)
-        weight = {t: math.log(1 + (total + 1) / (df[t] + 0.5)) for t in wanted}
-        for t in answer_type_terms(question):
-            if df.get(t) == 0:  # "what animal …": the type asked for, rarely written out
-                weight[t] *= TYPE_WEIGHT
-        norm = sum(weight.values())
-        keys = _key_terms(question)
-        scored: list[tuple[float, float, int, int, str]] = []
-        for n, pos, sentence, found, written, quotable, context in sentences:
-            if not quotable:
-                continue
-            own = sum(weight[t] for t in wanted & found) / norm
-            if own < MIN_OWN:
-                continue
-            borrowed = sum(weight[t] for t in (wanted & context) - found) / norm
-            coverage = own + CONTEXT_WEIGHT * borrowed
-            if coverage < MIN_COVERAGE:
-                continue
-            bonus = BONUS * len(keys & written) / len(keys) if keys else 0.0
-            scored.append((coverage + bonus, coverage, n, pos, sentence))
-        if not scored:
-            return []
-        scored.sort(key=lambda s: (-s[0], s[2], s[3]))
-        best = scored[0][0]
+            return [], 0.0
+        cands = candidates(hits)
+        if not any(c.quotable for c in cands):
+            return [], 0.0
+        cos = self.cosines(question, cands) if self.scorer is not None else None
+        x, own = features(question, wanted, cands, cos)
+        if self.scorer is None:
+            return _overlap_choice(cands, own), 0.0
+        import numpy as np
+
+        keep = [i for i, c in enumerate(cands) if c.quotable and own[i] >= self.scorer.min_own]
+        if not keep:
+            return [], 0.0
+        scores, shares, name = self.scorer.rank(x[keep], dense=cos is not None)
+        order = sorted(
+            range(len(keep)), key=lambda j: (-scores[j], cands[keep[j]].n, cands[keep[j]].pos)
+        )
+        best = order[0]
+        confidence = self.scorer.confidence(
+            name,
+            float(scores[best]),
+            float(shares[best]),
+            float(own[keep[best]]),
+            unmatched(wanted, cands, question),
+        )
+        if confidence < self.scorer.min_confidence:
+            return [], confidence
         chosen: list[tuple[float, int, str]] = []
         seen: set[str] = set()
-        for score, _, n, _, sentence in scored:
-            if score < KEEP_RATIO * best or len(chosen) == MAX_SENTENCES:
+        for j in order:
+            c = cands[keep[j]]
+            if shares[j] < self.scorer.keep_ratio * shares[best] or len(chosen) == MAX_SENTENCES:
                 break
-            if sentence.lower() not in seen:
-                seen.add(sentence.lower())
-                chosen.append((score, n, sentence))
-        return chosen
+            if c.text.lower() not in seen:
+                seen.add(c.text.lower())
+                chosen.append((float(np.round(shares[j], 6)), c.n, c.text))
+        return chosen, confidence
 
     def summarize(
         self, hits: list[Hit], on_token: Callable[[str], Any] | None = None, per_source: int = 1
     ) -> Draft:
-        """A lead summary: the first ``per_source`` quotable sentences of each source, cited.
-
-        Used for whole-document summaries, where the sources are one per section (map-reduce
-        without a model: the lead sentence of a section is its best extractive summary).
-        """
+        """An extractive summary: the ``per_source`` most central sentences of each source
+        (at least ``SUMMARY_SENTENCES`` in all), by TextRank over the term vectors of all of
+        them, in source order, cited; never a heading."""
         t0 = time.perf_counter()
-        quoted: list[tuple[int, str]] = []
-        for n, hit in enumerate(hits, start=1):
-            lead = [s for s, _, _, quotable in _sentences(hit.chunk) if quotable]
-            quoted += [(n, sentence) for sentence in lead[:per_source]]
+        cands = [c for c in candidates(hits) if c.quotable]
+        # per_source from each source, and SUMMARY_SENTENCES in all when the sources are few
+        quota = max(per_source, 1, -(-SUMMARY_SENTENCES // max(1, len(hits))))
+        paragraph: dict[int, int] = {}
+        para = -1
+        for i, c in enumerate(cands):
+            para += c.lead == 0 or i == 0 or cands[i - 1].n != c.n
+            paragraph[id(c)] = para
+        ranked = central(cands, len(cands))  # most central first
+        taken: dict[int, int] = {}
+        picked: list[Candidate] = []
+        # First the most central sentence of each paragraph, then the rest by centrality.
+        for first_pass in (True, False):
+            covered = {paragraph[id(p)] for p in picked}
+            for c in ranked:
+                if taken.get(c.n, 0) >= quota or any(c is p or _similar(c, p) for p in picked):
+                    continue  # the source's share is full, or it says what one picked says
+                if first_pass and paragraph[id(c)] in covered:
+                    continue
+                taken[c.n] = taken.get(c.n, 0) + 1
+                picked.append(c)
+                covered.add(paragraph[id(c)])
+        quoted = [(c.n, c.text) for c in sorted(picked, key=lambda c: (c.n, c.pos))]
         return self._quote("Summarize the sources.", hits, quoted, on_token, t0)
 
     def generate(
@@ -231,8 +266,13 @@ class ExtractiveGenerator(BaseGenerator):
         """Quote the best 1–3 sentences with ``[n]`` citations, or say the sources do not
         answer; ``on_token`` receives each quoted sentence."""
         t0 = time.perf_counter()
-        chosen = self.select(question, hits)
-        return self._quote(question, hits, [(n, s) for _, n, s in chosen], on_token, t0)
+        chosen, confidence = self.select(question, hits)
+        draft = self._quote(question, hits, [(n, s) for _, n, s in chosen], on_token, t0)
+        if self.scorer is None:
+            return draft
+        import dataclasses
+
+        return dataclasses.replace(draft, confidence=round(confidence, 4))
 
     def _quote(
         self,
@@ -260,3 +300,58 @@ class ExtractiveGenerator(BaseGenerator):
             finish_reason="stop",
             ms=(time.perf_counter() - t0) * 1000,
         )
+
+
+def _overlap_choice(cands: list[Candidate], own) -> list[tuple[float, int, str]]:
+    """Without the shipped scorer (a training run makes it): the quotable sentence with the
+    most of the question's term weight, if it holds half of it."""
+    best = max((i for i, c in enumerate(cands) if c.quotable), key=lambda i: (own[i], -cands[i].n))
+    if own[best] < 0.5:
+        return []
+    return [(float(own[best]), cands[best].n, cands[best].text)]
+
+
+def _similar(a: Candidate, b: Candidate) -> bool:
+    """Whether two sentences share most of their terms (Jaccard ≥ ``SUMMARY_OVERLAP``)."""
+    union = a.terms | b.terms
+    return bool(union) and len(a.terms & b.terms) / len(union) >= SUMMARY_OVERLAP
+
+
+def central(cands: list[Candidate], n: int) -> list[Candidate]:
+    """The ``n`` most central of ``cands``: TextRank (PageRank with damping
+    ``SUMMARY_DAMPING``) over the cosine similarities of their IDF-weighted term vectors, its
+    random jumps weighted 1 / (1 + place in its paragraph), as a paragraph's lead sentence tends
+    to state what it is about."""
+    import numpy as np
+
+    if len(cands) <= 1:
+        return list(cands[:n])
+    vocab: dict[str, int] = {}
+    for c in cands:
+        for t in c.terms:
+            vocab.setdefault(t, len(vocab))
+    if not vocab:
+        return list(cands[:n])
+    m = np.zeros((len(cands), len(vocab)))
+    for i, c in enumerate(cands):
+        for t in c.terms:
+            m[i, vocab[t]] = 1.0
+    idf = np.log((1 + len(cands)) / (1 + m.sum(axis=0))) + 1.0
+    m *= idf
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    m = m / np.where(norms > 0, norms, 1.0)
+    sim = m @ m.T
+    np.fill_diagonal(sim, 0.0)
+    rows = sim.sum(axis=1, keepdims=True)
+    walk = np.where(rows > 0, sim / np.where(rows > 0, rows, 1.0), 1.0 / len(cands))
+    jump = np.array([1.0 / (1 + c.lead) for c in cands])
+    jump /= jump.sum()
+    rank = np.full(len(cands), 1.0 / len(cands))
+    for _ in range(100):
+        nxt = (1 - SUMMARY_DAMPING) * jump + SUMMARY_DAMPING * (walk.T @ rank)
+        if np.abs(nxt - rank).sum() < 1e-9:
+            rank = nxt
+            break
+        rank = nxt
+    order = sorted(range(len(cands)), key=lambda i: (-rank[i], cands[i].n, cands[i].pos))
+    return [cands[i] for i in order[:n]]

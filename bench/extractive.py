@@ -1,0 +1,172 @@
+"""The extractive answerer on held-out halves: its learned sentence scorer against the previous
+answerer, and what the embedding reranker buys it.
+
+For every set and variant, one ``fathom eval`` run (``--split test``, ``fixed:4``, judge
+``contains``, generator ``extractive``) over the same questions, then paired differences against
+the shipped default with bootstrap intervals. Variants are configurations a user can set:
+
+* ``default`` — as shipped (the reranker as ``rerank.enabled`` and ``rerank.candidates`` say);
+* ``rerank-off`` — ``FATHOM_RERANK__ENABLED=false``;
+* ``rerank-8`` — ``FATHOM_RERANK__CANDIDATES=8`` (the fallback reranker reads 8 candidates);
+* ``rerank-20`` — ``FATHOM_RERANK__ENABLED=true FATHOM_RERANK__CANDIDATES=20``;
+* ``previous`` — another checkout of Fathom (``--previous DIR``, e.g. a ``git worktree`` of the
+  revision before the scorer), run with that checkout's own code and defaults.
+
+Per variant: contains, F1, answer recall (the gold answer in the context: what the reranker can
+change), abstentions, generate and rerank P50/P95 ms. Writes results.json and results.md.
+
+    python bench/extractive.py [--data DIR] [--sets squad_v1.1_dev:500,covidqa_200423:300]
+        [--variants default,rerank-off,rerank-8] [--previous DIR] [--work DIR] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from fathom.bench.common import REPO, data_dir, log, machine_info, write_json
+from fathom.evaluation.metrics import bootstrap_ci, paired_compare
+
+METRICS = ("contains", "f1", "answer_recall")
+VARIANTS: dict[str, dict[str, str]] = {
+    "default": {},
+    "rerank-off": {"FATHOM_RERANK__ENABLED": "false"},
+    "rerank-8": {"FATHOM_RERANK__ENABLED": "true", "FATHOM_RERANK__CANDIDATES": "8"},
+    "rerank-20": {"FATHOM_RERANK__ENABLED": "true", "FATHOM_RERANK__CANDIDATES": "20"},
+    "previous": {},
+}
+
+
+def run_eval(data: Path, name: str, limit: int, variant: str, args, home: Path) -> Path:
+    out = Path(args.work) / f"{name}-{variant}"
+    tree = Path(args.previous).resolve() if variant == "previous" else REPO
+    cmd = [
+        sys.executable, str(tree / "cli.py"), "eval",
+        "--docs", str(data / name / "docs.jsonl"),
+        "--questions", str(data / name / "questions.jsonl"),
+        "--split", "test", "--limit", str(limit),
+        "--strategies", "fixed:4", "--judge", "contains",
+        "--generator", "extractive", "--out", str(out),
+    ]  # fmt: skip
+    env = {**os.environ, "FATHOM_HOME": str(home), **VARIANTS[variant]}
+    if variant == "previous":
+        # the other checkout's cli.py registers itself as ``fathom``; keep this one off the path
+        env.pop("PYTHONPATH", None)
+    log(f"{name}: {variant} → {out}")
+    subprocess.run(cmd, check=True, env=env, cwd=tree)
+    return out
+
+
+def rows_by_qid(out: Path) -> dict[str, dict[str, Any]]:
+    rows = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines() if line]
+    return {r["qid"]: r for r in rows if r.get("strategy") == "fixed:4"}
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    v = sorted(values)
+    return v[min(len(v) - 1, round(q * (len(v) - 1)))]
+
+
+def compare(runs: dict[str, Path], baseline: str) -> dict[str, Any]:
+    """Each variant's means and intervals, and its paired differences against ``baseline``."""
+    rows = {label: rows_by_qid(out) for label, out in runs.items()}
+    shared = sorted(set.intersection(*(set(r) for r in rows.values())))
+    result: dict[str, Any] = {"n": len(shared), "variants": {}}
+    for label, by_qid in rows.items():
+        entry: dict[str, Any] = {}
+        for m in METRICS:
+            values = [float(by_qid[q]["metrics"][m] or 0.0) for q in shared]
+            entry[m] = bootstrap_ci(values)
+            if label != baseline:
+                base = [float(rows[baseline][q]["metrics"][m] or 0.0) for q in shared]
+                entry[f"{m}_minus_{baseline}"] = bootstrap_ci(
+                    [a - b for a, b in zip(values, base, strict=True)]
+                )
+                entry[f"{m}_paired"] = paired_compare(values, base)
+        entry["abstained"] = sum(bool(by_qid[q]["abstained"]) for q in shared) / max(1, len(shared))
+        for stage in ("generate", "rerank"):
+            ms = [float(by_qid[q]["stages_ms"].get(stage, 0.0)) for q in shared]
+            entry[f"{stage}_ms_p50"] = _pct(ms, 0.5)
+            entry[f"{stage}_ms_p95"] = _pct(ms, 0.95)
+        total = [float(by_qid[q]["total_ms"]) for q in shared]
+        entry["total_ms_p50"] = _pct(total, 0.5)
+        result["variants"][label] = entry
+    return result
+
+
+def markdown(results: dict[str, Any], baseline: str) -> str:
+    lines = [
+        "# The extractive answerer on held-out halves",
+        "",
+        f"Command: `{results['command']}`. `fathom eval --split test --strategies fixed:4 "
+        "--judge contains --generator extractive`, the same questions for every variant of a "
+        f"set; Δ is paired against `{baseline}` (bootstrap 95 % intervals). Machine: "
+        f"{results['machine'].get('cpus')} cores.",
+        "",
+        "| set | variant | n | contains | Δ contains | F1 | answer recall | Δ answer recall "
+        "| abstained | generate P50 / P95 ms | rerank P50 ms | ask P50 ms |",
+        "| --- | --- | ---: | --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+
+    def ci(c: dict[str, Any] | None, signed: bool = False) -> str:
+        if not c:
+            return "–"
+        f = "{:+.3f}" if signed else "{:.3f}"
+        return f"{f.format(c['mean'])} [{f.format(c['lo'])}, {f.format(c['hi'])}]"
+
+    def ms(v: float | None) -> str:
+        return "–" if v is None else f"{v:.0f}" if v >= 10 else f"{v:.1f}"
+
+    for name, res in results["sets"].items():
+        for label, e in res["variants"].items():
+            lines.append(
+                f"| {name} | {label} | {res['n']} | {ci(e['contains'])} | "
+                f"{ci(e.get(f'contains_minus_{baseline}'), True)} | {ci(e['f1'])} | "
+                f"{ci(e['answer_recall'])} | "
+                f"{ci(e.get(f'answer_recall_minus_{baseline}'), True)} | "
+                f"{e['abstained']:.1%} | {ms(e['generate_ms_p50'])} / {ms(e['generate_ms_p95'])} "
+                f"| {ms(e['rerank_ms_p50'])} | {ms(e['total_ms_p50'])} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", default=None)
+    ap.add_argument("--sets", default="squad_v1.1_dev:500,covidqa_200423:300")
+    ap.add_argument("--variants", default="default,rerank-off,rerank-8")
+    ap.add_argument("--previous", default=None, help="another Fathom checkout (variant previous)")
+    ap.add_argument("--work", default="runs/extractive")
+    ap.add_argument("--out", type=Path, default=REPO / "docs" / "results" / "extractive")
+    args = ap.parse_args(argv)
+    data = data_dir(args.data)
+    variants = [v for v in args.variants.split(",") if v]
+    if args.previous:
+        variants.append("previous")
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        ap.error(f"unknown variants {unknown}; known: {sorted(VARIANTS)}")
+    home = Path(args.work) / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {"machine": machine_info(), "sets": {}}
+    results["command"] = ("python bench/extractive.py " + " ".join(argv or sys.argv[1:])).strip()
+    for spec in args.sets.split(","):
+        name, _, limit = spec.partition(":")
+        runs = {v: run_eval(data, name, int(limit or 300), v, args, home) for v in variants}
+        results["sets"][name] = compare(runs, variants[0])
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_json(args.out / "results.json", results)
+    (args.out / "results.md").write_text(markdown(results, variants[0]))
+    print(markdown(results, variants[0]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
