@@ -196,9 +196,9 @@ class ExtractiveGenerator(BaseGenerator):
             return _overlap_choice(cands, own), 0.0
         import numpy as np
 
-        keep = [i for i, c in enumerate(cands) if c.quotable and own[i] >= self.scorer.min_own]
-        if not keep:
-            return [], 0.0
+        keep = [i for i, c in enumerate(cands) if c.quotable]
+        if not keep or max(own[i] for i in keep) < self.scorer.min_own:
+            return [], 0.0  # no sentence holds enough of the question: nothing is supported
         scores, shares, name = self.scorer.rank(x[keep], dense=cos is not None)
         order = sorted(
             range(len(keep)), key=lambda j: (-scores[j], cands[keep[j]].n, cands[keep[j]].pos)

@@ -326,7 +326,7 @@ class SentenceScorer:
     models: dict[str, LinearModel]
     support: dict[str, np.ndarray]
     keep_ratio: float  # further sentences are quoted when their share ≥ keep_ratio × the best's
-    min_own: float  # below this own overlap a sentence is not supported
+    min_own: float  # when no sentence holds this much of the question, nothing is supported
     min_confidence: float  # below this probability the answerer abstains
     meta: dict[str, Any]
 

@@ -15,8 +15,9 @@ Then, numpy only:
   cross-entropy against the gold sentences (Adam, L2);
 * ``keep_ratio``: the share, relative to the best, a further sentence needs to be quoted, chosen
   on the training questions as the one maximising ``contains − EXTRA_COST × (quoted − 1)``;
-* ``min_own``: the largest overlap floor under which a sentence is not supported that keeps
-  the answerer's abstentions on the (answerable) training questions at most ``MAX_ABSTAIN`` / 2;
+* ``min_own``: the largest overlap floor — when no sentence holds that much of the question,
+  nothing is supported and the answerer abstains — that keeps its abstentions on the
+  (answerable) training questions at most ``MAX_ABSTAIN`` / 2;
 * ``support``: a logistic calibration of the best candidate's score, share and overlap, and of
   the share of the question no candidate mentions, against whether the quote holds the answer
   — the confidence each answer states. It is fitted on the training sets and on the training
@@ -270,8 +271,8 @@ def _choices(data: Data, model: LinearModel, i: int, keep_ratio: float, min_own:
     best's ``(score, share, own)`` (None when no sentence is supported)."""
     r = data.rows(i)
     rows = np.arange(r.start, r.stop)
-    keep = rows[data.quotable[r] & (data.own[r] >= min_own)]
-    if len(keep) == 0:
+    keep = rows[data.quotable[r]]
+    if len(keep) == 0 or data.own[keep].max() < min_own:
         return [], None
     s = model.scores(data.x[keep])
     e = np.exp(s - s.max())
