@@ -456,6 +456,12 @@ class SentenceVectors:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.ascontiguousarray(np.stack(rows), dtype=np.float32)
 
+    def clear(self) -> None:
+        """Forget every remembered vector."""
+        with self._lock:
+            self._vectors.clear()
+            self._query.clear()
+
     def lookup(self, texts: list[str]) -> np.ndarray | None:
         """The remembered vectors of ``texts`` ``(len(texts), dim)``, or None when one is not
         remembered (nothing is embedded)."""

@@ -27,7 +27,7 @@ from fathom.stages.generate import opt_in_note
 from fathom.stages.generate.prompt import render_sources
 from fathom.stages.history import record_ask
 from fathom.stages.records import Answer, Prepared, Trace, elapsed_ms, price
-from fathom.stages.rerank import rerank_behind
+from fathom.stages.rerank import rerank_behind, rerank_head
 
 if TYPE_CHECKING:
     from fathom.core.config import Config
@@ -417,7 +417,7 @@ class Engine:
         memo = prepared.memo.get("rerank")
         if memo is None:  # the same for every depth: rerank once per prepared question
             t = time.perf_counter()
-            n = self.cfg.rerank.candidates
+            n = rerank_head(self.cfg.rerank, reranker)
             memo = (rerank_behind(reranker, prepared.question, candidates, n), elapsed_ms(t))
             prepared.memo["rerank"] = memo
         trace.add_ms("rerank", memo[1])
@@ -514,7 +514,11 @@ class Engine:
             scorer=self.scorer,
             clock=self.clock,
             reranker=self.reranker,
-            rerank_candidates=self.cfg.rerank.candidates,
+            rerank_candidates=(
+                rerank_head(self.cfg.rerank, self.reranker())
+                if use_rerank
+                else self.cfg.rerank.candidates
+            ),
             generate_round=self._generate_round,
             budget_for=self._budget,
             context_tokens=self._context_tokens,

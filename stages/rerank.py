@@ -326,6 +326,15 @@ class EmbeddingReranker:
         return _reordered(hits, self.scores(query, texts, stored, spans))
 
 
+def rerank_head(cfg: RerankConfig, reranker: Reranker) -> int:
+    """How many of the candidates ``reranker`` reads: ``rerank.candidates`` for a cross-encoder,
+    at most ``rerank.embedding_candidates`` for the embedding fallback (which embeds every
+    sentence of each)."""
+    if isinstance(reranker, EmbeddingReranker):
+        return max(1, min(cfg.candidates, cfg.embedding_candidates))
+    return cfg.candidates
+
+
 def rerank_behind(reranker: Reranker, question: str, hits: list[Hit], n: int) -> list[Hit]:
     """The first ``n`` of ``hits`` reranked, then the rest, never reranked, scored just below
     the head's lowest in their order: their fused scores are on another scale, and the

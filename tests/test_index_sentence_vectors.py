@@ -69,3 +69,14 @@ def test_the_question_vector_is_remembered_for_recent_questions() -> None:
     vectors.embed_query("c?")  # pushes the first out
     assert np.allclose(vectors.embed_query("when was it built?"), q1)
     assert inner.queries == 4
+
+
+def test_clear_forgets_everything() -> None:
+    inner = Counting()
+    vectors = SentenceVectors(inner)
+    vectors.embed(["a one"])
+    vectors.embed_query("q?")
+    vectors.clear()
+    assert len(vectors) == 0 and vectors.lookup(["a one"]) is None
+    vectors.embed_query("q?")
+    assert inner.queries == 2

@@ -563,6 +563,33 @@ def test_candidates_beyond_the_reranked_head_rank_after_it(tmp_path: Path, extra
     engine.close()
 
 
+def test_the_embedding_fallback_reranks_only_its_head(tmp_path: Path, extractive_cfg) -> None:
+    """Without a cross-encoder, the embedding reranker reads rerank.embedding_candidates hits
+    (it embeds each one's sentences); the rest follow in their fused order."""
+    from fathom.stages.rerank import EmbeddingReranker
+
+    seen: list[int] = []
+
+    class Recording(EmbeddingReranker):
+        def rerank(self, query, hits):
+            seen.append(len(hits))
+            return super().rerank(query, hits)
+
+    extractive_cfg.rerank.candidates = 20
+    extractive_cfg.rerank.embedding_candidates = 3
+    extractive_cfg.feedback.enabled = False
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    engine = Engine(extractive_cfg, resolve_target(extractive_cfg, str(pdf)))
+    engine._reranker = Recording(engine.sentence_vectors)
+    engine._rerank_notice = None
+    answer = engine.ask("What do chunks keep?", k=6, rerank=True)
+    assert seen == [3]
+    assert sum("rerank" in h.ranks for h in answer.used) <= 3
+    # the answerer read the sentence vectors the reranker made
+    assert len(engine.sentence_vectors) > 0
+    engine.close()
+
+
 def test_feedback_stops_when_deeper_retrieval_gives_the_same_sources(
     tmp_path: Path, extractive_cfg
 ) -> None:

@@ -299,3 +299,16 @@ def test_unreachable_hub_falls_back_without_a_long_retry(monkeypatch, minilm) ->
     reranker, notice = make_reranker(RerankConfig(model=model), minilm)
     assert isinstance(reranker, EmbeddingReranker)
     assert notice is not None and "127.0.0.1 unreachable" in notice
+
+
+def test_the_embedding_fallback_reads_fewer_candidates_than_a_cross_encoder() -> None:
+    from fathom.core.config import RerankConfig
+    from fathom.stages.rerank import CrossEncoderReranker, EmbeddingReranker, rerank_head
+
+    cfg = RerankConfig(candidates=20, embedding_candidates=8)
+    assert rerank_head(cfg, EmbeddingReranker(None)) == 8
+    assert rerank_head(cfg, CrossEncoderReranker(cfg.model)) == 20
+    assert (
+        rerank_head(RerankConfig(candidates=5, embedding_candidates=8), EmbeddingReranker(None))
+        == 5
+    )
