@@ -15,8 +15,16 @@ the shipped default with bootstrap intervals. Variants are configurations a user
 Per variant: contains, F1, answer recall (the gold answer in the context: what the reranker can
 change), abstentions, generate and rerank P50/P95 ms. Writes results.json and results.md.
 
+An eval remembers sentence vectors across its questions (``Engine.sentence_vectors``), as a
+``chat`` session does, so its rerank times are those of a warm session. ``--cold N`` measures
+what a one-shot ``fathom ask`` pays instead: N held-out questions of the first set, asked in one
+process with the remembered vectors cleared before each, with the default configuration and
+the fallback reranker reading 8 and 20 candidates and none, interleaved question by question so
+load changes hit all alike (cold.json).
+
     python bench/extractive.py [--data DIR] [--sets squad_v1.1_dev:500,covidqa_200423:300]
-        [--variants default,rerank-off,rerank-8] [--previous DIR] [--work DIR] [--out DIR]
+        [--variants default,rerank-off,rerank-8] [--previous DIR] [--cold N] [--work DIR]
+        [--out DIR]
 """
 
 from __future__ import annotations
@@ -101,6 +109,41 @@ def compare(runs: dict[str, Path], baseline: str) -> dict[str, Any]:
     return result
 
 
+def cold_asks(data: Path, name: str, n: int, home: Path) -> dict[str, Any]:
+    """Per-ask latency (ms) of ``n`` held-out questions with no remembered sentence vectors,
+    reranker off / reading 8 / reading 20 candidates, interleaved."""
+    from fathom.bench.common import bench_config, percentiles
+    from fathom.index.targets import resolve_target
+    from fathom.ingestion.questions import load_questions, split_by_document
+    from fathom.stages.pipeline import Engine
+
+    cfg = bench_config(home, {"generator.backend": "extractive"})
+    questions = split_by_document(load_questions(data / name / "questions.jsonl"), "test", 0)
+    questions = [q for q in questions if q.answers][:n]
+    collection = resolve_target(cfg, str(data / name / "docs.jsonl"))
+    engine = Engine(cfg, collection)
+    settings = {"off": (False, 8), "rerank-8": (True, 8), "rerank-20": (True, 20)}
+    totals: dict[str, list[float]] = {k: [] for k in settings}
+    reranks: dict[str, list[float]] = {k: [] for k in settings}
+    for i, q in enumerate([questions[0], *questions]):  # the first is a warm-up
+        for label, (on, head) in settings.items():
+            engine.cfg.rerank.embedding_candidates = head
+            engine.sentence_vectors.clear()
+            answer = engine.ask(q.question, rerank=on)
+            if i:
+                totals[label].append(answer.trace.total_ms)
+                reranks[label].append(answer.trace.stages_ms.get("rerank", 0.0))
+    reranker = engine.reranker().name
+    engine.close()
+    return {
+        "set": name,
+        "n": len(questions),
+        "reranker": reranker,
+        "ask_total_ms": {k: percentiles(v) for k, v in totals.items()},
+        "rerank_ms": {k: percentiles(v) for k, v in reranks.items()},
+    }
+
+
 def markdown(results: dict[str, Any], baseline: str) -> str:
     lines = [
         "# The extractive answerer on held-out halves",
@@ -143,12 +186,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sets", default="squad_v1.1_dev:500,covidqa_200423:300")
     ap.add_argument("--variants", default="default,rerank-off,rerank-8")
     ap.add_argument("--previous", default=None, help="another Fathom checkout (variant previous)")
+    ap.add_argument("--cold", type=int, default=0, help="also time N one-shot asks")
     ap.add_argument("--work", default="runs/extractive")
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "results" / "extractive")
     args = ap.parse_args(argv)
     data = data_dir(args.data)
     variants = [v for v in args.variants.split(",") if v]
-    if args.previous:
+    if args.previous and variants:
         variants.append("previous")
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
@@ -157,6 +201,15 @@ def main(argv: list[str] | None = None) -> int:
     home.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"machine": machine_info(), "sets": {}}
     results["command"] = ("python bench/extractive.py " + " ".join(argv or sys.argv[1:])).strip()
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.cold:
+        first = args.sets.split(",")[0].partition(":")[0]
+        cold = {"machine": machine_info(), "command": results["command"]}
+        cold.update(cold_asks(data, first, args.cold, home))
+        write_json(args.out / "cold.json", cold)
+        log(json.dumps(cold["ask_total_ms"]))
+    if not variants:
+        return 0
     for spec in args.sets.split(","):
         name, _, limit = spec.partition(":")
         runs = {v: run_eval(data, name, int(limit or 300), v, args, home) for v in variants}
