@@ -42,7 +42,6 @@ from fathom.stages.generate.sentence_scorer import (
 _WORDS = WordCounter()
 NO_ANSWER = "I don't know — the sources do not answer this."
 MAX_SENTENCES = 3
-MAX_EMBED = 12  # sentences the answerer embeds itself when the reranker has not
 SUMMARY_DAMPING = 0.85
 SUMMARY_OVERLAP = 0.5  # a summary sentence sharing this much with one picked is left out
 SUMMARY_SENTENCES = 3  # a summary of few sources quotes at least this many sentences
@@ -167,17 +166,17 @@ class ExtractiveGenerator(BaseGenerator):
         return _WORDS.count(texts)
 
     def cosines(self, question: str, cands: list[Candidate]):
-        """Each candidate's cosine to the question, from remembered vectors (embedding at most
-        ``MAX_EMBED`` missing sentences), or None when they are not at hand."""
+        """Each candidate's cosine to the question from the vectors the reranker made, or None
+        when one is not remembered: the answerer never runs the model itself (the lexical
+        scorer answers then), so generating stays a matter of milliseconds."""
         import numpy as np
 
         vectors = self._vectors
         if vectors is None or not cands:
             return None
-        texts = [c.text for c in cands]
-        if vectors.missing(texts) > MAX_EMBED:
+        sv = vectors.lookup([c.text for c in cands])
+        if sv is None:
             return None
-        sv = vectors.embed(texts)
         qv = np.asarray(vectors.embed_query(question), dtype=np.float32).reshape(-1)
         return (sv @ qv).astype(np.float64)
 
