@@ -159,6 +159,7 @@ def build_portfolio_file(
     from fathom.index.targets import resolve_target
     from fathom.ingestion.questions import load_questions, split_by_document
     from fathom.router.classify import QueryClassifier
+    from fathom.router.train_policy import portable
 
     if not target:
         raise ConfigError("give --docs PATH or --collection NAME")
@@ -182,7 +183,11 @@ def build_portfolio_file(
         n=top_n,
         by=by,
         cache=path.with_suffix(".scores.npz"),
-        describe={"questions": str(questions_path), "split": split, "split_seed": split_seed},
+        describe={
+            "questions": portable(str(questions_path)),  # $FATHOM_DATA/… when under it
+            "split": split,
+            "split_seed": split_seed,
+        },
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -21,6 +21,7 @@ from fathom.tests.support.docgen import make_qa_set
 
 def test_every_member_searches_and_scores(tmp_path: Path, minilm, monkeypatch) -> None:
     monkeypatch.setenv("FATHOM_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("FATHOM_DATA", str(tmp_path))
     docs, qfile = make_qa_set(tmp_path / "qa", n_docs=12)
     cfg = load_config()
     name = resolve_target(cfg, str(docs))
@@ -45,6 +46,7 @@ def test_portfolio_build_and_show(tmp_path: Path, minilm, monkeypatch) -> None:
     from fathom.cli import main
 
     monkeypatch.setenv("FATHOM_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("FATHOM_DATA", str(tmp_path))
     docs, qfile = make_qa_set(tmp_path / "qa", n_docs=12)
     runner = CliRunner()
     out = tmp_path / "p.json"
@@ -53,6 +55,8 @@ def test_portfolio_build_and_show(tmp_path: Path, minilm, monkeypatch) -> None:
     r = runner.invoke(main, args)
     assert r.exit_code == 0, r.output
     info = json.loads(out.read_text())
+    # the questions under FATHOM_DATA are recorded as $FATHOM_DATA/…, no folder of this machine
+    assert info["questions"] == "$FATHOM_DATA/qa/" + qfile.name
     assert len(info["members"]) == 3 and len(set(info["members"])) == 3
     assert info["coverage"] == sorted(info["coverage"])
     assert info["coverage"][-1] >= info["baselines"]["best_single"]["coverage"]
@@ -96,6 +100,7 @@ def test_members_run_together_give_what_each_gives_alone(
     from fathom.index.retrieve import CollectionRetriever
 
     monkeypatch.setenv("FATHOM_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("FATHOM_DATA", str(tmp_path))
     docs, qfile = make_qa_set(tmp_path / "qa", n_docs=12)
     cfg = load_config()
     coll = Collection.open(
