@@ -203,3 +203,42 @@ def profile_to(path: Path, fn, *args, top: int = 25, **kwargs):
     print(buf.getvalue(), file=sys.stderr)
     log(f"profile saved to {path}")
     return result
+
+
+def eval_rows_by_qid(out: Path, strategy: str = "fixed:4") -> dict[str, dict[str, Any]]:
+    """The rows of a ``fathom eval --out`` folder's log for ``strategy``, by question id."""
+    rows = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines() if line]
+    return {r["qid"]: r for r in rows if r.get("strategy") == strategy}
+
+
+def format_ci(c: dict[str, Any] | None, signed: bool = False) -> str:
+    """``mean [lo, hi]`` of a ``bootstrap_ci`` result to three decimals (``–`` for none)."""
+    if not c:
+        return "–"
+    f = "{:+.3f}" if signed else "{:.3f}"
+    return f"{f.format(c['mean'])} [{f.format(c['lo'])}, {f.format(c['hi'])}]"
+
+
+def paired_metrics(
+    rows: dict[str, dict[str, dict[str, Any]]], metrics: Sequence[str], baseline: str
+) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """``(shared qids, {label: entry})`` for eval rows by label and qid: each metric's mean with
+    a bootstrap interval on the questions every label answered, and for each label but
+    ``baseline`` the paired difference against it (interval, and win / tie / loss shares)."""
+    from fathom.evaluation.metrics import bootstrap_ci, paired_compare
+
+    shared = sorted(set.intersection(*(set(r) for r in rows.values())))
+    out: dict[str, dict[str, Any]] = {}
+    for label, by_qid in rows.items():
+        entry: dict[str, Any] = {}
+        for m in metrics:
+            values = [float(by_qid[q]["metrics"][m] or 0.0) for q in shared]
+            entry[m] = bootstrap_ci(values)
+            if label != baseline:
+                base = [float(rows[baseline][q]["metrics"][m] or 0.0) for q in shared]
+                entry[f"{m}_minus_{baseline}"] = bootstrap_ci(
+                    [a - b for a, b in zip(values, base, strict=True)]
+                )
+                entry[f"{m}_paired"] = paired_compare(values, base)
+        out[label] = entry
+    return shared, out

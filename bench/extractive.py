@@ -37,8 +37,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fathom.bench.common import REPO, data_dir, log, machine_info, write_json
-from fathom.evaluation.metrics import bootstrap_ci, paired_compare
+from fathom.bench.common import (
+    REPO,
+    data_dir,
+    eval_rows_by_qid,
+    format_ci,
+    log,
+    machine_info,
+    paired_metrics,
+    write_json,
+)
 
 METRICS = ("contains", "f1", "answer_recall")
 VARIANTS: dict[str, dict[str, str]] = {
@@ -70,11 +78,6 @@ def run_eval(data: Path, name: str, limit: int, variant: str, args, home: Path) 
     return out
 
 
-def rows_by_qid(out: Path) -> dict[str, dict[str, Any]]:
-    rows = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines() if line]
-    return {r["qid"]: r for r in rows if r.get("strategy") == "fixed:4"}
-
-
 def _pct(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -84,20 +87,11 @@ def _pct(values: list[float], q: float) -> float | None:
 
 def compare(runs: dict[str, Path], baseline: str) -> dict[str, Any]:
     """Each variant's means and intervals, and its paired differences against ``baseline``."""
-    rows = {label: rows_by_qid(out) for label, out in runs.items()}
-    shared = sorted(set.intersection(*(set(r) for r in rows.values())))
+    rows = {label: eval_rows_by_qid(out) for label, out in runs.items()}
+    shared, entries = paired_metrics(rows, METRICS, baseline)
     result: dict[str, Any] = {"n": len(shared), "variants": {}}
     for label, by_qid in rows.items():
-        entry: dict[str, Any] = {}
-        for m in METRICS:
-            values = [float(by_qid[q]["metrics"][m] or 0.0) for q in shared]
-            entry[m] = bootstrap_ci(values)
-            if label != baseline:
-                base = [float(rows[baseline][q]["metrics"][m] or 0.0) for q in shared]
-                entry[f"{m}_minus_{baseline}"] = bootstrap_ci(
-                    [a - b for a, b in zip(values, base, strict=True)]
-                )
-                entry[f"{m}_paired"] = paired_compare(values, base)
+        entry = entries[label]
         entry["abstained"] = sum(bool(by_qid[q]["abstained"]) for q in shared) / max(1, len(shared))
         for stage in ("generate", "rerank"):
             ms = [float(by_qid[q]["stages_ms"].get(stage, 0.0)) for q in shared]
@@ -158,22 +152,16 @@ def markdown(results: dict[str, Any], baseline: str) -> str:
         "| --- | --- | ---: | --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: |",
     ]
 
-    def ci(c: dict[str, Any] | None, signed: bool = False) -> str:
-        if not c:
-            return "–"
-        f = "{:+.3f}" if signed else "{:.3f}"
-        return f"{f.format(c['mean'])} [{f.format(c['lo'])}, {f.format(c['hi'])}]"
-
     def ms(v: float | None) -> str:
         return "–" if v is None else f"{v:.0f}" if v >= 10 else f"{v:.1f}"
 
     for name, res in results["sets"].items():
         for label, e in res["variants"].items():
             lines.append(
-                f"| {name} | {label} | {res['n']} | {ci(e['contains'])} | "
-                f"{ci(e.get(f'contains_minus_{baseline}'), True)} | {ci(e['f1'])} | "
-                f"{ci(e['answer_recall'])} | "
-                f"{ci(e.get(f'answer_recall_minus_{baseline}'), True)} | "
+                f"| {name} | {label} | {res['n']} | {format_ci(e['contains'])} | "
+                f"{format_ci(e.get(f'contains_minus_{baseline}'), True)} | {format_ci(e['f1'])} | "
+                f"{format_ci(e['answer_recall'])} | "
+                f"{format_ci(e.get(f'answer_recall_minus_{baseline}'), True)} | "
                 f"{e['abstained']:.1%} | {ms(e['generate_ms_p50'])} / {ms(e['generate_ms_p95'])} "
                 f"| {ms(e['rerank_ms_p50'])} | {ms(e['total_ms_p50'])} |"
             )

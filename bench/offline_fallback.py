@@ -17,15 +17,22 @@ folder's FATHOM_HOME, so an interrupted run resumes.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from fathom.bench.common import REPO, data_dir, log, machine_info, write_json
-from fathom.evaluation.metrics import bootstrap_ci, paired_compare
+from fathom.bench.common import (
+    REPO,
+    data_dir,
+    eval_rows_by_qid,
+    format_ci,
+    log,
+    machine_info,
+    paired_metrics,
+    write_json,
+)
 
 METRICS = ("contains", "f1", "em")
 
@@ -58,27 +65,13 @@ def run_eval(data: Path, name: str, generator: str, model: str, args, home: Path
     return out
 
 
-def rows_by_qid(out: Path) -> dict[str, dict[str, Any]]:
-    rows = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines() if line]
-    return {r["qid"]: r for r in rows if r.get("strategy") == "fixed:4"}
-
-
 def compare(runs: dict[str, Path], baseline: str) -> dict[str, Any]:
     """Each answerer's means and intervals, and its paired differences against ``baseline``."""
-    rows = {label: rows_by_qid(out) for label, out in runs.items()}
-    shared = sorted(set.intersection(*(set(r) for r in rows.values())))
+    rows = {label: eval_rows_by_qid(out) for label, out in runs.items()}
+    shared, entries = paired_metrics(rows, METRICS, baseline)
     result: dict[str, Any] = {"n": len(shared), "answerers": {}}
     for label, by_qid in rows.items():
-        entry: dict[str, Any] = {}
-        for m in METRICS:
-            values = [float(by_qid[q]["metrics"][m] or 0.0) for q in shared]
-            entry[m] = bootstrap_ci(values)
-            if label != baseline:
-                base = [float(rows[baseline][q]["metrics"][m] or 0.0) for q in shared]
-                entry[f"{m}_minus_{baseline}"] = bootstrap_ci(
-                    [a - b for a, b in zip(values, base, strict=True)]
-                )
-                entry[f"{m}_paired"] = paired_compare(values, base)
+        entry = entries[label]
         abst = [bool(by_qid[q]["abstained"]) for q in shared]
         entry["abstained"] = sum(abst) / max(1, len(abst))
         gen_ms = sorted(float(by_qid[q]["stages_ms"].get("generate", 0.0)) for q in shared)
@@ -99,18 +92,13 @@ def markdown(results: dict[str, Any], baseline: str, command: str) -> str:
         "| --- | --- | ---: | --- | --- | --- | --- | ---: | ---: |",
     ]
 
-    def ci(c: dict[str, Any] | None, signed: bool = False) -> str:
-        if not c:
-            return "–"
-        f = "{:+.3f}" if signed else "{:.3f}"
-        return f"{f.format(c['mean'])} [{f.format(c['lo'])}, {f.format(c['hi'])}]"
-
     for name, res in results["sets"].items():
         for label, e in res["answerers"].items():
             lines.append(
-                f"| {name} | {label} | {res['n']} | {ci(e['contains'])} | {ci(e['f1'])} | "
-                f"{ci(e.get(f'contains_minus_{baseline}'), True)} | "
-                f"{ci(e.get(f'f1_minus_{baseline}'), True)} | {e['abstained']:.1%} | "
+                f"| {name} | {label} | {res['n']} | {format_ci(e['contains'])} | "
+                f"{format_ci(e['f1'])} | "
+                f"{format_ci(e.get(f'contains_minus_{baseline}'), True)} | "
+                f"{format_ci(e.get(f'f1_minus_{baseline}'), True)} | {e['abstained']:.1%} | "
                 f"{e['generate_ms_p50']:.0f} |"
             )
     return "\n".join(lines) + "\n"
