@@ -759,3 +759,17 @@ def test_an_engine_closes_the_generator_it_made_and_not_one_it_was_given(
     engine._generator = made  # as if make_generator had made it
     engine.close()
     assert made.closed == 1
+
+
+@pytest.mark.data
+def test_a_prose_docx_summary_quotes_its_points_not_a_heading(extractive_cfg, data_dir) -> None:
+    """"What is this document about?" of a short DOCX of prose paragraphs, each under a label
+    ("Paragraph 1:"): the summary quotes sentences of both paragraphs, never the labels or the
+    table rows between them."""
+    docx = data_dir / "docx" / "haystack_sample_docx_3.docx"
+    answer = ask(extractive_cfg, str(docx), "What is this document about?")
+    assert answer.trace.strategy["map_reduce"]
+    assert "Paragraph" not in answer.text and "|" not in answer.text
+    assert answer.text.count("[1]") >= 2
+    assert "Artificial intelligence" in answer.text  # the lead of the first paragraph
+    assert "workforce" in answer.text or "new roles" in answer.text  # the second's point
