@@ -127,3 +127,55 @@ def test_a_home_that_cannot_be_written_is_a_problem(tmp_path: Path, monkeypatch)
     home = check(data, "FATHOM_HOME")
     assert home["status"] == "problem" and "FATHOM_HOME" in home["fix"]
     assert code == 1
+
+
+class HangingServer:
+    """A loopback server that accepts connections and never answers (an Ollama that hangs)."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.held: list = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    def _accept(self) -> None:
+        self.sock.settimeout(0.2)
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+                self.held.append(conn)  # read nothing, answer nothing
+            except OSError:
+                continue
+
+    def __enter__(self) -> str:
+        self._thread.start()
+        return f"127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        for conn in self.held:
+            conn.close()
+        self.sock.close()
+
+
+def test_an_ollama_that_hangs_is_reported_and_auto_answers_without_it(monkeypatch) -> None:
+    import threading
+
+    with HangingServer() as host:
+        monkeypatch.setenv("OLLAMA_HOST", host)
+        result: dict = {}
+        names = ("code", "data", "out")
+        run = threading.Thread(target=lambda: result.update(zip(names, doctor(), strict=True)))
+        run.start()
+        run.join(timeout=60)  # a hang detector, not a speed check: the probes time out
+        assert not run.is_alive(), "doctor hung on an Ollama that never answers"
+        ollama = check(result["data"], "ollama")
+        assert ollama["status"] == "warning" and "not reachable" in ollama["detail"]
+        assert "timed out" in ollama["detail"]
+        assert result["data"]["auto"]["backend"] == "extractive" and result["code"] == 0
