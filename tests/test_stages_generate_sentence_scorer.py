@@ -122,3 +122,15 @@ def test_the_shipped_scorer_loads_and_records_its_training() -> None:
     assert 0 < scorer.keep_ratio <= 1 and 0 <= scorer.min_own < 1
     assert 0 <= scorer.min_confidence < 1
     assert trained["calibrated_on"] == ["$FATHOM_DATA/squad_v2.0_dev"]
+
+
+def test_unmatched_is_the_share_of_the_question_no_candidate_mentions() -> None:
+    hits = [make_hit(1, "The tower is in Paris. It is tall.")]
+    cands = candidates(hits)
+    q = "Where is the tower?"
+    assert S.unmatched(answer_terms(q), cands, q) == 0.0
+    q = "Who painted the tower?"
+    share = S.unmatched(answer_terms(q), cands, q)
+    assert 0.4 < share < 1.0  # "painted" is nowhere, and a term found nowhere weighs most
+    q = "Who painted the bridge?"
+    assert S.unmatched(answer_terms(q), cands, q) == pytest.approx(1.0)
