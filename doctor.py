@@ -137,7 +137,8 @@ def _reranker(cfg: Config) -> list[Check]:
             "reranker",
             "cross-encoder",
             "warning",
-            f"{model} is not cached: ask uses the embedding reranker instead",
+            f"{model} is not cached: ask uses the embedding reranker instead (the top "
+            f"{min(cfg.rerank.candidates, cfg.rerank.embedding_candidates)} candidates)",
             "download it once where you have internet (it is cached for later), or set "
             "rerank.model to a local folder",
         )
