@@ -476,11 +476,6 @@ class SentenceVectors:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.ascontiguousarray(np.stack(rows), dtype=np.float32)
 
-    def missing(self, texts: list[str]) -> int:
-        """How many of ``texts`` have no remembered vector."""
-        with self._lock:
-            return sum(sentence_key(t) not in self._vectors for t in set(texts))
-
     def embed_query(self, text: str) -> np.ndarray:
         """``(dim,) float32``; the last few questions' vectors are remembered."""
         with self._lock:

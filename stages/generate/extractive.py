@@ -193,8 +193,6 @@ class ExtractiveGenerator(BaseGenerator):
         x, own = features(question, wanted, cands, cos)
         if self.scorer is None:
             return _overlap_choice(cands, own), 0.0
-        import numpy as np
-
         keep = [i for i, c in enumerate(cands) if c.quotable]
         if not keep or max(own[i] for i in keep) < self.scorer.min_own:
             return [], 0.0  # no sentence holds enough of the question: nothing is supported
@@ -220,7 +218,7 @@ class ExtractiveGenerator(BaseGenerator):
                 break
             if c.text.lower() not in seen:
                 seen.add(c.text.lower())
-                chosen.append((float(np.round(shares[j], 6)), c.n, c.text))
+                chosen.append((round(float(shares[j]), 6), c.n, c.text))
         return chosen, confidence
 
     def summarize(
@@ -233,25 +231,26 @@ class ExtractiveGenerator(BaseGenerator):
         cands = [c for c in candidates(hits) if c.quotable]
         # per_source from each source, and SUMMARY_SENTENCES in all when the sources are few
         quota = max(per_source, 1, -(-SUMMARY_SENTENCES // max(1, len(hits))))
-        paragraph: dict[int, int] = {}
-        para = -1
+        # (source, paragraph) of each sentence: a paragraph starts at its lead sentence
+        paragraph = {}
+        para = 0
         for i, c in enumerate(cands):
-            para += c.lead == 0 or i == 0 or cands[i - 1].n != c.n
-            paragraph[id(c)] = para
+            para += i > 0 and (c.lead == 0 or cands[i - 1].n != c.n)
+            paragraph[c.n, c.pos] = para
         ranked = central(cands, len(cands))  # most central first
         taken: dict[int, int] = {}
         picked: list[Candidate] = []
+        covered: set[int] = set()
         # First the most central sentence of each paragraph, then the rest by centrality.
         for first_pass in (True, False):
-            covered = {paragraph[id(p)] for p in picked}
             for c in ranked:
                 if taken.get(c.n, 0) >= quota or any(c is p or _similar(c, p) for p in picked):
                     continue  # the source's share is full, or it says what one picked says
-                if first_pass and paragraph[id(c)] in covered:
+                if first_pass and paragraph[c.n, c.pos] in covered:
                     continue
                 taken[c.n] = taken.get(c.n, 0) + 1
                 picked.append(c)
-                covered.add(paragraph[id(c)])
+                covered.add(paragraph[c.n, c.pos])
         quoted = [(c.n, c.text) for c in sorted(picked, key=lambda c: (c.n, c.pos))]
         return self._quote("Summarize the sources.", hits, quoted, on_token, t0)
 
