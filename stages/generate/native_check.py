@@ -1,8 +1,8 @@
 """Whether this machine's llama.cpp build can evaluate a batched prompt: checked once, in a child.
 
-A natively compiled llama-cpp-python can die with SIGILL ("Illegal instruction") on a CPU whose
-flags promise instructions the build then cannot run (seen on cloud VMs reporting AVX-512 and
-AMX): a one-token prompt works, the first batched prompt kills the process without a word.
+A natively compiled llama-cpp-python can die on a CPU whose flags promise instructions the build
+then cannot run (seen on cloud VMs reporting AVX-512 and AMX, by SIGILL "Illegal instruction" or
+by SIGSEGV): a one-token prompt works, the first batched prompt kills the process without a word.
 Before a model is first loaded in this process, ``ensure_build_runs`` evaluates a prompt of
 ``PROMPT_TOKENS`` tokens with the same model, context and batch size in a child process. A child
 killed by a signal becomes one clear line (``NativeBackendCrash``) instead of a silent death;
