@@ -55,9 +55,13 @@ def smollm2_path() -> Path:
 
 @lru_cache(maxsize=1)
 def shared_llama() -> Any:
-    """One SmolLM2 ``Llama`` per test process, for the servers the tests run."""
+    """One SmolLM2 ``Llama`` per test process, for the servers the tests run. The build is
+    checked first, so a llama.cpp that crashes on this CPU fails the test with the rebuild line
+    instead of killing the test process."""
+    from fathom.stages.generate.native_check import ensure_build_runs
     from llama_cpp import Llama
 
+    ensure_build_runs(smollm2_path(), 2048, 512, 1, None)
     return Llama(
         str(smollm2_path()), n_ctx=2048, n_threads=1, n_threads_batch=1, seed=0, verbose=False
     )
