@@ -22,6 +22,7 @@ and how fast.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -63,9 +64,20 @@ def llama_cpp_build() -> dict[str, Any] | None:
     return {"version": llama_cpp.__version__, "system_info": " ".join(info.split())}
 
 
+def finished(out: Path, limit: int) -> bool:
+    """Whether ``out`` holds a finished ``fathom eval`` of this benchmark's shape: the held-out
+    half and ``limit`` questions (a folder from another ``--limit`` is run again)."""
+    try:
+        run = json.loads((out / "run.json").read_text())
+    except (OSError, ValueError):
+        return False
+    shape = run.get("doc_split") == "test" and run.get("n_questions") == limit
+    return shape and (out / "summary.json").is_file()
+
+
 def run_eval(data: Path, name: str, generator: str, model: str, args, home: Path) -> Path:
     out = Path(args.work) / f"{name}-{generator}{'-' + Path(model).stem if model else ''}"
-    if args.reuse and (out / "summary.json").is_file():
+    if args.reuse and finished(out, args.limit):
         log(f"{name}: {generator} {model or ''} reused from {out}")
         return out
     cmd = [
