@@ -146,9 +146,11 @@ def sweep(cfg: Any, opts: dict[str, Any], *, display: Display, on_rows: Display)
         return run_sweep(cfg, settings, progress=ingest_progress, on_rows=bar)
 
 
-def depth_policy(path: str | None) -> tuple[Any, Path]:
-    """``fathom policy show``: the depth policy at ``path`` (default: the shipped one) and the
-    file it was read from."""
+def depth_policy(path: str | None) -> tuple[Any, Path, dict[str, Any] | None]:
+    """``fathom policy show``: the depth policy at ``path`` (default: the shipped one), the
+    file it was read from, and, for a policy that prices its choice, what one point of answer
+    recall is worth at each preference (``{"pricing", "explain"}``; None otherwise)."""
+    from fathom.router.cost import explain, pricing
     from fathom.router.depth import load_policy
     from fathom.router.forest import default_policy_path
 
@@ -157,7 +159,11 @@ def depth_policy(path: str | None) -> tuple[Any, Path]:
         from fathom.router.reinforce import ReinforcePolicy
 
         ReinforcePolicy.load(target)  # fails, naming the two files a REINFORCE policy needs
-    return load_policy(target), target
+    policy = load_policy(target)
+    priced = None
+    if policy.prices_reading:
+        priced = {"pricing": pricing(policy.cost), "explain": explain(policy.cost)}
+    return policy, target, priced
 
 
 def portfolio_info(cfg: Any, path: str) -> dict[str, Any]:

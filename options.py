@@ -77,6 +77,15 @@ def password_option(help_text: str) -> Decorator:
     return click.option("--password", default=None, envvar="FATHOM_PDF_PASSWORD", help=help_text)
 
 
+PREFER_OPTION = click.option(
+    "--prefer",
+    type=click.Choice(["quality", "balanced", "fast"]),
+    default=None,
+    help="What one point of answer recall is worth to the depth policy (retrieval.prefer): "
+    "quality 5 s / 0.1 cents, balanced 1 s / 0.02 cents, fast 0.25 s / 0.005 cents of the "
+    "answering model's reading time or price. Default balanced.",
+)
+
 # What `ask` and `chat` take besides their arguments.
 ASK_OPTIONS = stack(
     click.option(
@@ -103,6 +112,7 @@ ASK_OPTIONS = stack(
         help="Depth policy: a policy file, 'strategy', or 'auto' (the shipped learned policy "
         "when present). --k overrides it.",
     ),
+    PREFER_OPTION,
     click.option(
         "--portfolio",
         default=None,
@@ -128,6 +138,7 @@ ASK_OPTIONS = stack(
 ASK_CONFIG = (
     "deadline_ms",
     "policy",
+    "prefer",
     "portfolio",
     "portfolio_mode",
     "portfolio_ell",
@@ -168,6 +179,7 @@ EVAL_OPTIONS = stack(
         "feedback loop.",
     ),
     click.option("--baseline", default=None, help="Strategy the others are compared with."),
+    PREFER_OPTION,
     generator_option(help="Answer backend."),
     click.option("--model", default=None, help="Generator model (name, GGUF path, …)."),
     click.option(
@@ -212,7 +224,15 @@ EVAL_OPTIONS = stack(
 )
 
 # The eval options that override a configuration key, in the order they are applied.
-EVAL_CONFIG = ("generator", "model", "deadline_ms", "portfolio", "portfolio_mode", "portfolio_ell")
+EVAL_CONFIG = (
+    "generator",
+    "model",
+    "deadline_ms",
+    "prefer",
+    "portfolio",
+    "portfolio_mode",
+    "portfolio_ell",
+)
 
 # The configuration key each option overrides; a value of None leaves the configured one.
 CONFIG_KEYS = {
@@ -222,6 +242,7 @@ CONFIG_KEYS = {
     "embedder": "embedder.name",
     "budget_tokens": "compress.budget_tokens",
     "policy": "retrieval.policy",
+    "prefer": "retrieval.prefer",
     "portfolio": "retrieval.portfolio",
     "portfolio_mode": "retrieval.portfolio_mode",
     "portfolio_ell": "retrieval.portfolio_ell",

@@ -311,6 +311,8 @@ def render_answer(answer, streamed: bool = False, as_json: bool = False) -> None
         f"{d.policy if d else '-'} · k = {d.k if d else 0} · {d.reason if d else ''}",
         highlight=False,
     )
+    if d is not None and d.cost:
+        out.print(f"[bold]Trade[/bold] {plain(d.cost['trade'])}", highlight=False)
     out.print(
         f"[bold]Confidence[/bold] {conf['score']:.2f}"
         + (" (abstained)" if conf.get("abstained") else "")

@@ -142,17 +142,18 @@ def render_sweep(sweep, budgets: list[int], out: Path, warn_recall: float) -> No
     click.echo(f"sweep of {len(sweep.qids)} questions × {len(budgets)} budgets in {out}/")
 
 
-def render_policy(policy, path: Path, as_json: bool = False) -> None:
+def render_policy(policy, path: Path, priced=None, as_json: bool = False) -> None:
     """A depth policy as ``fathom.router.depth.load_policy`` returns it, by its kind (each
     policy class names itself after its kind): a forest's metadata and feature importances, a
-    utility policy's bundles and utilities, a REINFORCE policy's metadata as saved beside it."""
+    utility policy's bundles and utilities, a REINFORCE policy's metadata as saved beside it;
+    ``priced``: what a priced forest's preferences are worth (``commands.depth_policy``)."""
     kind = policy.name
     if kind == "reinforce":
         render_reinforce_policy(path, as_json)
     elif kind == "utility":
         render_utility_policy(policy, as_json)
     else:
-        render_forest_policy(policy, as_json)
+        render_forest_policy(policy, priced, as_json)
 
 
 def render_utility_policy(util, as_json: bool) -> None:
@@ -165,7 +166,7 @@ def render_utility_policy(util, as_json: bool) -> None:
             click.echo(f"{key}: {json.dumps(value, ensure_ascii=False)}")
 
 
-def render_forest_policy(model, as_json: bool) -> None:
+def render_forest_policy(model, priced, as_json: bool) -> None:
     meta = {
         "budgets": list(model.budgets),
         "rule": model.rule,
@@ -175,6 +176,8 @@ def render_forest_policy(model, as_json: bool) -> None:
         "n_trees": len(model.trees),
         **model.meta,
     }
+    if priced:
+        meta["pricing"] = priced["pricing"]
     if as_json:
         print_json(meta)
         return
@@ -183,6 +186,7 @@ def render_forest_policy(model, as_json: bool) -> None:
 
     console = Console()
     imp = meta.pop("feature_importances", {})
+    meta.pop("pricing", None)  # said in words below
     for key, value in meta.items():
         console.print(
             f"[bold]{key}[/bold]: {json.dumps(value, ensure_ascii=False)}", highlight=False
@@ -193,6 +197,8 @@ def render_forest_policy(model, as_json: bool) -> None:
     for name in sorted(imp, key=lambda k: -imp[k])[:15]:
         table.add_row(name, f"{imp[name]:.3f}")
     console.print(table)
+    if priced:
+        console.print(f"[bold]Depth and cost[/bold]: {priced['explain']}", highlight=False)
 
 
 def render_reinforce_policy(target: Path, as_json: bool) -> None:

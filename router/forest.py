@@ -20,7 +20,11 @@ probability:
 * ``cost`` λ: the budget maximising P(enough by b) − λ · tokens(b) / 1000, with tokens(b) the
   training sweep's mean context tokens at b — the expected quality bought per 1000 tokens,
   the same trade-off the REINFORCE reward prices. It goes deep only where the forest expects
-  depth to pay, and stops early on questions that look unanswerable at any depth.
+  depth to pay, and stops early on questions that look unanswerable at any depth. At ``ask``
+  the tokens are priced in the answering backend's own unit (``router.cost``: seconds of a
+  local model's measured prompt speed, money from the price table) and λ follows the user's
+  ``retrieval.prefer``; the extractive answerer and backends of unknown speed keep λ per 1000
+  tokens.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from fathom.core.base import Decision
 from fathom.core.errors import ConfigError
+from fathom.router.cost import ReadingCost, trade_line
 
 if TYPE_CHECKING:
     import numpy as np
@@ -119,6 +124,12 @@ class ForestPolicy:
     def deepest_k(self) -> int:
         """The deepest budget: its features were computed on a probe this deep in training."""
         return max(self.budgets, default=0)
+
+    @property
+    def prices_reading(self) -> bool:
+        """Whether the cost rule decides: its tokens are then priced in the answering
+        backend's unit (``decide``'s ``cost``)."""
+        return self.cost is not None and not self.most_likely
 
     # -- training -------------------------------------------------------------------------------
 
@@ -319,9 +330,11 @@ class ForestPolicy:
         confidence: float | None = None,
         cost: float | None = None,
         most_likely: bool | None = None,
+        reading: ReadingCost | None = None,
     ) -> np.ndarray:
         """Budget index per row of ``predict_proba`` under the policy's rule (or the one
-        given): with a ``cost`` λ, the argmax of P(enough by b) − λ · tokens(b) / 1000; with
+        given): with a ``cost`` λ, the argmax of P(enough by b) − λ · tokens(b) / 1000 (with a
+        ``reading`` cost, tokens priced in its unit at its preference instead); with
         ``most_likely``, the most probable label ("none suffices" → the smallest budget); else
         the smallest budget whose P(enough by b) ≥ ``confidence``, the deepest when none is."""
         import numpy as np
@@ -334,7 +347,8 @@ class ForestPolicy:
         cum = np.cumsum(p[:, : len(self.budgets)], axis=1)
         lam = self.cost if cost is None and confidence is None else cost
         if lam is not None:
-            return np.argmax(cum - lam * self._tokens()[None, :] / 1000.0, axis=1)
+            weight = (reading or ReadingCost()).weight(lam)
+            return np.argmax(cum - weight * self._tokens()[None, :], axis=1)
         c = self.confidence if confidence is None else confidence
         reached = cum >= c - 1e-9
         return np.where(reached.any(axis=1), reached.argmax(axis=1), len(self.budgets) - 1)
@@ -367,6 +381,7 @@ class ForestPolicy:
         *,
         type_probs: dict[str, float] | None = None,
         qvec: Any = None,
+        cost: ReadingCost | None = None,
     ) -> Decision:
         from fathom.router.features import probe_features
 
@@ -374,8 +389,10 @@ class ForestPolicy:
         f = probe_features(question, probe, type_probs)
         leaves, parents, children = self._walk(f)
         proba = self._mean_leaf(leaves)
-        i = int(self.choose(proba)[0])
+        priced = self.prices_reading
+        i = int(self.choose(proba, reading=cost if priced else None)[0])
         nb = len(self.budgets)
+        priced_cost: dict[str, Any] = {}
         cum = [float(sum(proba[: j + 1])) for j in range(nb)]
         k = min(self.budgets[i], len(probe.hits))
         if self.most_likely:
@@ -388,14 +405,31 @@ class ForestPolicy:
                 f"(P = {float(proba[runner]):.2f})"
             )
         elif self.cost is not None:
-            tokens = self._tokens()
-            utility = [cum[j] - self.cost * float(tokens[j]) / 1000.0 for j in range(nb)]
+            reading = cost or ReadingCost()
+            tokens = [float(t) for t in self._tokens()]
+            weight = reading.weight(self.cost)
+            utility = [cum[j] - weight * tokens[j] for j in range(nb)]
             runner = max((j for j in range(nb) if j != i), key=lambda j: utility[j])
-            reason = (
-                f"forest: k = {self.budgets[i]} maximises P(enough) − λ·tokens/1000 "
-                f"(P = {cum[i]:.2f} at ~{tokens[i]:.0f} tokens, λ = {self.cost:g}); runner-up "
-                f"k = {self.budgets[runner]} (P = {cum[runner]:.2f} at ~{tokens[runner]:.0f})"
-            )
+            if reading.unit == "tokens":
+                reason = (
+                    f"forest: k = {self.budgets[i]} maximises P(enough) − λ·tokens/1000 "
+                    f"(P = {cum[i]:.2f} at ~{tokens[i]:.0f} tokens, λ = {weight * 1000:g}); "
+                    f"runner-up k = {self.budgets[runner]} (P = {cum[runner]:.2f} at "
+                    f"~{tokens[runner]:.0f})"
+                )
+            else:
+                reason = (
+                    f"forest: k = {self.budgets[i]} maximises P(enough) − the cost of reading "
+                    f"(P = {cum[i]:.2f}, ~{tokens[i]:.0f} tokens, about "
+                    f"{reading.format(reading.amount(tokens[i]))}); runner-up "
+                    f"k = {self.budgets[runner]} (P = {cum[runner]:.2f}, about "
+                    f"{reading.format(reading.amount(tokens[runner]))})"
+                )
+            priced_cost = {
+                **reading.to_dict(),
+                "amount": round(reading.amount(tokens[i]), 6),
+                "trade": trade_line(reading, self.cost, self.budgets, cum, tokens, i),
+            }
         else:
             runner = i + 1 if i + 1 < nb else max(0, i - 1)
             reason = (
@@ -415,7 +449,7 @@ class ForestPolicy:
         scores = {f"p_k{b}": round(float(p), 4) for b, p in zip(self.budgets, proba, strict=False)}
         scores["p_none_suffices"] = round(float(proba[nb]), 4)
         scores["decide_ms"] = round((time.perf_counter() - t) * 1000, 4)
-        return Decision(k, self.name, reason, scores=scores)
+        return Decision(k, self.name, reason, scores=scores, cost=priced_cost if priced else None)
 
     # -- persistence -----------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from fathom.core.base import Decision
 from fathom.core.errors import FathomError
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
     from fathom.core.base import Probe, QueryType
+    from fathom.router.cost import ReadingCost
     from fathom.router.sweep import Sweep
 
 FORMAT = 1
@@ -70,6 +71,7 @@ class ReinforcePolicy:
     std: np.ndarray
     meta: dict[str, Any] = field(default_factory=dict)
     name: str = "reinforce"
+    prices_reading: ClassVar[bool] = False  # its own trade-off, fixed in training
 
     @property
     def deepest_k(self) -> int:
@@ -101,6 +103,7 @@ class ReinforcePolicy:
         *,
         type_probs: dict[str, float] | None = None,
         qvec: Any = None,
+        cost: ReadingCost | None = None,
     ) -> Decision:
         from fathom.router.features import probe_features
 

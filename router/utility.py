@@ -17,13 +17,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from fathom.core.base import Decision
 from fathom.core.errors import ConfigError, FathomError
 
 if TYPE_CHECKING:
     from fathom.core.base import Probe, QueryType
+    from fathom.router.cost import ReadingCost
     from fathom.router.sweep import Sweep
 
 FORMAT = 1
@@ -48,6 +49,7 @@ class UtilityPolicy:
     preset: str = "balanced"
     meta: dict[str, Any] = field(default_factory=dict)
     name: str = "utility"
+    prices_reading: ClassVar[bool] = False  # its own trade-off, fixed in training
 
     @property
     def deepest_k(self) -> int:
@@ -125,6 +127,7 @@ class UtilityPolicy:
         *,
         type_probs: dict[str, float] | None = None,
         qvec: Any = None,
+        cost: ReadingCost | None = None,
     ) -> Decision:
         u = self.utilities(qtype)
         # Ties go to the smaller budget.

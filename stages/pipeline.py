@@ -26,6 +26,7 @@ from fathom.stages.deadline import AnswerClock
 from fathom.stages.generate import opt_in_note
 from fathom.stages.generate.prompt import render_sources
 from fathom.stages.history import record_ask
+from fathom.stages.pricing import reading_cost
 from fathom.stages.records import Answer, Prepared, Trace, elapsed_ms, price
 from fathom.stages.rerank import rerank_behind, rerank_head
 
@@ -310,17 +311,19 @@ class Engine:
         self.clock.begin(gen)
         trace = self._start_trace(prepared, no_retrieval=k == 0)
 
-        # Decide the depth.
-        t = time.perf_counter()
+        # Decide the depth (a priced policy first learns what reading costs this generator).
         chooser = FixedDepth(k) if k is not None else policy or StrategyDepth(prepared.strategy)
         if isinstance(chooser, StrategyDepth) and self._policy_notice:
             trace.notices.append(self._policy_notice)
+        cost = self._reading_cost(prepared, trace) if chooser.prices_reading else None
+        t = time.perf_counter()
         decision = chooser.decide(
             prepared.question,
             prepared.probe,
             prepared.query_type,
             type_probs=prepared.type_probs,
             qvec=prepared.qvec,
+            cost=cost,
         )
         trace.decision = decision
         trace.add_ms("decide", elapsed_ms(t))
@@ -389,6 +392,21 @@ class Engine:
         if not no_retrieval:
             trace.hops.extend(prepared.hops)
         return trace
+
+    def _reading_cost(self, prepared: Prepared, trace: Trace) -> Any:
+        """What a context token costs the generator (``stages.pricing``). Measuring a prompt
+        speed for the first time loads the model: that time is its own stage, not the
+        decision's."""
+        t = time.perf_counter()
+        hits = list(prepared.probe.hits)
+        cost, measured = reading_cost(self.cfg, self.generator, prepared.question, hits)
+        if measured:
+            trace.add_ms("measure", elapsed_ms(t))
+            trace.note(
+                f"measured the generator's prompt speed ({cost.per_token * 1000:.2g} ms per "
+                "token) to price the depth; kept in FATHOM_HOME for the next answers"
+            )
+        return cost
 
     def _candidates(
         self, prepared: Prepared, decision: Decision, rerank: bool | None, trace: Trace

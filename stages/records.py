@@ -156,7 +156,8 @@ class Answer:
         }
 
 
-ANSWER_SCHEMA_VERSION = 3  # docs/answer.schema.json; 3: confidence.answerer; 2: sources' text
+# docs/answer.schema.json; 4: trace.decision.cost; 3: confidence.answerer; 2: sources' text
+ANSWER_SCHEMA_VERSION = 4
 
 
 def price(cfg: Config, model: str, prompt_tokens: int, completion_tokens: int) -> float:

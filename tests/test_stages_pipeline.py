@@ -100,7 +100,7 @@ def test_ask_json_matches_the_documented_schema(tmp_path: Path, minilm) -> None:
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     jsonschema.validate(data, schema)
-    assert data["schema_version"] == 3
+    assert data["schema_version"] == 4
     assert data["citations"][0]["pages"] == "2"
     # A script can show what was cited: each source carries the text the answer was made from.
     quoted = data["answer"].split(" [")[0].strip(" .")
@@ -630,6 +630,7 @@ def test_the_probe_goes_as_deep_as_the_policys_deepest_budget(
     class Deep:
         budgets = (0, 5, 40)
         deepest_k = 40  # the probe must go this deep for it
+        prices_reading = False
 
         def __init__(self) -> None:
             self.seen: list[int] = []

@@ -123,13 +123,13 @@ def opt_in_note(cfg: GeneratorConfig, backend: str) -> str | None:
     )
 
 
-SPEED_FILE = "llamacpp-speed.json"  # measured prompt speeds, in the models folder
+SPEED_FILE = "prompt-speed.json"  # measured prompt speeds, in the models folder
 
 
 def make_generator(cfg: GeneratorConfig, models_dir: Path | None = None) -> Generator:
     """The generator ``cfg`` names (``"auto"`` resolved); its ``name`` and ``model`` say which
     backend and model answer, and ``selection`` why it was chosen. ``models_dir``
-    (``FATHOM_HOME/models``) keeps an in-process backend's measured prompt speed."""
+    (``FATHOM_HOME/models``) keeps a backend's measured prompt speed."""
     backend, reason = resolve_backend(cfg)
     factory = GENERATORS.get(backend)
     if factory is None:

@@ -18,6 +18,9 @@ summary without a model), ``replayed_ms`` (time an evaluation cache replayed), `
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -76,11 +79,17 @@ class BaseGenerator:
     model: str = ""
     selection: str = ""  # why ``auto`` chose this backend (make_generator sets it)
     template_source: str = ""  # where a GGUF's chat template came from, when it has none
-    # Where an in-process backend keeps its measured prompt speed across processes.
+    # Where a backend keeps its measured prompt speed across processes (make_generator sets
+    # FATHOM_HOME/models/prompt-speed.json): one entry per ``_speed_key``.
     speed_file: Path | None = None
 
     def __init__(self, cfg: GeneratorConfig) -> None:
         self.cfg = cfg
+        # Milliseconds per prompt token, as measured lately on this machine (None until one
+        # was): what a deadline needs before it sends a long context, and what the depth
+        # decision prices a chunk of context at.
+        self.prefill_ms_per_token: float | None = None
+        self._speed_read = False
 
     # -- tokens ------------------------------------------------------------------------------
 
@@ -147,8 +156,11 @@ class BaseGenerator:
         return 0.0
 
     def expected_prefill_ms(self, prompt_tokens: int) -> float | None:
-        """How long evaluating a prompt of ``prompt_tokens`` should take (None: unknown)."""
-        return None
+        """How long evaluating a prompt of ``prompt_tokens`` should take from an empty prompt
+        cache, from the prompts measured so far (None before the first, and for a backend that
+        measures none)."""
+        rate = self._known_speed()
+        return None if rate is None else rate * prompt_tokens
 
     def measure_prefill(self, question: str, hits: list[Hit]) -> float | None:
         """Measure prompt evaluation now, where the backend can (None: it cannot)."""
@@ -168,3 +180,47 @@ class BaseGenerator:
 
     def close(self) -> None:
         """Release clients and models; nothing here."""
+
+    # -- the measured prompt speed ----------------------------------------------------------
+
+    def _speed_key(self) -> str:
+        """What one speed entry is the speed of: the backend and its model."""
+        return f"{self.name}:{self.model}"
+
+    def _known_speed(self) -> float | None:
+        """The measured ms per prompt token: this process's, else the speed file's (read
+        once)."""
+        if self.prefill_ms_per_token is None and not self._speed_read:
+            self._speed_read = True
+            self.prefill_ms_per_token = self._speeds().get(self._speed_key())
+        return self.prefill_ms_per_token
+
+    def _speeds(self) -> dict[str, float]:
+        if self.speed_file is None:
+            return {}
+        for path in (self.speed_file, self.speed_file.with_name(OLD_SPEED_FILE)):
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict):
+                return {k: float(v) for k, v in data.items() if isinstance(v, int | float)}
+        return {}
+
+    def _record_speed(self, rate: float) -> None:
+        """Keep a new measure (ms per prompt token), smoothed with the ones before it, here
+        and in the speed file."""
+        old = self._known_speed()
+        self.prefill_ms_per_token = rate if old is None else 0.7 * old + 0.3 * rate
+        if self.speed_file is None:
+            return
+        speeds = {**self._speeds(), self._speed_key(): round(self.prefill_ms_per_token, 4)}
+        tmp = self.speed_file.with_name(f".{self.speed_file.name}.{os.getpid()}.tmp")
+        with contextlib.suppress(OSError):  # a measure that is not kept costs nothing
+            self.speed_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(speeds, indent=1, sort_keys=True), encoding="utf-8")
+            os.replace(tmp, self.speed_file)
+
+
+# The speed file's earlier name, when only llama.cpp kept one: read when the new one is missing.
+OLD_SPEED_FILE = "llamacpp-speed.json"

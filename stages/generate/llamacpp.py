@@ -12,7 +12,6 @@ from __future__ import annotations
 import codecs
 import contextlib
 import io
-import json
 import math
 import os
 import threading
@@ -47,12 +46,6 @@ class LlamaCppGenerator(BaseGenerator):
         self._vocab: Llama | None = None
         self._formatter: Any = None
         self._lock = threading.RLock()
-        # Milliseconds per prompt token of a full prompt evaluation, as measured lately (None
-        # until one ran): what a deadline needs to know before it sends a long context. With a
-        # ``speed_file`` (make_generator sets FATHOM_HOME/models/llamacpp-speed.json) the
-        # measure carries over to the next process, so a one-question ask has it too.
-        self.prefill_ms_per_token: float | None = None
-        self._speed_read = False
 
     def __repr__(self) -> str:
         return f"LlamaCppGenerator(model={str(self.path)!r}, n_ctx={self.cfg.context_window})"
@@ -201,12 +194,6 @@ class LlamaCppGenerator(BaseGenerator):
             if llm is not None:
                 llm.close()
 
-    def expected_prefill_ms(self, prompt_tokens: int) -> float | None:
-        """How long evaluating a prompt of ``prompt_tokens`` should take from an empty KV
-        cache, from the prompts evaluated so far (None before the first)."""
-        rate = self._known_speed()
-        return None if rate is None else rate * prompt_tokens
-
     def measure_prefill(self, question: str, hits: list[Hit]) -> float:
         """Measure prompt evaluation now, on the part of this answer's prompt that any number of
         its sources share (the instructions and the first source), and keep the measure as
@@ -231,41 +218,12 @@ class LlamaCppGenerator(BaseGenerator):
                 self._record_speed(ms / n)
         return ms
 
-    def _known_speed(self) -> float | None:
-        """The measured ms per prompt token: this process's, else the speed file's (read
-        once)."""
-        if self.prefill_ms_per_token is None and not self._speed_read:
-            self._speed_read = True
-            self.prefill_ms_per_token = self._speeds().get(self._speed_key())
-        return self.prefill_ms_per_token
-
     def _threads(self) -> int:
         # Half the cores (llama.cpp's own default): all of them thrash under load.
         return self.cfg.threads or max(1, (os.cpu_count() or 2) // 2)
 
     def _speed_key(self) -> str:
         return f"{self.path.name}:{self.path.stat().st_size}:{self._threads()} threads"
-
-    def _speeds(self) -> dict[str, float]:
-        if self.speed_file is None:
-            return {}
-        try:
-            data = json.loads(self.speed_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return {k: float(v) for k, v in data.items() if isinstance(v, int | float)}
-
-    def _record_speed(self, rate: float) -> None:
-        old = self._known_speed()
-        self.prefill_ms_per_token = rate if old is None else 0.7 * old + 0.3 * rate
-        if self.speed_file is None:
-            return
-        speeds = {**self._speeds(), self._speed_key(): round(self.prefill_ms_per_token, 4)}
-        tmp = self.speed_file.with_name(f".{self.speed_file.name}.{os.getpid()}.tmp")
-        with contextlib.suppress(OSError):  # a measure that is not kept costs nothing
-            self.speed_file.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps(speeds, indent=1, sort_keys=True), encoding="utf-8")
-            os.replace(tmp, self.speed_file)
 
     def _complete(self, req: Request) -> Completion:
         """Each decoded piece goes to ``on_token`` as it is sampled. ``time_budget_ms``: stop

@@ -106,6 +106,7 @@ class OllamaGenerator(BaseGenerator):
                     raise busy.error from None
                 time.sleep(min(BACKOFF_S * 2**attempt, 8.0))
         text = text.strip()
+        self._note_speed(final)
         return Completion(
             text=text,
             prompt_tokens=getattr(final, "prompt_eval_count", None),
@@ -113,6 +114,18 @@ class OllamaGenerator(BaseGenerator):
             finish_reason=getattr(final, "done_reason", None) or "",
             logprobs=tuple(logprobs) or None,
         )
+
+    def _note_speed(self, final: Any) -> None:
+        """Keep the prompt speed Ollama reports with every reply (``prompt_eval_duration`` in
+        ns over ``prompt_eval_count``). A prompt mostly served from Ollama's prompt cache
+        evaluates few tokens, and its rate says little: only prompts of some length count."""
+        n = getattr(final, "prompt_eval_count", None) or 0
+        ns = getattr(final, "prompt_eval_duration", None) or 0
+        if n >= MIN_MEASURED_PROMPT and ns > 0:
+            self._record_speed(ns / 1e6 / n)
+
+    def _speed_key(self) -> str:
+        return f"ollama:{self.host}:{self.model}"
 
     def _request(
         self, client: Any, kwargs: dict[str, Any], on_token: Callable[[str], Any] | None
@@ -152,6 +165,7 @@ class OllamaGenerator(BaseGenerator):
             inner.close()
 
 
+MIN_MEASURED_PROMPT = 64  # prompt tokens a reply must have evaluated for its speed to count
 BACKOFF_S = 0.5  # first wait before retrying a busy server; doubles per retry
 
 
