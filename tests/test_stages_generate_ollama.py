@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import time
 
@@ -49,6 +50,31 @@ def test_non_streaming_sends_num_ctx_and_fills_the_draft(server: FakeOllama) -> 
     assert d.prompt_tokens <= gen.prompt_tokens(QUESTION, hits)  # the estimate is conservative
     assert d.finish_reason in ("stop", "length")
     assert all(1 <= n <= len(hits) for n in d.citations)
+
+
+@pytest.mark.slow
+def test_the_prompt_speed_of_each_reply_is_kept_for_the_next_process(
+    server: FakeOllama, tmp_path
+) -> None:
+    """Ollama reports ``prompt_eval_duration`` over ``prompt_eval_count`` with every reply: the
+    rate is kept per host and model in the speed file, so the next process prices depth in
+    seconds before its first answer; another model is not taken for this one."""
+    speeds = tmp_path / "prompt-speed.json"
+    gen = OllamaGenerator(config(server.host))
+    gen.speed_file = speeds
+    assert gen.expected_prefill_ms(1000) is None
+    d = gen.generate(QUESTION, eiffel_hits())
+    final = server.received[-1]
+    assert final["model"] == "x" and d.prompt_tokens >= 64
+    rate = gen.prefill_ms_per_token
+    assert rate is not None and rate > 0
+    assert json.loads(speeds.read_text()) == {f"ollama:{server.host}:x": round(rate, 4)}
+    fresh = OllamaGenerator(config(server.host))
+    fresh.speed_file = speeds
+    assert fresh.expected_prefill_ms(1000) == pytest.approx(1000 * rate, rel=1e-3)
+    other = OllamaGenerator(config(server.host, model="slow"))
+    other.speed_file = speeds
+    assert other.expected_prefill_ms(1000) is None
 
 
 @pytest.mark.slow

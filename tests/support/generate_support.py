@@ -126,6 +126,7 @@ class FakeOllama:
         """llama.cpp's answer to the request's messages: text, token counts, finish reason."""
         options = body.get("options") or {}
         with self._lock:
+            t = time.perf_counter_ns()
             out = shared_llama().create_chat_completion(
                 messages=body["messages"],
                 max_tokens=options.get("num_predict", 32),
@@ -135,6 +136,8 @@ class FakeOllama:
         return {
             "text": out["choices"][0]["message"]["content"] or "",
             "prompt_eval_count": out["usage"]["prompt_tokens"],
+            # the whole reply's time: an upper bound of the prompt's, as Ollama reports it
+            "prompt_eval_duration": time.perf_counter_ns() - t,
             "eval_count": out["usage"]["completion_tokens"],
             "done_reason": out["choices"][0]["finish_reason"] or "stop",
         }
@@ -186,6 +189,7 @@ class FakeOllama:
                     "done": True,
                     "done_reason": out["done_reason"],
                     "prompt_eval_count": out["prompt_eval_count"],
+                    "prompt_eval_duration": out["prompt_eval_duration"],
                     "eval_count": out["eval_count"],
                 }
                 if not body.get("stream", True):
