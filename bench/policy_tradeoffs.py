@@ -7,6 +7,10 @@ lookup — the budget it chooses for a question, and that budget's row — so ev
 λ is scored on exactly the same questions, without re-running retrieval or generation. (The
 ``fathom eval`` rows of the same policies agree with these lookups: same engine, same judge.)
 
+The forest's rows: each λ of ``--lambdas``, then ``prefer=quality|balanced|fast`` — the
+``--default-lambda`` forest as ``ask`` prices it for the extractive answerer (context tokens,
+λ × 0.5 / 1 / 2.5; ``router/cost.py``) — then each confidence rule.
+
 The saving: the fixed budgets trace a frontier q(k) against mean tokens t(k);
 F(q) is the tokens that frontier needs to reach quality q (linear between adjacent budgets), and
 a policy at (q_P, t_P) saves 1 − t_P / F(q_P). k* is the fixed budget with the best quality on
@@ -130,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from fathom.core.config import load_config
+    from fathom.router.cost import PREFERENCES, ReadingCost
     from fathom.router.reinforce import ReinforcePolicy
     from fathom.router.sweep import combine_sweeps, load_sweep
     from fathom.router.train_policy import sweep_query_vectors, train_forest
@@ -175,6 +180,10 @@ def main(argv: list[str] | None = None) -> int:
         proba = forest.predict_proba(test.features)
         for lam in lambdas:
             rows[f"forest λ={lam:g}"] = score(test, forest.choose(proba, cost=lam), boot)
+        for prefer in PREFERENCES:  # the shipped rule as `ask` prices it for the extractive
+            reading = ReadingCost(prefer)
+            choice = forest.choose(proba, cost=args.default_lambda, reading=reading)
+            rows[f"forest prefer={prefer}"] = score(test, choice, boot)
         for c in CONFIDENCES:
             rows[f"forest c={c:g}"] = score(test, forest.choose(proba, confidence=c), boot)
         test_q = sweep_query_vectors(cfg, test)
