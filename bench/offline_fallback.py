@@ -54,6 +54,14 @@ def gemma_path() -> Path:
     return out
 
 
+def packaged(generator: str) -> str:
+    """The model a backend answers with when none is given: llama.cpp's packaged SmolLM2."""
+    from fathom.stages.generate.common import packaged_gguf
+
+    path = packaged_gguf() if generator == "llamacpp" else None
+    return str(path) if path else ""
+
+
 def llama_cpp_build() -> dict[str, Any] | None:
     """llama-cpp-python's version and the instruction sets its build uses (None without it)."""
     try:
@@ -198,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.sets.split(","):
         runs, subsets = {}, {}
         for generator, model, limit in answerers:
-            label = generator if not model else f"{generator}:{Path(model).stem}"
+            label = f"{generator}:{Path(model or packaged(generator)).stem}".rstrip(":")
             out = run_eval(data, name, generator, model, args, home, limit)
             if limit == args.limit:
                 runs[label] = out
@@ -209,11 +217,15 @@ def main(argv: list[str] | None = None) -> int:
             results["sets"][name].setdefault("samples", {})[label] = compare(
                 {baseline: runs[baseline], label: out}, baseline
             )
-    # --reuse changes where the rows come from, not what they are
-    given = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--reuse"]
-    command = "python bench/offline_fallback.py " + " ".join(
-        shlex.quote(a) if " " in a else a for a in given
-    )
+    # --reuse changes where the rows come from, and --note what is said of them, not what
+    # they are: the recorded command leaves both out.
+    given, skip = [], False
+    for a in argv if argv is not None else sys.argv[1:]:
+        if skip or a == "--reuse" or a.startswith("--note"):
+            skip = a == "--note"
+            continue
+        given.append(shlex.quote(a))
+    command = "python bench/offline_fallback.py " + " ".join(given)
     results["command"] = command.strip()
     args.out.mkdir(parents=True, exist_ok=True)
     write_json(args.out / "results.json", results)

@@ -9,7 +9,8 @@ lookup — the budget it chooses for a question, and that budget's row — so ev
 
 The forest's rows: each λ of ``--lambdas``, then ``prefer=quality|balanced|fast`` — the
 ``--default-lambda`` forest as ``ask`` prices it for the extractive answerer (context tokens,
-λ × 0.5 / 1 / 2.5; ``router/cost.py``) — then each confidence rule.
+λ × 0.5 / 1 / 2.5; ``router/cost.py``) — then each confidence rule, then each ``--policy``
+file as it is (the shipped forest, say), at each preference.
 
 The saving: the fixed budgets trace a frontier q(k) against mean tokens t(k);
 F(q) is the tokens that frontier needs to reach quality q (linear between adjacent budgets), and
@@ -26,7 +27,8 @@ interval over the rest would describe a different, conditioned population; the s
 undefined resamples is reported beside it (``saving_undefined``) either way.
 
     python bench/policy_tradeoffs.py --train DIR [--train DIR …] --test DIR [--test DIR …]
-        [--quality answer_recall] [--lambdas 0.0025,0.005,0.01,0.02,0.05] [--out DIR]
+        [--quality answer_recall] [--lambdas 0.0025,0.005,0.01,0.02,0.05]
+        [--policy FILE …] [--out DIR]
 """
 
 from __future__ import annotations
@@ -128,6 +130,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--default-lambda", type=float, default=0.01, help="the forest's λ in the table"
     )
+    ap.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        help="a trained forest file (e.g. router/policies/depth_forest.npz, the shipped one) "
+        "scored as it is, at each --prefer; repeatable",
+    )
     ap.add_argument("--epochs", type=int, default=60, help="REINFORCE epochs")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=default_out("policy_tradeoffs"))
@@ -135,12 +144,17 @@ def main(argv: list[str] | None = None) -> int:
 
     from fathom.core.config import load_config
     from fathom.router.cost import PREFERENCES, ReadingCost
+    from fathom.router.depth import load_policy
     from fathom.router.reinforce import ReinforcePolicy
     from fathom.router.sweep import combine_sweeps, load_sweep
     from fathom.router.train_policy import sweep_query_vectors, train_forest
     from fathom.router.utility import UtilityPolicy
 
     lambdas = [float(x) for x in args.lambdas.split(",")]
+    given_policies = {path: load_policy(path) for path in args.policy}
+    for path, given in given_policies.items():
+        if given.name != "forest":
+            ap.error(f"--policy {path}: a forest, not a {given.name} policy")
     cfg = load_config(env={})
     train = combine_sweeps([load_sweep(d, quality=args.quality) for d in args.train])
     log(f"training on {len(train.qids)} questions from {len(args.train)} sweeps")
@@ -164,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         "n_train": len(train.qids),
         "forest_train_s": round(forest_s, 2),
         "default_lambda": args.default_lambda,
+        "policies": args.policy,
         "sets": {},
     }
     for test_dir in args.test:
@@ -186,6 +201,11 @@ def main(argv: list[str] | None = None) -> int:
             rows[f"forest prefer={prefer}"] = score(test, choice, boot)
         for c in CONFIDENCES:
             rows[f"forest c={c:g}"] = score(test, forest.choose(proba, confidence=c), boot)
+        for path, given in given_policies.items():
+            given_proba = given.predict_proba(test.features)
+            for prefer in PREFERENCES:
+                choice = given.choose(given_proba, reading=ReadingCost(prefer))
+                rows[f"{Path(path).stem} prefer={prefer}"] = score(test, choice, boot)
         test_q = sweep_query_vectors(cfg, test)
         for lam, rl in reinforce.items():
             choice = rl.proba(test_q, test.features).argmax(axis=1)
