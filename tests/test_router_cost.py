@@ -14,6 +14,7 @@ from fathom.core.config import load_config
 from fathom.core.errors import ConfigError
 from fathom.index.targets import resolve_target
 from fathom.router.cost import ReadingCost, trade_line
+from fathom.stages.generate import SPEED_FILE
 from fathom.stages.generate.base import BaseGenerator
 from fathom.stages.pipeline import Engine
 from fathom.stages.pricing import reading_cost
@@ -195,6 +196,9 @@ def test_the_user_guide_with_smollm2_reads_a_few_chunks_when_balanced(tmp_path: 
             "feedback.enabled": False,
         }
     )
+    # The test session shares one models folder: start from no measured speed, as a new
+    # machine does.
+    (cfg.models_path() / SPEED_FILE).unlink(missing_ok=True)
     engine = Engine(cfg, resolve_target(cfg, str(guide)))
     ks = {}
     for prefer in ("balanced", "quality"):
