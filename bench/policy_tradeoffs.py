@@ -123,7 +123,12 @@ def score(sweep: Any, choice: np.ndarray, boot: np.ndarray) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--train", action="append", required=True, help="training sweep folder")
+    ap.add_argument(
+        "--train",
+        action="append",
+        default=[],
+        help="training sweep folder (none: only the fixed budgets, the oracle and --policy)",
+    )
     ap.add_argument("--test", action="append", required=True, help="held-out sweep folder")
     ap.add_argument("--quality", default="answer_recall", help="row metric (as in policy train)")
     ap.add_argument("--lambdas", default="0.0025,0.005,0.01,0.02,0.05")
@@ -155,27 +160,35 @@ def main(argv: list[str] | None = None) -> int:
     for path, given in given_policies.items():
         if given.name != "forest":
             ap.error(f"--policy {path}: a forest, not a {given.name} policy")
+    if not args.train and not given_policies:
+        ap.error("give --train sweeps, --policy files, or both")
     cfg = load_config(env={})
-    train = combine_sweeps([load_sweep(d, quality=args.quality) for d in args.train])
-    log(f"training on {len(train.qids)} questions from {len(args.train)} sweeps")
-    t0 = time.perf_counter()
-    forest = train_forest(train, seed=args.seed, cost=args.default_lambda)
-    forest_s = time.perf_counter() - t0
-    utility = UtilityPolicy.fit(train)
-    train_q = sweep_query_vectors(cfg, train)
+    forest: Any = None
+    utility: Any = None
     reinforce: dict[float, Any] = {}
-    for lam in lambdas:
-        log(f"REINFORCE λ = {lam}")
-        reinforce[lam] = ReinforcePolicy.train(
-            train, train_q, lam=lam, epochs=args.epochs, seed=args.seed
-        )
+    forest_s = 0.0
+    n_train = 0
+    if args.train:
+        train = combine_sweeps([load_sweep(d, quality=args.quality) for d in args.train])
+        n_train = len(train.qids)
+        log(f"training on {n_train} questions from {len(args.train)} sweeps")
+        t0 = time.perf_counter()
+        forest = train_forest(train, seed=args.seed, cost=args.default_lambda)
+        forest_s = time.perf_counter() - t0
+        utility = UtilityPolicy.fit(train)
+        train_q = sweep_query_vectors(cfg, train)
+        for lam in lambdas:
+            log(f"REINFORCE λ = {lam}")
+            reinforce[lam] = ReinforcePolicy.train(
+                train, train_q, lam=lam, epochs=args.epochs, seed=args.seed
+            )
 
     args.out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {
         "machine": machine_info(),
         "train": args.train,
         "quality": args.quality,
-        "n_train": len(train.qids),
+        "n_train": n_train,
         "forest_train_s": round(forest_s, 2),
         "default_lambda": args.default_lambda,
         "policies": args.policy,
@@ -192,25 +205,26 @@ def main(argv: list[str] | None = None) -> int:
         rows: dict[str, dict[str, Any]] = {}
         for j, b in enumerate(test.budgets):
             rows["none" if b == 0 else f"fixed:{b}"] = score(test, np.full(n, j), boot)
-        proba = forest.predict_proba(test.features)
-        for lam in lambdas:
-            rows[f"forest λ={lam:g}"] = score(test, forest.choose(proba, cost=lam), boot)
-        for prefer in PREFERENCES:  # the shipped rule as `ask` prices it for the extractive
-            reading = ReadingCost(prefer)
-            choice = forest.choose(proba, cost=args.default_lambda, reading=reading)
-            rows[f"forest prefer={prefer}"] = score(test, choice, boot)
-        for c in CONFIDENCES:
-            rows[f"forest c={c:g}"] = score(test, forest.choose(proba, confidence=c), boot)
+        if forest is not None:
+            proba = forest.predict_proba(test.features)
+            for lam in lambdas:
+                rows[f"forest λ={lam:g}"] = score(test, forest.choose(proba, cost=lam), boot)
+            for prefer in PREFERENCES:  # the shipped rule as `ask` prices it for the extractive
+                reading = ReadingCost(prefer)
+                choice = forest.choose(proba, cost=args.default_lambda, reading=reading)
+                rows[f"forest prefer={prefer}"] = score(test, choice, boot)
+            for c in CONFIDENCES:
+                rows[f"forest c={c:g}"] = score(test, forest.choose(proba, confidence=c), boot)
         for path, given in given_policies.items():
             given_proba = given.predict_proba(test.features)
             for prefer in PREFERENCES:
                 choice = given.choose(given_proba, reading=ReadingCost(prefer))
                 rows[f"{Path(path).stem} prefer={prefer}"] = score(test, choice, boot)
-        test_q = sweep_query_vectors(cfg, test)
+        test_q = sweep_query_vectors(cfg, test) if reinforce else None
         for lam, rl in reinforce.items():
             choice = rl.proba(test_q, test.features).argmax(axis=1)
             rows[f"reinforce λ={lam:g}"] = score(test, choice, boot)
-        for preset in PRESETS:
+        for preset in PRESETS if utility is not None else ():
             utility.preset = preset
             k_of = {t: utility.bundles[max(u, key=u.get)] for t in set(test.query_types)
                     for u in [utility.utilities(t)]}  # fmt: skip
@@ -219,8 +233,16 @@ def main(argv: list[str] | None = None) -> int:
         reach = test.quality.max(axis=1) > 0
         oracle = np.where(reach, np.argmax(test.quality >= test.quality.max(axis=1)[:, None], 1), 0)
         rows["oracle"] = score(test, oracle, boot)
-        # Depth by query type at the default λ (multi-hop should get more).
-        choice = forest.choose(proba, cost=args.default_lambda)
+        # Depth by query type at the default λ (multi-hop should get more); without a trained
+        # forest, the first --policy's at balanced.
+        if forest is not None:
+            choice = forest.choose(proba, cost=args.default_lambda)
+            depth_of = f"forest λ={args.default_lambda:g}"
+        else:
+            first = next(iter(given_policies))
+            given = given_policies[first]
+            choice = given.choose(given.predict_proba(test.features), reading=ReadingCost())
+            depth_of = f"{Path(first).stem} prefer=balanced"
         types = np.asarray(test.query_types)
         ks = np.asarray(test.budgets)[choice]
         depth = {
@@ -251,8 +273,9 @@ def main(argv: list[str] | None = None) -> int:
             ["policy", "quality [95% CI]", "Δ vs k*", "context tok", "mean k", "saving [95% CI]"],
             table,
         )
-        print(f"mean k by query type (forest λ={args.default_lambda:g}): {json.dumps(depth)}")
-    _plots(args.out, results, reinforce, lambdas)
+        print(f"mean k by query type ({depth_of}): {json.dumps(depth)}")
+    if forest is not None:
+        _plots(args.out, results, reinforce, lambdas)
     write_json(args.out / "policy_tradeoffs.json", results)
     log(f"results and plots in {args.out}/")
     return 0
