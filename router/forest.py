@@ -389,10 +389,9 @@ class ForestPolicy:
         f = probe_features(question, probe, type_probs)
         leaves, parents, children = self._walk(f)
         proba = self._mean_leaf(leaves)
-        priced = self.prices_reading
-        i = int(self.choose(proba, reading=cost if priced else None)[0])
+        i = int(self.choose(proba, reading=cost if self.prices_reading else None)[0])
         nb = len(self.budgets)
-        priced_cost: dict[str, Any] = {}
+        priced_cost: dict[str, Any] | None = None  # set where the cost rule decides
         cum = [float(sum(proba[: j + 1])) for j in range(nb)]
         k = min(self.budgets[i], len(probe.hits))
         if self.most_likely:
@@ -449,7 +448,7 @@ class ForestPolicy:
         scores = {f"p_k{b}": round(float(p), 4) for b, p in zip(self.budgets, proba, strict=False)}
         scores["p_none_suffices"] = round(float(proba[nb]), 4)
         scores["decide_ms"] = round((time.perf_counter() - t) * 1000, 4)
-        return Decision(k, self.name, reason, scores=scores, cost=priced_cost if priced else None)
+        return Decision(k, self.name, reason, scores=scores, cost=priced_cost)
 
     # -- persistence -----------------------------------------------------------------------------
 
