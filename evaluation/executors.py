@@ -5,6 +5,7 @@ Each worker holds one ``QuestionWorker`` and yields its rows as they are done.""
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +14,9 @@ from fathom.evaluation.worker import QuestionWorker
 from fathom.ingestion.questions import Question
 
 _WORKER: QuestionWorker | None = None
+
+# How long `--executor ray` waits for its first worker to start before it gives up.
+RAY_START_TIMEOUT_S = 600.0
 
 
 def _config_from(cfg_dict: dict[str, Any]) -> Any:
@@ -39,6 +43,10 @@ class _ShardActor:
 
     def __init__(self, cfg_dict: dict[str, Any], run: dict[str, Any]) -> None:
         self.worker = QuestionWorker(_config_from(cfg_dict), run)
+
+    def ready(self) -> bool:
+        """Answered once the actor has started (its engine loaded)."""
+        return True
 
     def rows(self, items: list[tuple[dict[str, Any], list[str]]]) -> list[dict[str, Any]]:
         return [row for q, todo in items for row in self.worker.rows(Question.from_dict(q), todo)]
@@ -117,18 +125,30 @@ def _execute_ray(
         n_shards = max(1, min(len(items), len(actors) * 4))
         shards = [[(q.to_dict(), todo) for q, todo in items[i::n_shards]] for i in range(n_shards)]
         shards = [sh for sh in shards if sh]
-        owner: dict[Any, Any] = {}
-        pending = []
-        for actor in actors:
+        # An actor gets a shard only once it has started: Ray can leave an actor pending for
+        # good (its CPU never freed), and a shard sent to it would be waited for forever. The
+        # run finishes on the actors that did start.
+        starting = {actor.ready.remote(): actor for actor in actors}
+        running: dict[Any, Any] = {}
+        give_up = time.monotonic() + RAY_START_TIMEOUT_S
+        while shards or running:
+            wait_s = None if running else max(0.0, give_up - time.monotonic())
+            done, _ = ray.wait([*running, *starting], num_returns=1, timeout=wait_s)
+            if not done:
+                raise FathomError(
+                    f"no Ray worker started within {RAY_START_TIMEOUT_S:g} s "
+                    f"({len(actors)} asked for, 1 CPU each): check `ray status`, or run "
+                    "with --executor local"
+                )
+            ref = done[0]
+            if ref in starting:
+                actor = starting.pop(ref)
+                ray.get(ref)  # an actor whose engine failed to load raises here
+                rows = None
+            else:
+                actor = running.pop(ref)
+                rows = ray.get(ref)
             if shards:
-                ref = actor.rows.remote(shards.pop())
-                owner[ref] = actor
-                pending.append(ref)
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            actor = owner.pop(done[0])
-            if shards:
-                ref = actor.rows.remote(shards.pop())
-                owner[ref] = actor
-                pending.append(ref)
-            yield ray.get(done[0])
+                running[actor.rows.remote(shards.pop())] = actor
+            if rows is not None:
+                yield rows

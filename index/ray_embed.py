@@ -46,11 +46,12 @@ class RayEmbedder:
 
         self.inner = inner
         self.id = inner.id
-        remote = ray.remote(num_cpus=1)(_EmbedActor)
-        where = str(models) if models else None
-        self._actors = [
-            remote.remote(dataclasses.asdict(cfg), where) for _ in range(max(1, actors))
-        ]
+        self._remote = ray.remote(num_cpus=1)(_EmbedActor)
+        self._args = (dataclasses.asdict(cfg), str(models) if models else None)
+        self._n_actors = max(1, actors)
+        # Started by the first embed: an ingest with nothing new to embed starts none (an
+        # actor killed while Ray was still placing it can keep its CPU from the next ones).
+        self._actors: list[Any] = []
         self.shards = 0  # shards embedded remotely (for tests and logs)
 
     @property
@@ -69,6 +70,8 @@ class RayEmbedder:
 
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if not self._actors:
+            self._actors = [self._remote.remote(*self._args) for _ in range(self._n_actors)]
         n = min(len(self._actors), len(texts))
         bounds = [round(i * len(texts) / n) for i in range(n + 1)]
         futures = [

@@ -458,6 +458,32 @@ def test_ray_executor_matches_local(ecfg, qa_set, tmp_path):
 
 
 @pytest.mark.slow
+def test_ray_executor_finishes_on_the_actors_that_start(ecfg, qa_set, tmp_path):
+    """One of the two CPUs is held by another actor for the whole run, so the second shard
+    actor is never placed: the run finishes on the one that started (it waited for the other
+    forever when shards were sent to actors before they started)."""
+    ray = pytest.importorskip("ray")
+    from fathom.evaluation.executors import ray_session
+
+    kw = dict(strategies=["none", "fixed:2"], limit=12)
+    run_eval(ecfg, settings(qa_set, tmp_path / "local", **kw))
+    with ray_session(2, None):
+
+        @ray.remote(num_cpus=1)
+        class Holder:
+            def ready(self) -> bool:
+                return True
+
+        holder = Holder.remote()
+        ray.get(holder.ready.remote())  # placed: one CPU is taken for the run
+        assert ray.available_resources().get("CPU", 0) == 1
+        run_eval(ecfg, settings(qa_set, tmp_path / "ray", executor="ray", workers=2, **kw))
+        ray.kill(holder)
+    a, b = untimed(rows_of(tmp_path / "local")), untimed(rows_of(tmp_path / "ray"))
+    assert len(a) == 24 and a == b
+
+
+@pytest.mark.slow
 def test_ray_ingest_embedding_matches_local(cfg, qa_set):
     pytest.importorskip("ray")
     import numpy as np
