@@ -337,12 +337,26 @@ def render_answer(answer, streamed: bool = False, as_json: bool = False) -> None
     tok = tr.tokens
     cost = f"{tr.cost:.6f} {tr.currency}" if tr.cost else f"0 {tr.currency} (local model)"
     out.print(
-        f"[bold]Tokens[/bold] embedding {tok['embedding']} · context {tok['context']} · prompt "
-        f"{tok['prompt']} · completion {tok['completion']} · [bold]cost[/bold] {cost}",
+        f"[bold]Tokens[/bold] embedding {tok['embedding']} · context {tok['context']}"
+        + budget_note(tr.budget)
+        + f" · prompt {tok['prompt']} · completion {tok['completion']} · [bold]cost[/bold] {cost}",
         highlight=False,
     )
     for notice in tr.notices:
         out.print("[yellow]note[/yellow]", plain(notice), highlight=False)
+
+
+def budget_note(budget: dict) -> str:
+    """The Tokens line's note on the context budget and what set it, like " (budget 1,000: the
+    query type's)"."""
+    if not budget or not budget.get("tokens"):
+        return ""
+    source = {
+        "query type": "the query type's",
+        "depth": "the context window's room; the chosen depth sets what is read",
+        "explicit": "--budget-tokens",
+    }.get(budget.get("source", ""), budget.get("source", ""))
+    return f" (budget {budget['tokens']:,}: {source})"
 
 
 def sources_table(answer):

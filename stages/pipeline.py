@@ -36,6 +36,10 @@ if TYPE_CHECKING:
 Progress = Callable[..., None]
 TokenSink = Callable[[str], None]
 
+# The budget asked for when the depth decides it: more than any window, so the model's context
+# window (``stages.compress.context_budget``) is the cap.
+WHOLE_WINDOW = 1 << 30
+
 
 class Engine:
     """A collection with its models loaded, answering questions one after another."""
@@ -335,11 +339,17 @@ class Engine:
         note = opt_in_note(self.cfg.generator, gen.name)
         if note is not None:
             trace.notice(note, "an OpenAI API key")
-        # An explicit budget (argument, then `compress.budget_tokens` / --budget-tokens) wins
-        # over the query type's.
+        # Depth and context budget are one decision. A depth the query type's strategy chose
+        # comes with that type's budget; a depth a policy chose or a caller asked for (--k,
+        # fixed:k) means that many chunks, so its budget is what they take, up to what the
+        # model's context window holds (the compressor still drops near-duplicates and keeps
+        # long chunks' relevant sentences). An explicit budget (argument, then
+        # `compress.budget_tokens` / --budget-tokens) wins over both.
         strategy = prepared.strategy
-        wanted = budget_tokens or self.cfg.compress.budget_tokens or strategy.budget_tokens
-        budget = self._budget(prepared.question, wanted)
+        budget, budget_source = self._decided_budget(
+            prepared.question, chooser, strategy, budget_tokens
+        )
+        trace.budget = {"tokens": budget, "source": budget_source}
 
         # Generate (a whole-document summary, or an answer with feedback rounds).
         if strategy.map_reduce and decision.k > 0 and isinstance(chooser, StrategyDepth):
@@ -550,6 +560,21 @@ class Engine:
         if not kept:
             return 0
         return sum(self.generator.count_tokens([render_sources(kept, self.cfg.generator.framing)]))
+
+    def _decided_budget(
+        self, question: str, chooser: Any, strategy: Any, budget_tokens: int | None
+    ) -> tuple[int, str]:
+        """The context budget for this answer and what set it: ``explicit`` (the argument or
+        ``compress.budget_tokens``), ``query type`` (the strategy chose the depth) or
+        ``depth`` (a policy or a fixed k did: the window's room)."""
+        from fathom.router.depth import StrategyDepth
+
+        explicit = budget_tokens or self.cfg.compress.budget_tokens
+        if explicit:
+            return self._budget(question, explicit), "explicit"
+        if isinstance(chooser, StrategyDepth):
+            return self._budget(question, strategy.budget_tokens), "query type"
+        return self._budget(question, WHOLE_WINDOW), "depth"
 
     def _budget(self, question: str, wanted: int) -> int:
         """The context budget: what was asked for, capped so the prompt fits the window."""

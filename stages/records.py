@@ -44,6 +44,10 @@ class Trace:
     hops: list[str] = field(default_factory=list)
     rounds: list[dict[str, Any]] = field(default_factory=list)
     portfolio: dict[str, Any] | None = None  # name, mode and the members the router chose
+    # The context budget the sources were fitted to, in the generator's tokens, and what set
+    # it: "query type" (the strategy's), "depth" (a policy or fixed k: the window's room) or
+    # "explicit" (--budget-tokens, compress.budget_tokens).
+    budget: dict[str, Any] = field(default_factory=lambda: {"tokens": 0, "source": ""})
 
     def add_ms(self, stage: str, ms: float) -> None:
         self.stages_ms[stage] = self.stages_ms.get(stage, 0.0) + ms
@@ -110,6 +114,7 @@ class Trace:
             "hops": list(self.hops),
             "rounds": list(self.rounds),
             "portfolio": dict(self.portfolio) if self.portfolio else None,
+            "budget": dict(self.budget),
         }
 
 
@@ -156,8 +161,9 @@ class Answer:
         }
 
 
-# docs/answer.schema.json; 4: trace.decision.cost; 3: confidence.answerer; 2: sources' text
-ANSWER_SCHEMA_VERSION = 4
+# docs/answer.schema.json; 5: trace.budget; 4: trace.decision.cost; 3: confidence.answerer;
+# 2: sources' text
+ANSWER_SCHEMA_VERSION = 5
 
 
 def price(cfg: Config, model: str, prompt_tokens: int, completion_tokens: int) -> float:

@@ -100,7 +100,7 @@ def test_ask_json_matches_the_documented_schema(tmp_path: Path, minilm) -> None:
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     jsonschema.validate(data, schema)
-    assert data["schema_version"] == 4
+    assert data["schema_version"] == 5
     assert data["citations"][0]["pages"] == "2"
     # A script can show what was cited: each source carries the text the answer was made from.
     quoted = data["answer"].split(" [")[0].strip(" .")
@@ -774,3 +774,43 @@ def test_a_prose_docx_summary_quotes_its_points_not_a_heading(extractive_cfg, da
     assert answer.text.count("[1]") >= 2
     assert "Artificial intelligence" in answer.text  # the lead of the first paragraph
     assert "workforce" in answer.text or "new roles" in answer.text  # the second's point
+
+
+def test_a_chosen_depth_reads_its_chunks_whole_and_the_strategy_s_its_type_budget(
+    tmp_path: Path, minilm
+) -> None:
+    """Depth and budget are one decision: a k that a policy or the caller chose means that
+    many chunks, so twelve long chunks are not condensed into a factual question's
+    1,000-token budget; when the query type's strategy chooses the depth, its budget applies.
+    The trace says which."""
+    from fathom.router.strategy import STRATEGIES
+
+    sections = []
+    for i in range(16):
+        facts = " ".join(
+            f"Valve {i}-{j} of the Zorblax line {i} is rated for {10 * i + j} bar and inspected "
+            f"every {j + 2} weeks by the crew of station {i}."
+            for j in range(6)
+        )
+        sections.append(f"# Line {i}\n\n{facts}")
+    doc = tmp_path / "valves.md"
+    doc.write_text("\n\n".join(sections))
+    question = "What pressure is valve 3-2 of the Zorblax line 3 rated for?"
+    cfg = load_config(overrides={"generator.backend": "extractive", "feedback.enabled": False})
+    engine = Engine(cfg, resolve_target(cfg, str(doc)))
+    factual = STRATEGIES["factual"].budget_tokens
+    deep = engine.ask(question, k=12)
+    assert deep.trace.query_type == "factual"
+    assert deep.trace.budget["source"] == "depth" and deep.trace.budget["tokens"] > factual
+    assert deep.trace.tokens["context"] > factual  # twelve chunks, not condensed to 1,000
+    assert len(deep.sources) == 12
+    cfg.retrieval.policy = "strategy"
+    chosen = Engine(cfg, resolve_target(cfg, str(doc)))
+    by_type = chosen.ask(question)
+    assert by_type.trace.budget == {"tokens": factual, "source": "query type"}
+    assert by_type.trace.tokens["context"] <= factual
+    explicit = engine.ask(question, k=12, budget_tokens=300)
+    assert explicit.trace.budget == {"tokens": 300, "source": "explicit"}
+    assert explicit.trace.tokens["context"] <= 300
+    engine.close()
+    chosen.close()
