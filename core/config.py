@@ -132,7 +132,9 @@ class RerankConfig:
 
 @dataclass
 class CompressConfig:
-    # Context budget in the generator's tokens; 0: the query type's (router/strategy.py).
+    # Context budget in the generator's tokens; 0: decided with the depth — a policy's or
+    # --k's k chunks up to the window's room, the query type's budget (router/strategy.py)
+    # when its strategy chose the depth.
     budget_tokens: int = 0
     dedupe_threshold: float = 0.9  # shingle Jaccard above which a chunk is a near-duplicate
     mmr_lambda: float = 0.7  # relevance vs diversity

@@ -346,13 +346,14 @@ class Engine:
         # long chunks' relevant sentences). An explicit budget (argument, then
         # `compress.budget_tokens` / --budget-tokens) wins over both.
         strategy = prepared.strategy
+        by_strategy = isinstance(chooser, StrategyDepth)
         budget, budget_source = self._decided_budget(
-            prepared.question, chooser, strategy, budget_tokens
+            prepared.question, by_strategy, strategy, budget_tokens
         )
         trace.budget = {"tokens": budget, "source": budget_source}
 
         # Generate (a whole-document summary, or an answer with feedback rounds).
-        if strategy.map_reduce and decision.k > 0 and isinstance(chooser, StrategyDepth):
+        if strategy.map_reduce and decision.k > 0 and by_strategy:
             # Map-reduce covers the whole collection: only when the strategy chose the depth (a
             # fixed k or a depth policy means exactly that many chunks).
             draft, used = self._summary().run(
@@ -562,17 +563,15 @@ class Engine:
         return sum(self.generator.count_tokens([render_sources(kept, self.cfg.generator.framing)]))
 
     def _decided_budget(
-        self, question: str, chooser: Any, strategy: Any, budget_tokens: int | None
+        self, question: str, by_strategy: bool, strategy: Any, budget_tokens: int | None
     ) -> tuple[int, str]:
         """The context budget for this answer and what set it: ``explicit`` (the argument or
-        ``compress.budget_tokens``), ``query type`` (the strategy chose the depth) or
-        ``depth`` (a policy or a fixed k did: the window's room)."""
-        from fathom.router.depth import StrategyDepth
-
+        ``compress.budget_tokens``), ``query type`` (``by_strategy``: the strategy chose the
+        depth) or ``depth`` (a policy or a fixed k did: the window's room)."""
         explicit = budget_tokens or self.cfg.compress.budget_tokens
         if explicit:
             return self._budget(question, explicit), "explicit"
-        if isinstance(chooser, StrategyDepth):
+        if by_strategy:
             return self._budget(question, strategy.budget_tokens), "query type"
         return self._budget(question, WHOLE_WINDOW), "depth"
 
