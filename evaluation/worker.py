@@ -126,6 +126,9 @@ def _row(
         "answer": answer.text,
         "abstained": abstained,
         "confidence": answer.confidence.get("score"),
+        # The answerer's own probability that it answered (the extractive scorer's); None for
+        # a model that states none. A cascade over budgets reads it.
+        "answerer_confidence": answer.confidence.get("answerer"),
         "tokens": dict(tr.tokens),
         "cost": tr.cost,
         "stages_ms": {k: round(v, 3) for k, v in tr.stages_ms.items()},

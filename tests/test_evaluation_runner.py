@@ -133,6 +133,9 @@ def test_eval_rows_match_brute_force_and_report_reproduces_summary(ecfg, qa_set,
         else:
             assert "probe" in r["stages_ms"] and len(r["chunk_ids"]) == r["k"]
         assert r["total_ms"] == pytest.approx(sum(r["stages_ms"].values()), abs=0.01)
+        # The extractive answerer states its own probability; a cascade over budgets reads it.
+        if r["context"] and not r["abstained"]:
+            assert 0.0 < r["answerer_confidence"] <= 1.0, r["qid"]
 
     # The summary derives from the rows.
     by = {s: [r for r in rows if r["strategy"] == s] for s in STRATEGIES}
