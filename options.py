@@ -109,8 +109,9 @@ ASK_OPTIONS = stack(
     click.option(
         "--policy",
         default=None,
-        help="Depth policy: a policy file, 'strategy', or 'auto' (the shipped learned policy "
-        "when present). --k overrides it.",
+        help="Depth policy: a policy file, 'strategy', 'cascade' (start shallow, deepen while "
+        "the answer's confidence is low), or 'auto' (the shipped learned policy when "
+        "present). --k overrides it.",
     ),
     PREFER_OPTION,
     click.option(

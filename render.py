@@ -339,11 +339,21 @@ def render_answer(answer, streamed: bool = False, as_json: bool = False) -> None
     out.print(
         f"[bold]Tokens[/bold] embedding {tok['embedding']} · context {tok['context']}"
         + budget_note(tr.budget)
+        + read_note(tok, tr.passes)
         + f" · prompt {tok['prompt']} · completion {tok['completion']} · [bold]cost[/bold] {cost}",
         highlight=False,
     )
     for notice in tr.notices:
         out.print("[yellow]note[/yellow]", plain(notice), highlight=False)
+
+
+def read_note(tokens: dict, passes: int) -> str:
+    """What the rounds read in all, when there was more than one (" · read 1,240 over 3
+    rounds"); a round that extends the last one's sources counts only the new ones."""
+    read = tokens.get("context_read", 0)
+    if passes < 2 or not read:
+        return ""
+    return f" · read {read:,} over {passes} rounds"
 
 
 def budget_note(budget: dict) -> str:

@@ -76,7 +76,8 @@ class RetrievalConfig:
     # Each retriever's depth before fusion (at least k).
     candidates: int = 100
     # Depth policy when --k is not given: "auto" (the shipped learned policy when installed,
-    # else the router's per-type strategy), "strategy", or a policy file (.npz).
+    # else the router's per-type strategy), "strategy", "cascade" (start shallow, deepen while
+    # the answer's confidence is low: router/cascade.py), or a policy file (.npz).
     policy: str = "auto"
     # What one point of answer recall is worth when the depth policy prices its choice
     # (router/cost.py): quality 5 s / 0.1 cents, balanced 1 s / 0.02 cents, fast 0.25 s /

@@ -14,6 +14,8 @@
 | ``reinforce:PATH`` | the REINFORCE controller at PATH (greedy) |
 | ``utility:PATH[@PRESET]`` | the utility router at PATH with a weight preset (quality, balanced, |
 | | latency, cost; default: the file's) |
+| ``cascade[@T]`` | answer at k = 1, climb 1, 2, 3, 5, 8, 12, 20 while the answer's own |
+| | confidence is below T (default 0.5; ``router.cascade``) |
 
 Appending ``+fb`` turns the feedback loop on for any other spec (it is off by default, so each
 row measures its policy alone).
@@ -33,7 +35,8 @@ _SPEC = re.compile(
     r"(?P<forest>forest)(?::(?P<fpath>[^@+]+))?"
     r"(?:@(?P<conf>0?\.\d+|1(?:\.0*)?)|@lambda=(?P<fcost>\d*\.?\d+)|(?P<likely>@likely))?|"
     r"(?P<utility>utility):(?P<upath>[^@+]+)(?:@(?P<preset>[a-z]+))?|"
-    r"(?P<reinforce>reinforce):(?P<rpath>[^@+]+))"
+    r"(?P<reinforce>reinforce):(?P<rpath>[^@+]+)|"
+    r"(?P<cascade>cascade)(?:@(?P<ct>0?\.\d+|1(?:\.0*)?))?)"
     r"(?P<fb>\+fb)?$"
 )
 
@@ -43,14 +46,14 @@ class StrategySpec:
     """One parsed ``--strategies`` item."""
 
     name: str
-    kind: str  # none | fixed | gap | threshold | strategy | forest | utility
+    kind: str  # none | fixed | gap | threshold | strategy | forest | utility | reinforce | cascade
     k: int | None = None
     k_min: int = 1
     k_max: int = 20
     percentile: float | None = None
     feedback: bool = False
     path: str | None = None  # a learned policy's file
-    confidence: float | None = None
+    confidence: float | None = None  # a forest's confidence rule; a cascade's threshold
     cost: float | None = None  # a forest's λ per 1000 tokens
     most_likely: bool = False  # a forest's most-likely-label rule
     preset: str | None = None  # utility weights
@@ -70,8 +73,8 @@ def parse_strategy(spec: str) -> StrategySpec:
     if not m:
         raise ConfigError(
             f"strategy {spec!r}: expected none, fixed:K, gap[:A-B], threshold:pNN[:K], "
-            "strategy, forest[:PATH][@C|@lambda=L|@likely] or utility:PATH[@PRESET] "
-            "(optionally with +fb)"
+            "strategy, forest[:PATH][@C|@lambda=L|@likely], utility:PATH[@PRESET] or "
+            "cascade[@T] (optionally with +fb)"
         )
     fb = bool(m["fb"])
     if m["none"]:
@@ -93,6 +96,10 @@ def parse_strategy(spec: str) -> StrategySpec:
         return StrategySpec(s, "threshold", k=k, percentile=p, feedback=fb)
     if m["reinforce"]:
         return StrategySpec(s, "reinforce", path=m["rpath"], feedback=fb)
+    if m["cascade"]:
+        # The climb is the policy itself: it runs whatever +fb says.
+        threshold = float(m["ct"]) if m["ct"] else None
+        return StrategySpec(s, "cascade", confidence=threshold, feedback=False)
     if m["utility"]:
         return StrategySpec(s, "utility", path=m["upath"], preset=m["preset"], feedback=fb)
     if m["forest"]:
@@ -157,6 +164,12 @@ def make_policy(
             policy.most_likely = True
         policy.name = spec.name
         return policy, None
+    if spec.kind == "cascade":
+        from fathom.router.cascade import Cascade, CascadeDepth
+
+        if spec.confidence is None:
+            return CascadeDepth(name=spec.name), None
+        return CascadeDepth(Cascade(threshold=spec.confidence), name=spec.name), None
     if spec.kind == "reinforce":
         from fathom.router.reinforce import ReinforcePolicy
 

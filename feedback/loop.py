@@ -14,6 +14,11 @@ The rules (``[feedback]``: ``enabled``, ``threshold``, ``max_rounds``, ``growth`
 
 ``FeedbackLoop.run`` applies them to an ``attempt(k, escalated)`` the engine supplies, which
 retrieves, generates and scores at depth k.
+
+A cascade (``router.cascade``) climbs with the same machinery (``FeedbackLoop.climbing``): the
+next depth is the next rung of its ladder, it stops at the ladder's top, and it reads the
+answer's confidence (``answer_confidence``: the answerer's own probability when it states one)
+instead of the feedback scorer's support.
 """
 
 from __future__ import annotations
@@ -39,12 +44,29 @@ class LoopResult:
     stopped_at: int  # the depth the stopped round would have used
 
 
+def answer_confidence(draft: Any, conf: Any) -> float:
+    """How sure the answer is: the answerer's own probability when it states one (the
+    extractive answerer's calibrated scorer; an abstention counts as 0), else the feedback
+    scorer's support of the answer by its sources."""
+    if conf.abstained:
+        return 0.0
+    stated = draft.confidence
+    return float(stated) if stated is not None else float(conf.score)
+
+
+def support_score(draft: Any, conf: Any) -> float:
+    """The feedback scorer's support of the answer (what the feedback loop reads)."""
+    return float(conf.score)
+
+
 @dataclass(frozen=True, slots=True)
 class FeedbackLoop:
     enabled: bool
     threshold: float
     max_rounds: int
     growth: float
+    # A cascade's depths, shallow first: the next depth is the next rung, the top is the last.
+    ladder: tuple[int, ...] = ()
 
     @classmethod
     def from_config(cls, fb: Any, enabled: bool | None = None) -> FeedbackLoop:
@@ -56,20 +78,29 @@ class FeedbackLoop:
             growth=fb.growth,
         )
 
+    @classmethod
+    def climbing(cls, ladder: tuple[int, ...], threshold: float) -> FeedbackLoop:
+        """A cascade's climb: up ``ladder`` while the answer's confidence is below
+        ``threshold``."""
+        return cls(True, threshold, max(0, len(ladder) - 1), 1.0, tuple(ladder))
+
     def wants_deeper(
         self, score: float, rounds: int, k: int, deepest: int, k_max: int, used: list[Any]
     ) -> bool:
         """Whether the answer at depth ``k`` (confidence ``score``, after ``rounds`` rounds,
         from sources ``used``) calls for another round."""
+        top = self.ladder[-1] if self.ladder else k_max * 2
         return (
             self.enabled
             and score < self.threshold
             and rounds < self.max_rounds
-            and k < min(deepest, k_max * 2)
+            and k < min(deepest, top)
             and (k == 0 or bool(used))
         )
 
     def next_depth(self, k: int, k_min: int, deepest: int) -> int:
+        if self.ladder:
+            return min(next((r for r in self.ladder if r > k), self.ladder[-1]), deepest)
         return min(max(k + 1, math.ceil(max(k, 1) * self.growth), k_min), deepest)
 
     def run(
@@ -84,26 +115,29 @@ class FeedbackLoop:
         same_sources: Callable[[int, int], bool] | None = None,
         on_escalate: Callable[[float, int], None] | None = None,
         charge: Callable[[float], None] | None = None,
+        score: Callable[[Any, Any], float] = support_score,
     ) -> LoopResult:
         """Answer at depth ``k``, then deepen by the rules above. ``round_fits(k, new_k)``: a
         round at ``new_k`` ends before the deadline; ``same_sources(k, new_k)``: the two depths
         give the generator the same sources; ``on_escalate(confidence, new_k)`` is told of
         each round before it runs; ``charge(ms)`` is given the time the loop's own decision
         took, before each round (and at a stop for the same sources), so a deadline counts
-        it."""
+        it. ``score(draft, conf)`` is the confidence the rules read (default: the feedback
+        scorer's support)."""
         used, draft, conf = attempt(k, False)
         rounds = 0
         stopped, stopped_at = "", 0
-        while self.wants_deeper(conf.score, rounds, k, deepest, k_max, used):
+        top = self.ladder[-1] if self.ladder else 2 * k_max
+        while self.wants_deeper(score(draft, conf), rounds, k, deepest, k_max, used):
             t = time.perf_counter()
-            new_k = self.next_depth(k, k_min, min(deepest, 2 * k_max))
+            new_k = self.next_depth(k, k_min, min(deepest, top))
             if not round_fits(k, new_k):
                 stopped, stopped_at = "deadline", new_k
                 break
             if same_sources is not None and same_sources(k, new_k):
                 stopped, stopped_at = "same sources", new_k
             elif on_escalate is not None:
-                on_escalate(conf.score, new_k)
+                on_escalate(score(draft, conf), new_k)
             if charge is not None:
                 charge((time.perf_counter() - t) * 1000)
             if stopped:
@@ -115,4 +149,6 @@ class FeedbackLoop:
 
     def reason(self, reason: str, k: int) -> str:
         """The decision's reason once feedback deepened the answer to ``k``."""
+        if self.ladder:
+            return f"{reason}; climbed to k = {k} (confidence was below {self.threshold:g})"
         return f"{reason}; feedback deepened to k = {k} (confidence was below {self.threshold})"

@@ -229,7 +229,8 @@ def load_policy(path: str | Path, expect_embedder: str | None = None) -> Any:
 
 def configured_policy(cfg: Any) -> tuple[Any | None, str]:
     """The depth policy ``retrieval.policy`` names — ``auto``: the shipped one when present,
-    ``strategy`` or empty: none (the query type's strategy decides), else a policy file — and
+    ``strategy`` or empty: none (the query type's strategy decides), ``cascade``: the cascade
+    (``router.cascade``), else a policy file — and
     a notice for the report ("" when none is due).
 
     The shipped policy reads scores of the embedder it was trained on; with another embedder
@@ -239,6 +240,10 @@ def configured_policy(cfg: Any) -> tuple[Any | None, str]:
     from fathom.router.forest import default_policy_path
 
     choice = cfg.retrieval.policy.strip()
+    if choice == "cascade":
+        from fathom.router.cascade import CascadeDepth
+
+        return CascadeDepth(), ""
     path = None
     if choice == "auto":
         path = default_policy_path() if default_policy_path().is_file() else None

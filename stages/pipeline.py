@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from fathom.core.base import Citation, Decision, Hit, Probe, cited_text
 from fathom.core.errors import FathomError
 from fathom.feedback.confidence import attribute
-from fathom.feedback.loop import FeedbackLoop
+from fathom.feedback.loop import FeedbackLoop, answer_confidence, support_score
 from fathom.index.targets import resolve_target
 from fathom.stages.deadline import AnswerClock
 from fathom.stages.generate import opt_in_note
@@ -308,6 +308,7 @@ class Engine:
         The trace charges the shared stages of ``prepared`` too, except the probe and hop when
         the decision is a fixed k = 0 (a no-retrieval run never needs them).
         """
+        from fathom.router.cascade import CascadeDepth
         from fathom.router.depth import FixedDepth, StrategyDepth
 
         emit = on_event or (lambda *a, **kw: None)
@@ -362,8 +363,18 @@ class Engine:
             conf = self.scorer.score(draft, used)
             trace.add_round(decision.k, draft, conf, len(used))
         else:
+            climb = chooser.cascade if isinstance(chooser, CascadeDepth) else None
             used, draft, conf = self._answer_with_feedback(
-                prepared, decision, candidates, use_rerank, budget, trace, feedback, on_token, emit
+                prepared,
+                decision,
+                candidates,
+                use_rerank,
+                budget,
+                trace,
+                feedback,
+                on_token,
+                emit,
+                climb,
             )
 
         # The report.
@@ -463,8 +474,11 @@ class Engine:
         feedback: bool | None,
         on_token: TokenSink | None,
         emit: Progress,
+        climb: Any | None = None,
     ) -> tuple[list[Hit], Any, Any]:
-        """The answer at the decided depth, deepened by the feedback loop's rules."""
+        """The answer at the decided depth, deepened by the feedback loop's rules, or, for a
+        cascade (``climb``: its ``router.cascade.Cascade``), up its ladder while the answer's
+        own confidence is low."""
         question, strategy, pf = prepared.question, prepared.strategy, prepared.portfolio
         select = pf is not None and decision.k > 0 and pf["mode"] == "select"
         kept_at: dict[int, list[str]] = {}
@@ -495,7 +509,12 @@ class Engine:
                     question, candidates, kk, budget, trace, on_token, escalated=escalated
                 )
 
-        loop = FeedbackLoop.from_config(self.cfg.feedback, enabled=feedback)
+        if climb is not None:
+            loop = FeedbackLoop.climbing(climb.ladder, climb.threshold)
+            score = answer_confidence
+        else:
+            loop = FeedbackLoop.from_config(self.cfg.feedback, enabled=feedback)
+            score = support_score
         result = loop.run(
             decision.k,
             attempt,
@@ -506,6 +525,7 @@ class Engine:
             same_sources=None if select else lambda a, b: sources_at(a) == sources_at(b),
             on_escalate=lambda score, new_k: emit("escalate", confidence=score, k=new_k),
             charge=lambda ms: trace.add_ms("feedback", ms),
+            score=score,
         )
         if result.stopped == "same sources":
             # Deeper retrieval changes nothing the generator reads (the context budget is full
@@ -608,7 +628,7 @@ class Engine:
         # Sources whose reading would already pass the deadline are left out.
         kept = self.clock.readable(question, kept, until, trace)
         trace.add_ms("compress", elapsed_ms(t))
-        trace.tokens["context"] = self._context_tokens(kept)
+        trace.set_context([h.chunk.text for h in kept], self._context_tokens(kept))
         t = time.perf_counter()
         if escalated and on_token is not None:
             on_token("\n")

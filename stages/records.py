@@ -30,8 +30,16 @@ class Trace:
     strategy: dict[str, Any] = field(default_factory=dict)
     decision: Decision | None = None
     stages_ms: dict[str, float] = field(default_factory=dict)
+    # "context": the final answer's sources; "context_read": every round's sources as a
+    # backend keeping the shared prompt prefix reads them (``set_context``).
     tokens: dict[str, int] = field(
-        default_factory=lambda: {"embedding": 0, "context": 0, "prompt": 0, "completion": 0}
+        default_factory=lambda: {
+            "embedding": 0,
+            "context": 0,
+            "context_read": 0,
+            "prompt": 0,
+            "completion": 0,
+        }
     )
     cost: float = 0.0
     currency: str = "USD"
@@ -48,6 +56,8 @@ class Trace:
     # it: "query type" (the strategy's), "depth" (a policy or fixed k: the window's room) or
     # "explicit" (--budget-tokens, compress.budget_tokens).
     budget: dict[str, Any] = field(default_factory=lambda: {"tokens": 0, "source": ""})
+    # The previous generation's source texts and their tokens (``set_context``); not reported.
+    _last_read: tuple[tuple[str, ...], int] = field(default=((), 0), repr=False, compare=False)
 
     def add_ms(self, stage: str, ms: float) -> None:
         self.stages_ms[stage] = self.stages_ms.get(stage, 0.0) + ms
@@ -62,6 +72,19 @@ class Trace:
         earlier round of the same answer left."""
         self.notices[:] = [n for n in self.notices if not n.startswith(kind)]
         self.notices.append(text)
+
+    def set_context(self, sources: list[str], tokens: int) -> None:
+        """The sources of the generation about to run (their texts, in prompt order) and their
+        ``tokens``. ``context_read`` grows by what is new: when these sources extend the
+        previous generation's (a deeper round of the same answer, in the same order), a
+        backend that keeps the shared prompt prefix (llama.cpp, Ollama) evaluates only the
+        sources after it; otherwise all of them."""
+        texts = tuple(sources)
+        prev, prev_tokens = self._last_read
+        extends = bool(prev) and texts[: len(prev)] == prev
+        self.tokens["context"] = tokens
+        self.tokens["context_read"] += max(0, tokens - prev_tokens) if extends else tokens
+        self._last_read = (texts, tokens)
 
     def add_generation(self, draft: Draft) -> None:
         """Charge one generation's prompt and completion tokens."""
@@ -163,7 +186,7 @@ class Answer:
 
 # docs/answer.schema.json; 5: trace.budget; 4: trace.decision.cost; 3: confidence.answerer;
 # 2: sources' text
-ANSWER_SCHEMA_VERSION = 5
+ANSWER_SCHEMA_VERSION = 6
 
 
 def price(cfg: Config, model: str, prompt_tokens: int, completion_tokens: int) -> float:

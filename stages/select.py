@@ -189,7 +189,7 @@ class PortfolioSelect:
         kept = self.clock.readable(selection_prompt(question, candidates, kept), kept, until, trace)
         trace.add_ms("compress", elapsed_ms(t))
         selector = selection_prompt(question, candidates, kept)
-        trace.tokens["context"] = self.context_tokens(kept)
+        trace.set_context([h.chunk.text for h in kept], self.context_tokens(kept))
         t = time.perf_counter()
         gen = self.generator
         timing = self.clock.time_budget(trace, until)

@@ -61,7 +61,7 @@ class CollectionSummary:
         fitted = self.compressor.fit(question, section_hits, budget)
         kept = self.clock.readable(question, fitted, until, trace)
         trace.add_ms("compress", elapsed_ms(t))
-        trace.tokens["context"] = self.context_tokens(kept)
+        trace.set_context([h.chunk.text for h in kept], self.context_tokens(kept))
         t = time.perf_counter()
         draft = gen.summarize(kept, on_token=on_token)  # no model: lead sentences per section
         if draft is None:

@@ -339,3 +339,74 @@ def test_a_confident_first_answer_asks_nothing_of_the_deadline() -> None:
         same_sources=lambda a, b: asked.append("same") or False,
     )
     assert asked == []
+
+
+# -- the cascade's climb -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StatedConf:
+    score: float
+    abstained: bool = False
+
+
+@dataclass(frozen=True)
+class StatedDraft:
+    confidence: float | None
+
+
+def test_a_climb_goes_up_its_ladder_until_confident() -> None:
+    from fathom.feedback.loop import answer_confidence
+
+    loop = FeedbackLoop.climbing((1, 2, 5, 12), threshold=0.5)
+    assert loop.next_depth(1, k_min=1, deepest=40) == 2
+    assert loop.next_depth(2, k_min=1, deepest=40) == 5
+    assert loop.next_depth(5, k_min=1, deepest=3) == 3  # never past the candidates
+
+    def attempt(k: int, escalated: bool):
+        # The support score says "sure" at every depth; the answerer's own probability only
+        # from k = 5: the climb must read the latter.
+        return [f"s{i}" for i in range(k)], StatedDraft(0.9 if k >= 5 else 0.2), StatedConf(1.0)
+
+    result = loop.run(
+        1,
+        attempt,
+        deepest=40,
+        k_min=1,
+        k_max=20,
+        round_fits=lambda a, b: True,
+        score=answer_confidence,
+    )
+    assert (result.k, result.rounds) == (5, 2)
+    assert "climbed to k = 5" in loop.reason("cascade", result.k)
+
+
+def test_a_climb_stops_at_the_top_of_its_ladder_however_unsure() -> None:
+    from fathom.feedback.loop import answer_confidence
+
+    loop = FeedbackLoop.climbing((1, 3, 8), threshold=0.9)
+    calls: list[int] = []
+
+    def attempt(k: int, escalated: bool):
+        calls.append(k)
+        return [f"s{i}" for i in range(k)], StatedDraft(0.1), StatedConf(0.1)
+
+    result = loop.run(
+        1,
+        attempt,
+        deepest=40,
+        k_min=1,
+        k_max=2,
+        round_fits=lambda a, b: True,
+        score=answer_confidence,
+    )
+    # k_max (the query type's) does not bound a climb: its ladder does.
+    assert calls == [1, 3, 8] and result.k == 8
+
+
+def test_answer_confidence_reads_the_answerer_then_the_support() -> None:
+    from fathom.feedback.loop import answer_confidence
+
+    assert answer_confidence(StatedDraft(0.8), StatedConf(0.3)) == 0.8
+    assert answer_confidence(StatedDraft(None), StatedConf(0.3)) == 0.3  # a model states none
+    assert answer_confidence(StatedDraft(0.8), StatedConf(0.3, abstained=True)) == 0.0

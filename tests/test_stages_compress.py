@@ -301,7 +301,6 @@ def test_join_sentences_marks_gaps() -> None:
     assert join_sentences(text, spans, [2]) == "Three."
 
 
-
 def test_condensed_text_carries_the_spans_of_its_sentences() -> None:
     """A condensed chunk's sentences are the kept ones, found again in the joined text, so the
     stages after compression read them without splitting again."""

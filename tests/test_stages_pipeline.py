@@ -100,7 +100,8 @@ def test_ask_json_matches_the_documented_schema(tmp_path: Path, minilm) -> None:
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     jsonschema.validate(data, schema)
-    assert data["schema_version"] == 5
+    assert data["schema_version"] == 6
+    assert data["trace"]["tokens"]["context_read"] >= data["trace"]["tokens"]["context"]
     assert data["citations"][0]["pages"] == "2"
     # A script can show what was cited: each source carries the text the answer was made from.
     quoted = data["answer"].split(" [")[0].strip(" .")
@@ -764,7 +765,7 @@ def test_an_engine_closes_the_generator_it_made_and_not_one_it_was_given(
 
 @pytest.mark.data
 def test_a_prose_docx_summary_quotes_its_points_not_a_heading(extractive_cfg, data_dir) -> None:
-    """"What is this document about?" of a short DOCX of prose paragraphs, each under a label
+    """ "What is this document about?" of a short DOCX of prose paragraphs, each under a label
     ("Paragraph 1:"): the summary quotes sentences of both paragraphs, never the labels or the
     table rows between them."""
     docx = data_dir / "docx" / "haystack_sample_docx_3.docx"

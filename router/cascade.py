@@ -1,0 +1,82 @@
+"""The cascade: start shallow, read the answer's confidence, deepen only when it is low.
+
+A one-shot policy decides k from the probe before anything is read. The cascade instead answers
+at the first rung of a ladder of depths (1, 2, 3, 5, 8, 12, 20 by default) and climbs to the next
+rung only while the answer's confidence is below ``threshold`` — the answerer's own probability
+when it states one (the extractive answerer's calibrated scorer), else the feedback scorer's
+support. Every rung reads the previous rung's sources in the same order and adds the next
+ones, so a backend that keeps the shared prompt prefix (llama.cpp, Ollama) evaluates only the
+new sources and the question again; the trace counts what was read that way
+(``tokens.context_read``).
+
+``CascadeDepth.decide`` gives the first rung; the Engine runs the climb with the feedback loop's
+machinery (``feedback.loop.FeedbackLoop.climbing``), whatever ``feedback.enabled`` says: the
+climb is the policy itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from fathom.core.base import Decision, Probe, QueryType
+from fathom.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from fathom.router.cost import ReadingCost
+
+LADDER = (1, 2, 3, 5, 8, 12, 20)
+THRESHOLD = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Cascade:
+    """The depths tried, shallow first, and the confidence that stops the climb."""
+
+    ladder: tuple[int, ...] = LADDER
+    threshold: float = THRESHOLD
+
+    def __post_init__(self) -> None:
+        if not self.ladder or any(k < 1 for k in self.ladder):
+            raise ConfigError(f"cascade ladder {list(self.ladder)}: depths must be ≥ 1")
+        if list(self.ladder) != sorted(set(self.ladder)):
+            raise ConfigError(f"cascade ladder {list(self.ladder)}: must be strictly ascending")
+        if not 0.0 < self.threshold <= 1.0:
+            raise ConfigError(f"cascade threshold {self.threshold:g}: must be within (0, 1]")
+
+    def rung_after(self, k: int) -> int | None:
+        """The next depth of the ladder above ``k``; None at the top."""
+        return next((r for r in self.ladder if r > k), None)
+
+
+class CascadeDepth:
+    """The depth policy that starts the cascade at its first rung (``--policy cascade``, the
+    eval strategy ``cascade[@T]``)."""
+
+    prices_reading = False
+
+    def __init__(self, cascade: Cascade | None = None, name: str = "cascade") -> None:
+        self.cascade = cascade or Cascade()
+        self.name = name
+        self.deepest_k = self.cascade.ladder[-1]
+
+    def decide(
+        self,
+        question: str,
+        probe: Probe,
+        qtype: QueryType,
+        *,
+        type_probs: dict[str, float] | None = None,
+        qvec: Any = None,
+        cost: ReadingCost | None = None,
+    ) -> Decision:
+        c = self.cascade
+        k = min(c.ladder[0], len(probe.hits))
+        rungs = ", ".join(str(r) for r in c.ladder)
+        reason = (
+            f"cascade: answer at k = {c.ladder[0]} first, then climb k = {rungs} while the "
+            f"answer's confidence is below {c.threshold:g}"
+        )
+        if k < c.ladder[0]:
+            reason += f"; only {len(probe.hits)} chunks found"
+        return Decision(k, self.name, reason, scores={"threshold": c.threshold})

@@ -1,0 +1,119 @@
+"""The cascade: its ladder's rules, its first decision, its eval spec, and a real climb through
+the Engine with the extractive answerer (context read counted once per source)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fathom.core.base import Chunk, Hit, Probe
+from fathom.core.config import load_config
+from fathom.core.errors import ConfigError
+from fathom.evaluation.strategies import make_policy, parse_strategy
+from fathom.index.targets import resolve_target
+from fathom.router.cascade import LADDER, Cascade, CascadeDepth
+from fathom.router.depth import configured_policy
+from fathom.stages.pipeline import Engine
+from fathom.stages.records import Trace
+
+
+def probe_of(n: int) -> Probe:
+    hits = tuple(
+        Hit(Chunk(f"c{i}", "d", f"text {i}", 0, 6, 1, 1, "", 2, i), 1.0 - i / 100) for i in range(n)
+    )
+    return Probe(query="q", hits=hits, timings_ms={})
+
+
+def test_ladder_rules() -> None:
+    c = Cascade((1, 2, 5))
+    assert c.rung_after(1) == 2 and c.rung_after(3) == 5 and c.rung_after(5) is None
+    for bad in ((), (0, 2), (3, 2), (2, 2)):
+        with pytest.raises(ConfigError):
+            Cascade(bad)
+    with pytest.raises(ConfigError):
+        Cascade(threshold=0.0)
+
+
+def test_the_first_decision_is_the_first_rung_and_the_probe_reaches_the_top() -> None:
+    policy = CascadeDepth()
+    assert policy.deepest_k == LADDER[-1] and not policy.prices_reading
+    d = policy.decide("q", probe_of(30), "factual")
+    assert d.k == LADDER[0] and d.policy == "cascade" and "climb" in d.reason
+    assert policy.decide("q", probe_of(0), "factual").k == 0
+
+
+def test_eval_spec_and_configured_policy() -> None:
+    spec = parse_strategy("cascade@0.7")
+    policy, k = make_policy(spec)
+    assert k is None and policy.cascade.threshold == 0.7 and policy.name == "cascade@0.7"
+    assert make_policy(parse_strategy("cascade"))[0].cascade == Cascade()
+    with pytest.raises(ConfigError):
+        parse_strategy("cascade@2")
+    cfg = load_config(overrides={"retrieval.policy": "cascade"})
+    assert isinstance(configured_policy(cfg)[0], CascadeDepth)
+
+
+def test_context_read_counts_an_extending_round_once() -> None:
+    tr = Trace(question="q", collection="c")
+    tr.set_context(["a", "b"], 20)
+    tr.set_context(["a", "b", "c"], 31)  # extends: only "c" is new
+    assert tr.tokens["context"] == 31 and tr.tokens["context_read"] == 31
+    tr.set_context(["x", "b", "c"], 30)  # does not extend: read again in full
+    assert tr.tokens["context_read"] == 61
+
+
+PARTS = """# Overview
+
+The Quillon works manual covers the plant's pumps, valves and shipping rules in turn.
+
+# Pumps
+
+The impeller of the Quillon coolant pump is cast from titanium.
+
+# Valves
+
+Every Quillon relief valve opens at nine bar and closes again at seven bar.
+
+# Shipping
+
+Spare parts ship in wooden crates stacked no more than three high.
+"""
+
+
+@pytest.fixture
+def engine(tmp_path: Path, minilm):
+    cfg = load_config(overrides={"generator.backend": "extractive"})
+    doc = tmp_path / "parts.md"
+    doc.write_text(PARTS)
+    eng = Engine(cfg, resolve_target(cfg, str(doc)))
+    yield eng
+    eng.close()
+
+
+def test_a_sure_answer_stays_at_the_first_rung(engine) -> None:
+    answer = engine.ask(
+        "What is the Quillon coolant pump impeller cast from?", policy=CascadeDepth()
+    )
+    assert "titanium" in answer.text
+    assert [r["k"] for r in answer.trace.rounds] == [1]
+    assert answer.trace.tokens["context_read"] == answer.trace.tokens["context"]
+
+
+def test_an_unsure_answer_climbs_and_reads_each_source_once(engine) -> None:
+    # A threshold no answer reaches: the climb goes to the ladder's top (the chunks there are).
+    policy = CascadeDepth(Cascade((1, 2, 3), threshold=1.0))
+    answer = engine.ask("At what pressure does the Quillon relief valve open?", policy=policy)
+    tr = answer.trace
+    assert [r["k"] for r in tr.rounds] == [1, 2, 3] and tr.decision.k == 3
+    assert "climbed to k = 3" in tr.decision.reason
+    # Each rung's sources extend the last (same order, kept whole): read once each. A prompt
+    # per round is still charged in full.
+    assert tr.tokens["context_read"] == pytest.approx(tr.tokens["context"], abs=3)
+    assert tr.tokens["prompt"] > tr.tokens["context_read"]
+
+
+def test_the_report_says_what_the_rounds_read() -> None:
+    from fathom.render import read_note
+
+    assert read_note({"context_read": 1240}, 3) == " · read 1,240 over 3 rounds"
+    assert read_note({"context_read": 400}, 1) == ""  # one round: the context says it
