@@ -12,6 +12,14 @@ The forest's rows: each λ of ``--lambdas``, then ``prefer=quality|balanced|fast
 λ × 0.5 / 1 / 2.5; ``router/cost.py``) — then each confidence rule, then each ``--policy``
 file as it is (the shipped forest, say), at each preference.
 
+The cascade's rows (``cascade@T`` for each of ``--thresholds``): where the climb up
+``router.cascade.LADDER`` ends for each question — the first rung whose answer confidence (the
+sweep row's ``answerer_confidence``, an abstention 0) reaches T, else the top rung — and that
+rung's row. Its tokens are the final rung's context: each rung's sources extend the previous
+rung's, so that is what it reads once (``tokens.context_read``); the generations it ran on the
+way are counted beside it (``rounds``). Sweeps made before rows carried the answerer's
+confidence have no cascade rows.
+
 The saving: the fixed budgets trace a frontier q(k) against mean tokens t(k);
 F(q) is the tokens that frontier needs to reach quality q (linear between adjacent budgets), and
 a policy at (q_P, t_P) saves 1 − t_P / F(q_P). k* is the fixed budget with the best quality on
@@ -28,7 +36,7 @@ undefined resamples is reported beside it (``saving_undefined``) either way.
 
     python bench/policy_tradeoffs.py --train DIR [--train DIR …] --test DIR [--test DIR …]
         [--quality answer_recall] [--lambdas 0.0025,0.005,0.01,0.02,0.05]
-        [--policy FILE …] [--out DIR]
+        [--policy FILE …] [--thresholds 0.3,0.4,0.5,0.6,0.7,0.8] [--out DIR]
 """
 
 from __future__ import annotations
@@ -142,12 +150,16 @@ def main(argv: list[str] | None = None) -> int:
         help="a trained forest file (e.g. router/policies/depth_forest.npz, the shipped one) "
         "scored as it is, at each --prefer; repeatable",
     )
+    ap.add_argument(
+        "--thresholds", default="0.3,0.4,0.5,0.6,0.7,0.8", help="the cascade's thresholds"
+    )
     ap.add_argument("--epochs", type=int, default=60, help="REINFORCE epochs")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=default_out("policy_tradeoffs"))
     args = ap.parse_args(argv)
 
     from fathom.core.config import load_config
+    from fathom.router.cascade import Cascade
     from fathom.router.cost import PREFERENCES, ReadingCost
     from fathom.router.depth import load_policy
     from fathom.router.reinforce import ReinforcePolicy
@@ -156,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     from fathom.router.utility import UtilityPolicy
 
     lambdas = [float(x) for x in args.lambdas.split(",")]
+    thresholds = [float(x) for x in args.thresholds.split(",") if x.strip()]
     given_policies = {path: load_policy(path) for path in args.policy}
     for path, given in given_policies.items():
         if given.name != "forest":
@@ -230,6 +243,14 @@ def main(argv: list[str] | None = None) -> int:
                     for u in [utility.utilities(t)]}  # fmt: skip
             choice = np.array([test.budgets.index(k_of[t]) for t in test.query_types])
             rows[f"utility:{preset}"] = score(test, choice, boot)
+        if test.confidence is not None and np.isfinite(test.confidence).any():
+            for t in thresholds:
+                climb = Cascade(threshold=t)
+                choice = climb.choose(test.budgets, test.confidence)
+                rows[f"cascade@{t:g}"] = score(test, choice, boot)
+                rows[f"cascade@{t:g}"]["rounds"] = _rounds(climb, test.budgets, choice)
+        else:
+            log(f"{name}: its rows carry no answerer confidence; no cascade rows")
         reach = test.quality.max(axis=1) > 0
         oracle = np.where(reach, np.argmax(test.quality >= test.quality.max(axis=1)[:, None], 1), 0)
         rows["oracle"] = score(test, oracle, boot)
@@ -279,6 +300,12 @@ def main(argv: list[str] | None = None) -> int:
     write_json(args.out / "policy_tradeoffs.json", results)
     log(f"results and plots in {args.out}/")
     return 0
+
+
+def _rounds(climb: Any, budgets: tuple[int, ...], choice: np.ndarray) -> float:
+    """Mean generations a cascade ran: one per rung up to the one it ended at."""
+    ends = np.asarray(budgets)[choice]
+    return float(np.mean([sum(1 for r in climb.ladder if r <= k) for k in ends]))
 
 
 def _pct(x: float, ci: list | None, status: str | None = None, undefined: float = 0.0) -> str:
@@ -350,7 +377,7 @@ def _plots(out: Path, results: dict[str, Any], reinforce: dict[float, Any], lamb
         fixed = [(r["tokens"], r["quality"]) for k, r in s["rows"].items() if k.startswith("fixed")]
         ax.plot(*zip(*fixed, strict=True), "k.-", label="fixed k")
         for prefix, marker in (("forest λ", "o"), ("forest c", "^"), ("reinforce", "s"),
-                               ("utility", "D"), ("oracle", "*")):  # fmt: skip
+                               ("utility", "D"), ("cascade", "v"), ("oracle", "*")):  # fmt: skip
             pts = [
                 (r["tokens"], r["quality"]) for k, r in s["rows"].items() if k.startswith(prefix)
             ]

@@ -48,6 +48,21 @@ class Cascade:
         """The next depth of the ladder above ``k``; None at the top."""
         return next((r for r in self.ladder if r > k), None)
 
+    def choose(self, budgets: tuple[int, ...], confidence: Any) -> Any:
+        """Where the climb ends on a sweep, as budget indices: per row of ``confidence``
+        ``(n, len(budgets))`` (the answer's confidence at each budget), the first rung whose
+        confidence reaches the threshold, else the top rung. Every rung must be a budget."""
+        import numpy as np
+
+        missing = [r for r in self.ladder if r not in budgets]
+        if missing:
+            raise ConfigError(f"cascade ladder depths {missing} are not among the sweep's budgets")
+        cols = [budgets.index(r) for r in self.ladder]
+        conf = np.asarray(confidence, dtype=np.float64)[:, cols]
+        reached = conf >= self.threshold - 1e-12  # NaN never reaches it
+        first = np.where(reached.any(axis=1), reached.argmax(axis=1), len(cols) - 1)
+        return np.asarray(cols)[first]
+
 
 class CascadeDepth:
     """The depth policy that starts the cascade at its first rung (``--policy cascade``, the

@@ -45,6 +45,9 @@ class Sweep:
     latency: Any
     total: Any = None  # prompt + completion tokens, same shape; None: use ``tokens``
     questions: list[str] | None = None  # the question texts, in ``qids`` order
+    # The answerer's own confidence at each budget, same shape (an abstention 0; NaN where the
+    # answerer stated none, or the sweep predates it): what a cascade reads.
+    confidence: Any = None
 
     @property
     def total_tokens(self) -> Any:
@@ -84,7 +87,7 @@ def load_sweep(directory: str | Path, quality: str = "quality") -> Sweep:
         raise FathomError(
             f"--quality {metric!r}: not a metric of this sweep ({', '.join(sorted(known))})"
         )
-    feats, quality, tokens, latency, types, total = [], [], [], [], [], []
+    feats, quality, tokens, latency, types, total, stated = [], [], [], [], [], [], []
     recall = []
     kept: list[str] = []
     texts: list[str] = []
@@ -100,6 +103,7 @@ def load_sweep(directory: str | Path, quality: str = "quality") -> Sweep:
         tokens.append([float(r["tokens"]["context"]) for r in rows])
         total.append([float(r["tokens"]["prompt"] + r["tokens"]["completion"]) for r in rows])
         latency.append([float(r["total_ms"]) for r in rows])
+        stated.append([_stated(r) for r in rows])
         types.append(rows[-1]["query_type"])
         if rows[-1]["metrics"].get("answer_recall") is not None:
             recall.append(float(rows[-1]["metrics"]["answer_recall"]))
@@ -115,7 +119,22 @@ def load_sweep(directory: str | Path, quality: str = "quality") -> Sweep:
         np.asarray(latency, dtype=np.float32),
         np.asarray(total, dtype=np.float32),
         texts,
+        np.asarray(stated, dtype=np.float32),
     )
+
+
+def _stated(row: dict[str, Any]) -> float:
+    """A row's answer confidence as a cascade reads it (``feedback.loop.answer_confidence``):
+    0 for an abstention, the answerer's own probability, else (a model that states none) the
+    feedback scorer's support; NaN for a sweep made before rows carried the answerer's."""
+    if "answerer_confidence" not in row:
+        return float("nan")
+    if row.get("abstained"):
+        return 0.0
+    value = row["answerer_confidence"]
+    if value is None:
+        value = row.get("confidence")
+    return float("nan") if value is None else float(value)
 
 
 def combine_sweeps(sweeps: list[Sweep]) -> Sweep:
@@ -147,4 +166,13 @@ def combine_sweeps(sweeps: list[Sweep]) -> Sweep:
         np.concatenate([s.latency for s in sweeps]),
         np.concatenate([s.total_tokens for s in sweeps]),
         [t for s in sweeps for t in (s.questions or [""] * len(s.qids))],
+        np.concatenate([_confidence(s) for s in sweeps]),
     )
+
+
+def _confidence(sweep: Sweep) -> Any:
+    import numpy as np
+
+    if sweep.confidence is not None:
+        return sweep.confidence
+    return np.full(sweep.quality.shape, np.nan, dtype=np.float32)

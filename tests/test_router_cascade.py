@@ -117,3 +117,43 @@ def test_the_report_says_what_the_rounds_read() -> None:
 
     assert read_note({"context_read": 1240}, 3) == " · read 1,240 over 3 rounds"
     assert read_note({"context_read": 400}, 1) == ""  # one round: the context says it
+
+
+def test_on_a_sweep_the_climb_ends_at_the_first_sure_rung() -> None:
+    import numpy as np
+
+    budgets = (0, 1, 2, 3, 5)
+    conf = np.array(
+        [
+            [np.nan, 0.9, 0.9, 0.9, 0.9],  # sure at once
+            [np.nan, 0.1, 0.2, 0.7, 0.9],  # sure at k = 3
+            [np.nan, 0.1, 0.1, 0.1, 0.1],  # never: the top rung
+            [np.nan, np.nan, np.nan, 0.9, 0.9],  # nothing stated below 3
+        ]
+    )
+    idx = Cascade((1, 2, 3, 5), threshold=0.5).choose(budgets, conf)
+    assert [budgets[i] for i in idx] == [1, 3, 5, 3]
+    # A rung the sweep did not measure is an error, not a silent skip.
+    with pytest.raises(ConfigError):
+        Cascade((1, 4)).choose(budgets, conf)
+
+
+def test_a_sweep_row_gives_the_confidence_a_climb_reads() -> None:
+    import math
+
+    from fathom.router.sweep import _stated
+
+    assert _stated({"answerer_confidence": 0.8, "confidence": 1.0, "abstained": False}) == 0.8
+    assert _stated({"answerer_confidence": 0.8, "abstained": True}) == 0.0
+    # A model that states none: the feedback scorer's support, as the climb reads it.
+    assert _stated({"answerer_confidence": None, "confidence": 0.4, "abstained": False}) == 0.4
+    # A sweep made before rows carried it: unknown, never "sure".
+    assert math.isnan(_stated({"confidence": 1.0, "abstained": False}))
+
+
+def test_the_bench_counts_the_generations_a_climb_ran() -> None:
+    import numpy as np
+    from fathom.bench.policy_tradeoffs import _rounds
+
+    budgets = (0, 1, 2, 3, 5)
+    assert _rounds(Cascade((1, 2, 3, 5)), budgets, np.array([1, 3, 4])) == (1 + 3 + 4) / 3
