@@ -440,6 +440,11 @@ def policy_sweep(ctx: click.Context, **opts: Any) -> None:
     help="forest: decide by the most likely oracle label (skip when 'none suffices' wins) "
     "instead of --confidence or --lambda; suits --strict-slo.",
 )
+@click.option(
+    "--balance-sets",
+    is_flag=True,
+    help="forest: every --sweep weighs the same in training, however many questions it has.",
+)
 @click.option("--trees", type=click.IntRange(1), default=100, show_default=True)
 @click.option("--max-depth", type=click.IntRange(1), default=10, show_default=True)
 @click.option("--confidence", type=click.FloatRange(0, 1), default=0.9, show_default=True)

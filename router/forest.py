@@ -148,9 +148,11 @@ class ForestPolicy:
         cost: float | None = None,
         budget_tokens: tuple[float, ...] = (),
         most_likely: bool = False,
+        sample_weight: np.ndarray | None = None,
     ) -> ForestPolicy:
         """Fit the forest on ``features`` ``(n, d)`` and labels ``(n,)``: budget indices, or
-        ``len(budgets)`` where no budget suffices."""
+        ``len(budgets)`` where no budget suffices; ``sample_weight`` ``(n,)`` weighs the
+        questions (e.g. each document set equally)."""
         import numpy as np
         from sklearn.ensemble import RandomForestClassifier
 
@@ -169,7 +171,7 @@ class ForestPolicy:
             random_state=seed,
             n_jobs=1,  # deterministic and the same on every machine
         )
-        model.fit(x, y)
+        model.fit(x, y, sample_weight=sample_weight)
         info = dict(meta or {})
         info.update(
             {

@@ -48,6 +48,10 @@ class Sweep:
     # The answerer's own confidence at each budget, same shape (an abstention 0; NaN where the
     # answerer stated none, or the sweep predates it): what a cascade reads.
     confidence: Any = None
+    # Per question: the document set it comes from (its sweep's question file), and its first
+    # gold document (questions sharing one belong together when data is split).
+    sets: list[str] | None = None
+    groups: list[str] | None = None
 
     @property
     def total_tokens(self) -> Any:
@@ -91,6 +95,7 @@ def load_sweep(directory: str | Path, quality: str = "quality") -> Sweep:
     recall = []
     kept: list[str] = []
     texts: list[str] = []
+    groups: list[str] = []
     for q in qids:
         rows = [by_q[q][s] for s in strategies]
         with_features = next((r for r in rows if r.get("features")), None)
@@ -98,6 +103,8 @@ def load_sweep(directory: str | Path, quality: str = "quality") -> Sweep:
             continue
         kept.append(q)
         texts.append(rows[-1]["question"])
+        gold = rows[-1].get("gold_doc_ids") or [q]
+        groups.append(str(gold[0]))
         feats.append(with_features["features"])
         quality.append([float(r["metrics"].get(metric) or 0.0) for r in rows])
         tokens.append([float(r["tokens"]["context"]) for r in rows])
@@ -120,6 +127,8 @@ def load_sweep(directory: str | Path, quality: str = "quality") -> Sweep:
         np.asarray(total, dtype=np.float32),
         texts,
         np.asarray(stated, dtype=np.float32),
+        [str(run.get("questions") or directory.name)] * len(kept),
+        groups,
     )
 
 
@@ -167,6 +176,8 @@ def combine_sweeps(sweeps: list[Sweep]) -> Sweep:
         np.concatenate([s.total_tokens for s in sweeps]),
         [t for s in sweeps for t in (s.questions or [""] * len(s.qids))],
         np.concatenate([_confidence(s) for s in sweeps]),
+        [name for s in sweeps for name in (s.sets or [""] * len(s.qids))],
+        [g for s in sweeps for g in (s.groups or s.qids)],
     )
 
 

@@ -42,9 +42,12 @@ def train_forest(
     cost: float | None = None,
     strict_slo: bool = False,
     most_likely: bool = False,
+    balance_sets: bool = False,
 ) -> Any:
     """A ``ForestPolicy`` imitating the sweep's oracle labels, deciding by ``cost`` λ when
-    given (else by ``confidence``), with the sweep's mean context tokens per budget."""
+    given (else by ``confidence``), with the sweep's mean context tokens per budget.
+    ``balance_sets``: every document set of a combined sweep weighs the same in training,
+    however many questions it has (else each question weighs the same)."""
     import numpy as np
     from fathom import __version__
     from fathom.router.features import FEATURE_NAMES
@@ -89,6 +92,9 @@ def train_forest(
             "deepest_tokens": float(sweep.tokens[:, -1].mean()),
         },
     }
+    weight = set_weights(sweep) if balance_sets else None
+    if weight is not None:
+        meta["balance_sets"] = True
     return ForestPolicy.train(
         features,
         labels,
@@ -102,7 +108,21 @@ def train_forest(
         cost=cost,
         budget_tokens=tuple(float(t) for t in sweep.tokens.mean(axis=0)),
         most_likely=most_likely,
+        sample_weight=weight,
     )
+
+
+def set_weights(sweep: Sweep) -> Any:
+    """Per-question weights ``(n,)`` under which each document set of ``sweep`` weighs the
+    same (mean 1); None for a sweep of one set."""
+    import numpy as np
+
+    sets = np.asarray(sweep.sets or [""] * len(sweep.qids))
+    names, counts = np.unique(sets, return_counts=True)
+    if len(names) < 2:
+        return None
+    per = {n: len(sets) / (len(names) * c) for n, c in zip(names, counts, strict=True)}
+    return np.asarray([per[x] for x in sets], dtype=np.float64)
 
 
 def sweep_query_vectors(cfg: Any, sweep: Sweep) -> Any:
@@ -131,6 +151,7 @@ def train_policy(
     slo_ms: float | None = None,
     strict_slo: bool = False,
     most_likely: bool = False,
+    balance_sets: bool = False,
     trees: int = 100,
     max_depth: int = 10,
     confidence: float = 0.9,
@@ -173,6 +194,7 @@ def train_policy(
         slo_ms=slo_ms,
         strict_slo=strict_slo,
         most_likely=most_likely,
+        balance_sets=balance_sets,
         n_trees=trees,
         max_depth=max_depth,
         seed=seed,

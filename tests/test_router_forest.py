@@ -244,3 +244,38 @@ def test_explanations_add_up_to_the_prediction() -> None:
     # P(enough by budget 1) = P(label ≤ 1) depends on feature 1 alone: it drives that choice.
     for row in x[:20].tolist():
         assert policy.explain(row, 1, n=1)[0][0] == FEATURE_NAMES[1]
+
+
+def test_balanced_sets_weigh_each_document_set_the_same() -> None:
+    from fathom.router.sweep import Sweep, combine_sweeps
+    from fathom.router.train_policy import set_weights, train_forest
+
+    rng = np.random.default_rng(1)
+
+    def sweep(name: str, n: int, answer_at: int) -> Sweep:
+        quality = np.zeros((n, len(BUDGETS)), dtype=np.float32)
+        quality[:, answer_at:] = 1.0
+        return Sweep(
+            run={"judge": "recall", "questions": name},
+            budgets=BUDGETS,
+            qids=[f"{name}{i}" for i in range(n)],
+            query_types=["factual"] * n,
+            features=rng.normal(size=(n, len(FEATURE_NAMES))).astype(np.float32),
+            quality=quality,
+            tokens=np.tile(np.array([0, 100, 200, 400], dtype=np.float32), (n, 1)),
+            latency=np.ones((n, len(BUDGETS)), dtype=np.float32),
+            sets=[name] * n,
+            groups=[f"{name}{i}" for i in range(n)],
+        )
+
+    # A big set answered at k = 1 and a small one answered only at k = 4.
+    both = combine_sweeps([sweep("big", 90, 1), sweep("small", 10, 3)])
+    w = set_weights(both)
+    assert w[:90].sum() == pytest.approx(w[90:].sum()) and w.mean() == pytest.approx(1.0)
+    assert set_weights(sweep("one", 5, 1)) is None
+    plain = train_forest(both, n_trees=20, cost=0.01, seed=0)
+    balanced = train_forest(both, n_trees=20, cost=0.01, seed=0, balance_sets=True)
+    assert balanced.meta["balance_sets"] and "balance_sets" not in plain.meta
+    # Weighted, the small set's label (k = 4) carries half the mass instead of a tenth.
+    share = lambda p: float(p.predict_proba(both.features)[:, 3].mean())  # noqa: E731
+    assert share(balanced) > share(plain) + 0.1
