@@ -293,6 +293,38 @@ def stats(ctx: click.Context, slo_ms: float | None, days: float | None, as_json:
 
 
 # ---------------------------------------------------------------------------------------------
+# mcp
+# ---------------------------------------------------------------------------------------------
+
+
+@main.command("mcp")
+@click.option(
+    "--collection",
+    "-c",
+    "collections",
+    multiple=True,
+    help="A collection to serve; repeat for several (default: every collection).",
+)
+@click.option(
+    "--root",
+    "roots",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="A folder the ingest tool may read; repeat for several (none: no ingest tool).",
+)
+@options.generator_option(help="Backend for the ask tool, and whose tokens retrieve counts.")
+@click.pass_context
+def mcp_command(
+    ctx: click.Context, collections: tuple[str, ...], roots: tuple[Path, ...], generator: str | None
+) -> None:
+    """Serve Fathom to an MCP client (an assistant, an editor, an agent) over stdio: search,
+    retrieve, ask, list_collections, chunks as fathom:// resources, and ingest under --root."""
+    from fathom.mcp_server import serve
+
+    serve(_config(ctx, **{"generator.backend": generator}), list(collections), list(roots))
+
+
+# ---------------------------------------------------------------------------------------------
 # eval
 # ---------------------------------------------------------------------------------------------
 
