@@ -186,7 +186,7 @@ class _Slot:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.engine: Any = None
-        self.stamp: tuple[int, int, int] | None = None
+        self.stamp: tuple[int, ...] | None = None
         self.paths: dict[str, str] = {}
         self.generation = -1
 
@@ -287,7 +287,7 @@ class FathomTools:
         with slot.lock:
             try:
                 st = os.stat(self._root() / name / MANIFEST)
-                stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+                stamp = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
             except FileNotFoundError:
                 stamp = None
             if stamp is None:

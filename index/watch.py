@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fathom.core.errors import FathomError
 from fathom.index.collection import collections_root
 from fathom.index.manifest import read_manifest
 
@@ -194,6 +195,9 @@ def watch_collection(
     # A watched file is watched through its folder: an editor that saves by renaming a new
     # file over the old one would end a watch on the file itself.
     watched = sorted({str(r.path if r.is_dir else r.path.parent) for r in roots})
+    missing = [w for w in watched if not Path(w).is_dir()]
+    if missing:
+        raise FathomError(f"{missing[0]}: no such folder to watch — create it, or watch another")
     flt = DocumentFilter(roots, cfg.ingest.follow_symlinks)
     quiet = max(1, int(cfg.ingest.watch_debounce_ms))
     emit("watching", paths=[str(r.path) for r in roots])
