@@ -6,6 +6,7 @@ keeps serving."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -311,3 +312,37 @@ def test_no_secret_in_any_output_or_log(docs: Path, tmp_path: Path) -> None:
 
     run(body)
     assert key not in log.read_text()
+
+
+def test_nothing_but_the_protocol_reaches_stdout(
+    docs: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A print anywhere in the server (here a stray one in list_collections, patched in at
+    start-up) goes to stderr, during the session and when the process exits."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        "import sys\n"
+        "from fathom.mcp_server import FathomTools\n"
+        "listed = FathomTools.list_collections\n"
+        "def noisy(self):\n"
+        "    print('stray output from a tool; stdout is stderr:', sys.stdout is sys.stderr)\n"
+        "    return listed(self)\n"
+        "FathomTools.list_collections = noisy\n"
+    )
+    env = {"PYTHONPATH": os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")])}
+    log = tmp_path / "err.log"
+
+    async def body():
+        async with mcp_session(log=log, env=env) as s:
+            for _ in range(3):
+                listed = result(await s.call_tool("list_collections", {}))
+                assert listed["collections"][0]["name"] == "guide"
+            await _still_serving(s)
+
+    with caplog.at_level(logging.WARNING):
+        run(body)
+    # Python's own stdout is stderr while serving: nothing is left in a stdout buffer for the
+    # protocol's file descriptor once the SDK gives it back at exit.
+    assert log.read_text().count("stray output from a tool; stdout is stderr: True") == 3
+    assert not [r for r in caplog.records if "parse" in r.getMessage().lower()]
