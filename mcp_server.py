@@ -556,6 +556,26 @@ class FathomTools:
 # The MCP server
 # ---------------------------------------------------------------------------------------------
 
+_VALIDATION = re.compile(r"Error executing tool (\w+): \d+ validation errors? for \w+\n")
+
+
+def one_line_error(text: str) -> str:
+    """The SDK's report of arguments that fail a tool's schema (pydantic's, several lines with
+    the values given) as one line: ``search: k: input should be a valid integer; query: field
+    required — see the tool's input schema``. Other texts are returned as they are."""
+    m = _VALIDATION.match(text)
+    if m is None:
+        return text
+    field, problems = "", []
+    for line in text[m.end() :].splitlines():
+        if not line.startswith(" "):
+            field = line.strip()
+        elif not line.strip().startswith("For further information"):
+            problem = re.sub(r"\s*\[type=.*$", "", line.strip())
+            problems.append(f"{field}: {problem[:1].lower()}{problem[1:]}")
+    return f"{m.group(1)}: {'; '.join(problems)} — see the tool's input schema"
+
+
 COLLECTION_ARG = "Collection name (see list_collections); may be left out when one is served."
 
 SEARCH_DOC = f"""Search the user's own documents (PDF, DOCX, TXT, Markdown indexed by Fathom on
@@ -633,6 +653,17 @@ def build_server(tools: FathomTools, redactor: Redactor | None = None) -> Any:
             logger.info("%s: %s", what, message)
             return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
 
+    async def tidy_errors(ctx: Any, call_next: Any) -> Any:
+        # Errors the SDK writes itself (arguments that fail the schema) become one line, as
+        # Fathom's own are, without echoing the arguments back; none carries a secret.
+        result = await call_next(ctx)
+        if ctx.method == "tools/call" and isinstance(result, dict) and result.get("isError"):
+            for block in result.get("content") or ():
+                if isinstance(block, dict) and isinstance(block.get("text"), str):
+                    block["text"] = redactor.text(one_line_error(block["text"]))
+        return result
+
+    server.middleware.append(tidy_errors)
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     Collection = Annotated[str | None, Field(description=COLLECTION_ARG)]
 

@@ -142,3 +142,24 @@ def test_engines_stay_loaded_and_follow_new_generations(tmp_path: Path, minilm) 
         assert errors == [] and len(results) == 10 and all(r == results[0] for r in results)
     finally:
         tools.close()
+
+
+def test_schema_errors_read_as_one_line() -> None:
+    from fathom.mcp_server import one_line_error
+
+    sdk = (
+        "Error executing tool search: 2 validation errors for searchArguments\n"
+        "query\n"
+        "  Field required [type=missing, input_value={'k': 'sk-abc'}, input_type=dict]\n"
+        "    For further information visit https://errors.pydantic.dev/2/v/missing\n"
+        "k\n"
+        "  Input should be a valid integer [type=int_parsing, input_value='x', input_type=str]\n"
+        "    For further information visit https://errors.pydantic.dev/2/v/int_parsing"
+    )
+    assert one_line_error(sdk) == (
+        "search: query: field required; k: input should be a valid integer — see the tool's "
+        "input schema"
+    )
+    assert one_line_error("k = 0: give between 1 and 50 hits") == (
+        "k = 0: give between 1 and 50 hits"
+    )
