@@ -99,6 +99,7 @@ def test_bounds_and_choices_are_checked_before_any_work(cfg) -> None:
     assert tools.list_collections() == {"collections": [], "ingest": False}
 
 
+@pytest.mark.slow
 def test_engines_stay_loaded_and_follow_new_generations(tmp_path: Path, minilm) -> None:
     cfg = load_config(overrides={"generator.backend": "extractive"})
     folder = tmp_path / "docs"
