@@ -85,7 +85,7 @@ def server_env(home: Path) -> dict[str, str]:
 
 async def measure(home: Path, cfg: Any, queries: list[str], k: int) -> dict[str, Any]:
     """Per query: the in-process search, then the same through MCP (ms each)."""
-    from fathom.mcp_server import FathomTools
+    from fathom.mcp_server.tools import FathomTools
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
     tools = FathomTools(cfg, [COLLECTION])

@@ -326,7 +326,7 @@ def test_nothing_but_the_protocol_reaches_stdout(
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(
         "import sys\n"
-        "from fathom.mcp_server import FathomTools\n"
+        "from fathom.mcp_server.tools import FathomTools\n"
         "listed = FathomTools.list_collections\n"
         "def noisy(self):\n"
         "    print('stray output from a tool; stdout is stderr:', sys.stdout is sys.stderr)\n"

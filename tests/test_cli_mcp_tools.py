@@ -12,7 +12,8 @@ import pytest
 from fathom.core.config import load_config
 from fathom.core.errors import CollectionNotFound, FathomError
 from fathom.index.ingest import ingest_paths
-from fathom.mcp_server import FathomTools, RedactingFilter, Redactor, Root, resolve_under
+from fathom.mcp_server.safety import RedactingFilter, Redactor, Root, resolve_under
+from fathom.mcp_server.tools import FathomTools
 from fathom.tests.support import docgen
 
 
@@ -146,7 +147,7 @@ def test_engines_stay_loaded_and_follow_new_generations(tmp_path: Path, minilm) 
 
 
 def test_schema_errors_read_as_one_line() -> None:
-    from fathom.mcp_server import one_line_error
+    from fathom.mcp_server.safety import one_line_error
 
     sdk = (
         "Error executing tool search: 2 validation errors for searchArguments\n"
