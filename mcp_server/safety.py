@@ -54,7 +54,8 @@ class Redactor:
 
 
 class RedactingFilter(logging.Filter):
-    """A log filter that leaves no secret in a record's message."""
+    """A log filter that leaves no secret in a record's message, nor in the traceback of an
+    exception logged with it."""
 
     def __init__(self, redactor: Redactor) -> None:
         super().__init__()
@@ -65,7 +66,13 @@ class RedactingFilter(logging.Filter):
         cleaned = self.redactor.text(message)
         if cleaned != message:
             record.msg, record.args = cleaned, ()
+        if record.exc_info and not record.exc_text:
+            # Handlers format the traceback from exc_text when it is set.
+            record.exc_text = self.redactor.text(_TRACEBACK.formatException(record.exc_info))
         return True
+
+
+_TRACEBACK = logging.Formatter()
 
 
 @dataclasses.dataclass(frozen=True)

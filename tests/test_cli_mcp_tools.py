@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -81,6 +82,13 @@ def test_secrets_are_redacted_from_data_and_logs() -> None:
         "x", logging.INFO, __file__, 1, "using %s", ("sk-env-secret-22",), None
     )
     assert RedactingFilter(r).filter(record) and record.getMessage() == "using ***"
+    try:
+        raise RuntimeError("rejected key sk-env-secret-22")
+    except RuntimeError:
+        crash = logging.LogRecord("x", logging.ERROR, __file__, 1, "crash", (), sys.exc_info())
+    assert RedactingFilter(r).filter(crash)
+    shown = logging.Formatter().format(crash)
+    assert "RuntimeError: rejected key ***" in shown and "sk-env" not in shown
 
 
 def test_bounds_and_choices_are_checked_before_any_work(cfg) -> None:
