@@ -86,6 +86,12 @@ def main(ctx: click.Context, config_path: str | None) -> None:
 @click.option("--strict", is_flag=True, help="Exit 1 when any file failed.")
 @click.option("--embedder", default=None, help="Embedding model name or path.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option(
+    "--watch",
+    is_flag=True,
+    help="Then keep the collection in step with PATHS: each burst of changes is ingested as "
+    "one commit, with one line; Ctrl-C stops.",
+)
 @options.password_option("Password for encrypted PDFs (or set FATHOM_PDF_PASSWORD).")
 @click.pass_context
 def ingest(
@@ -96,6 +102,7 @@ def ingest(
     strict: bool,
     embedder: str | None,
     as_json: bool,
+    watch: bool,
     password: str | None,
 ) -> None:
     """Ingest PDF, DOCX, TXT and MD files (or folders, or docs.jsonl) into a collection."""
@@ -108,6 +115,17 @@ def ingest(
         cfg, paths, collection, display=display, rebuild=rebuild, password=password
     )
     render_ingest(report, as_json)
+    if watch:
+        from fathom.index.watch import watch_collection
+        from fathom.render import WatchDisplay
+
+        try:
+            watch_collection(
+                cfg, list(paths), report.collection, emit=WatchDisplay(as_json), password=password
+            )
+        except KeyboardInterrupt:
+            click.echo("stopped watching", err=True)
+        return
     if cfg.ingest.strict and report.count("failed"):
         sys.exit(1)
 
@@ -290,6 +308,38 @@ def stats(ctx: click.Context, slo_ms: float | None, days: float | None, as_json:
     from fathom.tables import render_stats
 
     render_stats(commands.stats(_config(ctx), days, slo_ms), slo_ms, as_json)
+
+
+# ---------------------------------------------------------------------------------------------
+# mcp
+# ---------------------------------------------------------------------------------------------
+
+
+@main.command("mcp")
+@click.option(
+    "--collection",
+    "-c",
+    "collections",
+    multiple=True,
+    help="A collection to serve; repeat for several (default: every collection).",
+)
+@click.option(
+    "--root",
+    "roots",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="A folder the ingest tool may read; repeat for several (none: no ingest tool).",
+)
+@options.generator_option(help="Backend for the ask tool, and whose tokens retrieve counts.")
+@click.pass_context
+def mcp_command(
+    ctx: click.Context, collections: tuple[str, ...], roots: tuple[Path, ...], generator: str | None
+) -> None:
+    """Serve Fathom to an MCP client (an assistant, an editor, an agent) over stdio: search,
+    retrieve, ask, list_collections, chunks as fathom:// resources, and ingest under --root."""
+    from fathom.mcp_server import serve
+
+    serve(_config(ctx, **{"generator.backend": generator}), list(collections), list(roots))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -244,6 +244,44 @@ def render_ingest(report, as_json: bool = False) -> None:
     )
 
 
+class WatchDisplay:
+    """``ingest --watch``: one line on stdout per batch (or its JSON), waits and failures on
+    stderr."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+
+    def __call__(self, event: str, **info: Any) -> None:
+        err = stderr_console()
+        if event == "watching":
+            err.print(plain(f"watching {', '.join(info['paths'])} for changes — Ctrl-C stops"))
+        elif event == "waiting":
+            files = info["files"]
+            err.print(plain(f"waiting for {len(files)} file(s) still being written: {files[0]}…"))
+        elif event == "batch":
+            self.batch(info["batch"])
+
+    def batch(self, batch) -> None:
+        if self.as_json:
+            print_json(batch.to_dict())
+            return
+        from fathom.core.text import safe_terminal_text
+
+        report = batch.report
+        for f in report.files:
+            if f.status == "failed":
+                stderr_console().print("[red]failed[/red] ", plain(f.reason), highlight=False)
+        verb = "committed" if report.committed else "nothing to change"
+        # One line, never wrapped: a log of the batches reads one per line.
+        click.echo(
+            f"{time.strftime('%H:%M:%S')} collection {safe_terminal_text(report.collection)} "
+            f"(generation {report.generation}, {verb}): {batch.added} added, {batch.changed} "
+            f"changed, {batch.removed} removed, {report.count('failed')} failed · "
+            f"{report.embedded_chunks} chunks embedded, {report.total_chunks} in the collection"
+            f" · {batch.seconds:.1f} s"
+        )
+
+
 def render_hits(
     collection: str, query: str, probe, *, mode: str, k: int, as_json: bool = False
 ) -> None:

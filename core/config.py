@@ -176,6 +176,10 @@ class IngestConfig:
     file_timeout_s: float = 300.0  # per file; 0 = no limit
     max_text_mb: int = 64  # text one document may hold (memory is ~20x this while indexing)
     lock_timeout_s: float = 600.0  # how long an ingest waits for another one to finish
+    # `ingest --watch`: a batch of changes is ingested once the paths have been quiet this long,
+    # and a file still changing size or time is waited for until it holds still this long.
+    watch_debounce_ms: int = 500
+    watch_stable_ms: int = 1000
 
 
 @dataclass
@@ -329,6 +333,8 @@ _RANGES: dict[str, tuple[float, float | None, bool]] = {
     "ingest.file_timeout_s": (0, None, False),
     "ingest.max_text_mb": (1, None, False),
     "ingest.lock_timeout_s": (0, None, False),
+    "ingest.watch_debounce_ms": (1, None, False),
+    "ingest.watch_stable_ms": (0, None, False),
 }
 
 

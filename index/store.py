@@ -12,6 +12,7 @@ import dataclasses
 import json
 import mmap
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -62,6 +63,20 @@ class ChunkStore:
         assert self._mm is not None
         start, end = int(self.offsets[row]), int(self.offsets[row + 1])
         return Chunk.from_dict(json.loads(self._mm[start:end]))
+
+    def find(self, chunk_id: str) -> int | None:
+        """The row of the chunk with id ``chunk_id`` (hex), or None: one scan of the file for
+        its key, without parsing any other row."""
+        if self._mm is None or not re.fullmatch(r"[0-9a-f]{1,64}", chunk_id):
+            return None
+        key = b'{"chunk_id": "' + chunk_id.encode("ascii") + b'"'
+        start = 0
+        while (pos := self._mm.find(key, start)) >= 0:
+            row = int(np.searchsorted(self.offsets, pos, side="right")) - 1
+            if int(self.offsets[row]) == pos:  # the key opens a row, not text inside one
+                return row
+            start = pos + 1
+        return None
 
     def rows(self, rows: Iterable[int]) -> list[Chunk]:
         return [self.get(int(r)) for r in rows]

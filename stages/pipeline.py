@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from fathom.core.base import Citation, Decision, Hit, Probe, cited_text
-from fathom.core.errors import FathomError
+from fathom.core.errors import FathomError, IndexMismatchError
 from fathom.feedback.confidence import attribute
 from fathom.feedback.loop import FeedbackLoop, answer_confidence, support_score
 from fathom.index.targets import resolve_target
@@ -27,7 +27,7 @@ from fathom.stages.generate import opt_in_note
 from fathom.stages.generate.prompt import render_sources
 from fathom.stages.history import record_ask
 from fathom.stages.pricing import reading_cost
-from fathom.stages.records import Answer, Prepared, Trace, elapsed_ms, price
+from fathom.stages.records import Answer, Context, Prepared, Trace, elapsed_ms, price
 from fathom.stages.rerank import rerank_behind, rerank_head
 
 if TYPE_CHECKING:
@@ -678,6 +678,93 @@ class Engine:
             score=round(float(hit.score), 6),
             text=cited_text(c.text),
         )
+
+    # -- the context alone, and a newer generation -----------------------------------------
+
+    def context(
+        self,
+        question: str,
+        *,
+        k: int | None = None,
+        rerank: bool | None = None,
+        budget_tokens: int | None = None,
+    ) -> Context:
+        """What ``ask`` would hand the generator for ``question``, without generating: the
+        depth the configured policy (or ``k``) decides, the candidates reranked and compressed
+        into the decided context budget, and their token count in the generator's tokenizer.
+        The feedback loop, which deepens only after reading an answer, does not run."""
+        from fathom.router.depth import FixedDepth, StrategyDepth, requested_depth
+
+        configured = self.depth_policy() if k is None else None
+        prepared = self.prepare(question, retrieve=k != 0, depth=requested_depth(k, configured))
+        if prepared.strategy.map_reduce:
+            configured = None  # as in ask: no depth covers the whole document
+        trace = self._start_trace(prepared, no_retrieval=k == 0)
+        chooser = FixedDepth(k) if k is not None else configured or StrategyDepth(prepared.strategy)
+        if isinstance(chooser, StrategyDepth) and self._policy_notice:
+            trace.notices.append(self._policy_notice)
+        cost = self._reading_cost(prepared, trace) if chooser.prices_reading else None
+        t = time.perf_counter()
+        decision = chooser.decide(
+            prepared.question,
+            prepared.probe,
+            prepared.query_type,
+            type_probs=prepared.type_probs,
+            qvec=prepared.qvec,
+            cost=cost,
+        )
+        trace.decision = decision
+        trace.add_ms("decide", elapsed_ms(t))
+        candidates, _ = self._candidates(prepared, decision, rerank, trace)
+        gen = self.generator
+        trace.backend, trace.model, trace.selection = gen.name, gen.model, gen.selection
+        by_strategy = isinstance(chooser, StrategyDepth)
+        budget, source = self._decided_budget(
+            prepared.question, by_strategy, prepared.strategy, budget_tokens
+        )
+        trace.budget = {"tokens": budget, "source": source}
+        if prepared.strategy.map_reduce and by_strategy and decision.k > 0:
+            trace.note(
+                "a whole-document question: ask summarises every section (map-reduce); this "
+                f"context is the top {decision.k} chunks"
+            )
+        t = time.perf_counter()
+        kept = self.compressor.fit(prepared.question, candidates[: decision.k], budget)
+        trace.add_ms("compress", elapsed_ms(t))
+        trace.tokens["context"] = self._context_tokens(kept)
+        sources = tuple(self._citation(i, h) for i, h in enumerate(kept, start=1))
+        return Context(question=prepared.question, sources=sources, trace=trace, used=tuple(kept))
+
+    def reopen(self) -> bool:
+        """Move to the collection's newest committed generation when one was committed since
+        this engine opened it (by this process or another), keeping the loaded models; whether
+        it moved. The collection must keep its embedder and precision (an ingest ensures it
+        unless it rebuilds; open a new Engine then)."""
+        from fathom.index.collection import Collection
+        from fathom.index.embed import embedder_id_for
+        from fathom.index.retrieve import retriever_for
+
+        old = self.collection
+        fresh = Collection.open(
+            self.cfg, old.name, expect_embedder=embedder_id_for(self.cfg.embedder)
+        )
+        if fresh.manifest.generation == old.manifest.generation:
+            fresh.close()
+            return False
+        if fresh.manifest.embedder_precision != old.manifest.embedder_precision:
+            fresh.close()
+            raise IndexMismatchError(
+                f"collection {old.name!r} was rebuilt at precision "
+                f"{fresh.manifest.embedder_precision!r}, this engine embeds at "
+                f"{old.manifest.embedder_precision!r} — open a new Engine for it"
+            )
+        self.collection = fresh
+        self.retriever = retriever_for(self.cfg, fresh, self.embedder)
+        self._paths = {d.doc_id: d.path for d in fresh.manifest.documents}
+        self._sparse = None
+        self._portfolio = False
+        old.close()
+        return True
 
     def close(self) -> None:
         """Close the collection and the generator this engine made (not one it was given)."""

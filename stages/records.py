@@ -1,6 +1,6 @@
 """The report of one ask: ``Trace`` (what each stage did and cost), ``Prepared`` (a question
-after the stages every depth shares) and ``Answer`` (what ``ask`` returns and ``--json`` prints,
-docs/answer.schema.json)."""
+after the stages every depth shares), ``Answer`` (what ``ask`` returns and ``--json`` prints,
+docs/answer.schema.json) and ``Context`` (what the generator would read, without generating)."""
 
 from __future__ import annotations
 
@@ -179,6 +179,25 @@ class Answer:
             "citations": [c.to_dict() for c in self.citations],
             "sources": [c.to_dict() for c in self.sources],
             "confidence": self.confidence,
+            "collection": self.trace.collection,
+            "trace": self.trace.to_dict(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What the generator would read for a question (``Engine.context``): the sources at the
+    decided depth, fitted to the context budget, and the trace of the steps that chose them."""
+
+    question: str
+    sources: tuple[Citation, ...]
+    trace: Trace
+    used: tuple[Hit, ...] = ()  # the compressed hits, in source order
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "sources": [c.to_dict() for c in self.sources],
             "collection": self.trace.collection,
             "trace": self.trace.to_dict(),
         }

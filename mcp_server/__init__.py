@@ -1,0 +1,271 @@
+"""``fathom mcp``: Fathom as a Model Context Protocol server on stdio, for assistants that reach
+local tools through MCP (desktop chat apps, editors, agents).
+
+Built on the official ``mcp`` SDK (``MCPServer``, stdio transport): the SDK speaks the protocol,
+this package says what each tool does. ``tools.FathomTools`` holds the work and knows nothing of
+MCP (the benchmark calls it in process); ``safety`` keeps paths, secrets and errors in bounds;
+``build_server`` here wraps them in tools with JSON schemas and descriptions written for a
+model, and in the ``fathom://COLLECTION/CHUNK_ID`` resource.
+
+What it promises:
+
+* **Only FATHOM_HOME and the ``--root`` folders.** ``ingest`` is offered only with ``--root``;
+  its paths are resolved (``..`` refused, a symlink leading out of a root refused) and
+  symlinks inside folders are not followed. Searches read only the served collections.
+* **Bounded outputs.** At most ``MAX_K`` hits, texts cut at ``cited_text``'s 2,000 characters
+  with "…", a chunk at ``CHUNK_CHARS``, the rendered context at ``CONTEXT_CHARS``.
+* **Documents are data.** Hits and sources say that their text is untrusted, and their text is
+  filtered as ``ask`` filters its sources (``generator.framing``); ``retrieve`` hands over the
+  sources exactly as Fathom's generator reads them, in ``<source>`` blocks.
+* **No secret in any output or log.** API keys, passwords and tokens from the configuration and
+  the environment are replaced by ``***`` in every result, error and log line.
+* **Loaded once, safe together, never stale.** One Engine per collection (and generator) stays
+  loaded; calls on one Engine take its lock in turn (the SDK runs each call in a worker thread),
+  and each call first looks at the collection's manifest: a generation committed since (by this
+  server's ``ingest``, ``fathom ingest --watch`` or any other process) is opened before it runs.
+* **stdout is the protocol.** The SDK points file descriptor 1 at stderr while it serves; this
+  module also points ``sys.stdout`` at stderr, so nothing printed reaches the protocol, even
+  when the process exits. Logs go to stderr.
+"""
+
+# No `from __future__ import annotations`: the SDK reads the tool functions' annotations (their
+# JSON schemas) as objects, and those functions are defined inside build_server.
+import contextlib
+import logging
+import sys
+from collections.abc import Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from fathom.core.errors import CollectionNotFound, FathomError
+from fathom.mcp_server.safety import RedactingFilter, Redactor, Root, one_line_error
+from fathom.mcp_server.tools import MAX_K, MAX_PATHS, UNTRUSTED, FathomTools
+
+if TYPE_CHECKING:
+    from fathom.core.config import Config
+
+logger = logging.getLogger("fathom.mcp")
+
+COLLECTION_ARG = "Collection name (see list_collections); may be left out when one is served."
+
+SEARCH_DOC = f"""Search the user's own documents (PDF, DOCX, TXT, Markdown indexed by Fathom on
+this machine) and return the best-matching passages, best first, each with its document title,
+file path, pages, section, relevance score, text (at most 2,000 characters) and a uri
+(fathom://COLLECTION/CHUNK_ID) that reads the whole passage as a resource. Use it to find where
+the documents speak of something; cite passages by title and pages. k is how many passages
+(default 10, at most {MAX_K}); mode is hybrid (default: meaning and keywords), dense (meaning)
+or bm25 (exact words). {UNTRUSTED}"""
+
+RETRIEVE_DOC = f"""Get the context Fathom would give its own answering model for a question,
+without answering: Fathom classifies the question, decides how many passages it needs (k, and
+why), reranks them and compresses them into a token budget. Returns the numbered sources in
+<source n="…"> blocks (the context), the count of its tokens, each source's title, pages,
+section and uri, and instructions for answering from them with [n] citations. Use it to answer
+with your own model from a small, well-chosen context. {UNTRUSTED}"""
+
+ASK_DOC = f"""Answer a question from the user's documents with Fathom's own answering model on
+this machine. Returns the answer with [n] citations, the cited sources (title, path, pages,
+section, text), a confidence score, and a report of the decision (k and why), latency, tokens
+and cost. generator picks the answering backend (default: the server's): extractive quotes the
+best sentences without a model; auto, llamacpp, ollama and huggingface use a local model.
+{UNTRUSTED}"""
+
+LIST_DOC = """List the document collections this server searches, with how many documents and
+chunks each holds, when it was last updated, and whether this server may ingest files."""
+
+INGEST_DOC = """Index files or folders (PDF, DOCX, TXT, MD, or a docs.jsonl) into a collection,
+incrementally: new and changed files are read, unchanged ones kept, files gone from a folder
+dropped; one atomic update. Paths must lie inside the folders the server was started with
+(absolute, or relative to one of them; no '..'; symlinks leading out are refused). Returns
+what happened to each file and the collection's new size."""
+
+
+def build_server(tools: FathomTools, redactor: Redactor | None = None) -> Any:
+    """An ``MCPServer`` offering ``tools`` as MCP tools and chunks as resources."""
+    from fathom import __version__
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+    from mcp_types import CallToolResult, TextContent, ToolAnnotations
+    from pydantic import Field
+
+    redactor = redactor or Redactor(tools.cfg)
+
+    @asynccontextmanager
+    async def stdout_to_stderr(_server: Any):
+        # The SDK already points fd 1 at stderr while it serves; Python's own sys.stdout would
+        # still buffer a stray print and flush it onto the protocol once fd 1 is restored.
+        saved = sys.stdout
+        sys.stdout = sys.stderr
+        try:
+            yield {}
+        finally:
+            sys.stdout = saved
+            tools.close()
+
+    server = MCPServer(
+        "fathom",
+        version=__version__,
+        instructions=(
+            "Fathom searches and answers from the user's own documents on this machine, with "
+            "page citations. Use search to find passages, retrieve to get a compact, cited "
+            "context for your own answer, ask for Fathom's answer, list_collections to see "
+            f"what is indexed. {UNTRUSTED}"
+        ),
+        log_level="WARNING",
+        lifespan=stdout_to_stderr,
+    )
+
+    def run(what: str, fn: Callable[[], dict[str, Any]]) -> Any:
+        try:
+            return redactor.data(fn())
+        except FathomError as exc:
+            message = redactor.text(str(exc))
+            logger.info("%s: %s", what, message)
+            return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
+    async def tidy_errors(ctx: Any, call_next: Any) -> Any:
+        # Errors the SDK writes itself (arguments that fail the schema) become one line, as
+        # Fathom's own are, without echoing the arguments back; none carries a secret.
+        result = await call_next(ctx)
+        if ctx.method == "tools/call" and isinstance(result, dict) and result.get("isError"):
+            for block in result.get("content") or ():
+                if isinstance(block, dict) and isinstance(block.get("text"), str):
+                    block["text"] = redactor.text(one_line_error(block["text"]))
+        return result
+
+    server.middleware.append(tidy_errors)
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    Collection = Annotated[str | None, Field(description=COLLECTION_ARG)]
+
+    @server.tool(description=SEARCH_DOC, annotations=read_only)
+    def search(
+        query: Annotated[str, Field(description="What to look for, in words.")],
+        collection: Collection = None,
+        k: Annotated[
+            int | None,
+            Field(
+                ge=1,
+                description="How many passages (default 10).",
+                json_schema_extra={"maximum": MAX_K},
+            ),
+        ] = None,
+        mode: Annotated[
+            Literal["hybrid", "dense", "bm25"] | None,
+            Field(description="hybrid (default), dense or bm25."),
+        ] = None,
+    ) -> dict[str, Any]:
+        return run("search", lambda: tools.search(query, collection, k, mode))
+
+    @server.tool(description=RETRIEVE_DOC, annotations=read_only)
+    def retrieve(
+        question: Annotated[str, Field(description="The question to gather context for.")],
+        collection: Collection = None,
+    ) -> dict[str, Any]:
+        return run("retrieve", lambda: tools.retrieve(question, collection))
+
+    @server.tool(
+        description=ASK_DOC,
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, open_world_hint=False
+        ),
+    )
+    def ask(
+        question: Annotated[str, Field(description="The question to answer.")],
+        collection: Collection = None,
+        generator: Annotated[
+            Literal["auto", "llamacpp", "ollama", "huggingface", "extractive", "openai"] | None,
+            Field(
+                description="Answering backend (default: the server's; openai only when the "
+                "server was started with --generator openai)."
+            ),
+        ] = None,
+    ) -> dict[str, Any]:
+        return run("ask", lambda: tools.ask(question, collection, generator))
+
+    @server.tool(description=LIST_DOC, annotations=read_only)
+    def list_collections() -> dict[str, Any]:
+        return run("list_collections", tools.list_collections)
+
+    if tools.roots:
+
+        @server.tool(
+            description=INGEST_DOC,
+            annotations=ToolAnnotations(
+                read_only_hint=False,
+                destructive_hint=False,
+                idempotent_hint=True,
+                open_world_hint=False,
+            ),
+        )
+        def ingest(
+            paths: Annotated[
+                list[str],
+                Field(
+                    description="Files or folders under the server's --root folders.",
+                    min_length=1,
+                    max_length=MAX_PATHS,
+                ),
+            ],
+            collection: Annotated[
+                str | None,
+                Field(
+                    description="Collection to create or update (required unless the "
+                    "server serves exactly one)."
+                ),
+            ] = None,
+        ) -> dict[str, Any]:
+            return run("ingest", lambda: tools.ingest(paths, collection))
+
+    @server.resource(
+        "fathom://{collection}/{chunk_id}",
+        name="chunk",
+        description="A passage of a document in full: its text, title, path, pages and "
+        f"section. {UNTRUSTED}",
+        mime_type="application/json",
+    )
+    def chunk(collection: str, chunk_id: str) -> str:
+        import json
+
+        try:
+            data = redactor.data(tools.chunk(collection, chunk_id))
+        except CollectionNotFound as exc:
+            raise ResourceNotFoundError(redactor.text(str(exc))) from None
+        except FathomError as exc:
+            raise ResourceError(redactor.text(str(exc))) from None
+        return json.dumps(data, ensure_ascii=False)
+
+    return server
+
+
+def serve(
+    cfg: "Config",
+    collections: list[str] | None = None,
+    roots: list[str | Path] | None = None,
+) -> None:
+    """``fathom mcp``: serve over stdio until the client closes the connection."""
+    tools = FathomTools(cfg, collections, [Root.of(r) for r in roots or ()])
+    redactor = Redactor(cfg)
+    # One plain line per record on stderr (set before the SDK's own set-up, which then keeps
+    # it): Fathom's lines from INFO, every library's from WARNING.
+    logging.basicConfig(
+        level=logging.WARNING,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("fathom").setLevel(logging.INFO)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactingFilter(redactor))
+    server = build_server(tools, redactor)
+    served = ", ".join(tools.allowed) if tools.allowed else "every collection"
+    where = ", ".join(str(r.path) for r in tools.roots) or "off (no --root)"
+    logger.info(
+        "fathom mcp: %s in %s; generator %s; ingest %s",
+        served,
+        tools._root(),
+        cfg.generator.backend,
+        where,
+    )
+    # Ctrl-C in a terminal: the client is gone, there is nothing to report.
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run("stdio")

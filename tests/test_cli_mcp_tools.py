@@ -1,0 +1,175 @@
+"""What the MCP tools do, in process: paths kept inside the roots, secrets redacted, bounds
+checked before any work, and Engines kept loaded across calls and moved to new generations."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from fathom.core.config import load_config
+from fathom.core.errors import CollectionNotFound, FathomError
+from fathom.index.ingest import ingest_paths
+from fathom.mcp_server.safety import RedactingFilter, Redactor, Root, resolve_under
+from fathom.mcp_server.tools import FathomTools
+from fathom.tests.support import docgen
+
+
+@pytest.fixture
+def roots(tmp_path: Path) -> tuple[Path, Path]:
+    inside, outside = tmp_path / "inside", tmp_path / "outside"
+    (inside / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (inside / "a.txt").write_text("a")
+    (inside / "sub" / "b.txt").write_text("b")
+    (outside / "c.txt").write_text("c")
+    os.symlink(outside / "c.txt", inside / "out.txt")
+    os.symlink(inside / "a.txt", inside / "in.txt")
+    os.symlink(inside / "missing.txt", inside / "broken.txt")
+    return inside, outside
+
+
+def test_paths_stay_inside_the_roots(roots) -> None:
+    inside, outside = roots
+    allowed = [Root.of(inside)]
+    assert resolve_under("a.txt", allowed) == inside / "a.txt"
+    assert resolve_under(str(inside / "sub" / "b.txt"), allowed) == inside / "sub" / "b.txt"
+    assert resolve_under("sub", allowed) == inside / "sub"
+    assert resolve_under("in.txt", allowed) == inside / "a.txt"  # a symlink inside: fine
+    refused = {
+        "../outside/c.txt": "'..' is not allowed in a path",
+        "sub/../a.txt": "'..' is not allowed in a path",
+        str(outside / "c.txt"): "outside the folders this server may read",
+        "/": "outside the folders this server may read",
+        "out.txt": f"leads through a symlink to {outside / 'c.txt'}",
+        "broken.txt": "a broken symlink",
+        "nothing.txt": "no such file or folder under",
+        "": "not a path",
+        "a\x00.txt": "not a path",
+    }
+    for raw, problem in refused.items():
+        with pytest.raises(FathomError, match=problem.replace("(", r"\(")):
+            resolve_under(raw, allowed)
+    with pytest.raises(FathomError, match="not a folder"):
+        Root.of(inside / "a.txt")
+
+
+def test_secrets_are_redacted_from_data_and_logs() -> None:
+    cfg = load_config(overrides={"generator.api_key": "sk-config-secret-1"})
+    env = {
+        "OPENAI_API_KEY": "sk-env-secret-22",
+        "FATHOM_PDF_PASSWORD": "hunter2-pdf",
+        "HF_TOKEN": "hf_abcdefgh",
+        "TOKENIZERS_PARALLELISM": "false-but-long",  # a setting, not a secret
+        "PATH": "/usr/bin",
+        "SHORT_KEY": "1",  # too short to be one
+    }
+    r = Redactor(cfg, env)
+    data = {
+        "a": "key sk-config-secret-1 and sk-env-secret-22",
+        "b": ["hunter2-pdf", {"c": "hf_abcdefgh!"}, 3, None],
+        "d": "false-but-long /usr/bin 1",
+    }
+    assert r.data(data) == {
+        "a": "key *** and ***",
+        "b": ["***", {"c": "***!"}, 3, None],
+        "d": "false-but-long /usr/bin 1",
+    }
+    record = logging.LogRecord(
+        "x", logging.INFO, __file__, 1, "using %s", ("sk-env-secret-22",), None
+    )
+    assert RedactingFilter(r).filter(record) and record.getMessage() == "using ***"
+    try:
+        raise RuntimeError("rejected key sk-env-secret-22")
+    except RuntimeError:
+        crash = logging.LogRecord("x", logging.ERROR, __file__, 1, "crash", (), sys.exc_info())
+    assert RedactingFilter(r).filter(crash)
+    shown = logging.Formatter().format(crash)
+    assert "RuntimeError: rejected key ***" in shown and "sk-env" not in shown
+
+
+def test_bounds_and_choices_are_checked_before_any_work(cfg) -> None:
+    tools = FathomTools(cfg)
+    with pytest.raises(FathomError, match="k = 51: give between 1 and 50 hits"):
+        tools.search("pumps", k=51)
+    with pytest.raises(FathomError, match="the query is empty"):
+        tools.search("  ")
+    with pytest.raises(FathomError, match="keep it under 10,000"):
+        tools.retrieve("why " * 3000)
+    with pytest.raises(FathomError, match="only a server started with --generator openai"):
+        tools.ask("why?", generator="openai")
+    with pytest.raises(CollectionNotFound, match="no collection to read yet"):
+        tools.search("pumps")
+    with pytest.raises(FathomError, match="ingest is off"):
+        tools.ingest(["a.txt"], "docs")
+    assert tools.list_collections() == {"collections": [], "ingest": False}
+
+
+@pytest.mark.slow
+def test_engines_stay_loaded_and_follow_new_generations(tmp_path: Path, minilm) -> None:
+    cfg = load_config(overrides={"generator.backend": "extractive"})
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    docgen.make_user_guide_pdf(folder / "guide.pdf")
+    ingest_paths(cfg, [folder], "guide", embedder=minilm)
+    ingest_paths(cfg, [folder], "other", embedder=minilm)
+    tools = FathomTools(cfg, roots=[Root.of(folder)])
+    try:
+        with pytest.raises(FathomError, match=r"several collections are served \(guide, other\)"):
+            tools.search("exit codes")
+        first = tools.search("exit codes", "guide", k=2)
+        assert first["hits"][0]["pages"] == "3"
+        with tools.engine("guide") as (engine, _):
+            loaded = engine
+        docgen.make_text(folder / "pump.txt", "The Zorblax pump impeller is cast from titanium.\n")
+        report = tools.ingest(["pump.txt"], "guide")
+        assert report["committed"] and report["counts"]["ok"] == 1
+        hit = tools.search("Zorblax impeller", "guide", k=1)["hits"][0]
+        assert hit["path"] == str(folder / "pump.txt")
+        with tools.engine("guide") as (engine, _):
+            assert engine is loaded and engine.collection.manifest.generation == 2
+        chunk = tools.chunk("guide", hit["chunk_id"])
+        assert "titanium" in chunk["text"] and chunk["path"] == hit["path"]
+
+        results: list[list[str]] = []
+        errors: list[BaseException] = []
+
+        def search() -> None:
+            try:
+                found = tools.search("encrypted PDF password", "guide", k=4)
+                results.append([h["chunk_id"] for h in found["hits"]])
+            except BaseException as exc:  # collected: the assertion below reports it
+                errors.append(exc)
+
+        threads = [threading.Thread(target=search) for _ in range(10)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert errors == [] and len(results) == 10 and all(r == results[0] for r in results)
+    finally:
+        tools.close()
+
+
+def test_schema_errors_read_as_one_line() -> None:
+    from fathom.mcp_server.safety import one_line_error
+
+    sdk = (
+        "Error executing tool search: 2 validation errors for searchArguments\n"
+        "query\n"
+        "  Field required [type=missing, input_value={'k': 'sk-abc'}, input_type=dict]\n"
+        "    For further information visit https://errors.pydantic.dev/2/v/missing\n"
+        "k\n"
+        "  Input should be a valid integer [type=int_parsing, input_value='x', input_type=str]\n"
+        "    For further information visit https://errors.pydantic.dev/2/v/int_parsing"
+    )
+    assert one_line_error(sdk) == (
+        "search: query: field required; k: input should be a valid integer — see the tool's "
+        "input schema"
+    )
+    assert one_line_error("k = 0: give between 1 and 50 hits") == (
+        "k = 0: give between 1 and 50 hits"
+    )
