@@ -316,22 +316,8 @@ class Engine:
         self.clock.begin(gen)
         trace = self._start_trace(prepared, no_retrieval=k == 0)
 
-        # Decide the depth (a priced policy first learns what reading costs this generator).
         chooser = FixedDepth(k) if k is not None else policy or StrategyDepth(prepared.strategy)
-        if isinstance(chooser, StrategyDepth) and self._policy_notice:
-            trace.notices.append(self._policy_notice)
-        cost = self._reading_cost(prepared, trace) if chooser.prices_reading else None
-        t = time.perf_counter()
-        decision = chooser.decide(
-            prepared.question,
-            prepared.probe,
-            prepared.query_type,
-            type_probs=prepared.type_probs,
-            qvec=prepared.qvec,
-            cost=cost,
-        )
-        trace.decision = decision
-        trace.add_ms("decide", elapsed_ms(t))
+        decision = self._decide(prepared, chooser, trace)
         emit("decision", decision=decision, query_type=prepared.query_type)
 
         # Rerank the candidates, then the context budget.
@@ -348,10 +334,7 @@ class Engine:
         # `compress.budget_tokens` / --budget-tokens) wins over both.
         strategy = prepared.strategy
         by_strategy = isinstance(chooser, StrategyDepth)
-        budget, budget_source = self._decided_budget(
-            prepared.question, by_strategy, strategy, budget_tokens
-        )
-        trace.budget = {"tokens": budget, "source": budget_source}
+        budget = self._decided_budget(prepared, by_strategy, budget_tokens, trace)
 
         # Generate (a whole-document summary, or an answer with feedback rounds).
         if strategy.map_reduce and decision.k > 0 and by_strategy:
@@ -582,18 +565,43 @@ class Engine:
             return 0
         return sum(self.generator.count_tokens([render_sources(kept, self.cfg.generator.framing)]))
 
+    def _decide(self, prepared: Prepared, chooser: Any, trace: Trace) -> Decision:
+        """The depth ``chooser`` decides for ``prepared``, recorded on ``trace``; a policy that
+        prices its choice first learns what reading costs this generator."""
+        from fathom.router.depth import StrategyDepth
+
+        if isinstance(chooser, StrategyDepth) and self._policy_notice:
+            trace.notices.append(self._policy_notice)
+        cost = self._reading_cost(prepared, trace) if chooser.prices_reading else None
+        t = time.perf_counter()
+        decision = chooser.decide(
+            prepared.question,
+            prepared.probe,
+            prepared.query_type,
+            type_probs=prepared.type_probs,
+            qvec=prepared.qvec,
+            cost=cost,
+        )
+        trace.decision = decision
+        trace.add_ms("decide", elapsed_ms(t))
+        return decision
+
     def _decided_budget(
-        self, question: str, by_strategy: bool, strategy: Any, budget_tokens: int | None
-    ) -> tuple[int, str]:
-        """The context budget for this answer and what set it: ``explicit`` (the argument or
-        ``compress.budget_tokens``), ``query type`` (``by_strategy``: the strategy chose the
-        depth) or ``depth`` (a policy or a fixed k did: the window's room)."""
+        self, prepared: Prepared, by_strategy: bool, budget_tokens: int | None, trace: Trace
+    ) -> int:
+        """The context budget for this answer, and on ``trace`` what set it: ``explicit`` (the
+        argument or ``compress.budget_tokens``), ``query type`` (``by_strategy``: the strategy
+        chose the depth) or ``depth`` (a policy or a fixed k did: the window's room)."""
+        question = prepared.question
         explicit = budget_tokens or self.cfg.compress.budget_tokens
         if explicit:
-            return self._budget(question, explicit), "explicit"
-        if by_strategy:
-            return self._budget(question, strategy.budget_tokens), "query type"
-        return self._budget(question, WHOLE_WINDOW), "depth"
+            budget, source = self._budget(question, explicit), "explicit"
+        elif by_strategy:
+            budget, source = self._budget(question, prepared.strategy.budget_tokens), "query type"
+        else:
+            budget, source = self._budget(question, WHOLE_WINDOW), "depth"
+        trace.budget = {"tokens": budget, "source": source}
+        return budget
 
     def _budget(self, question: str, wanted: int) -> int:
         """The context budget: what was asked for, capped so the prompt fits the window."""
@@ -693,6 +701,7 @@ class Engine:
         depth the configured policy (or ``k``) decides, the candidates reranked and compressed
         into the decided context budget, and their token count in the generator's tokenizer.
         The feedback loop, which deepens only after reading an answer, does not run."""
+        from fathom.router.cascade import CascadeDepth
         from fathom.router.depth import FixedDepth, StrategyDepth, requested_depth
 
         configured = self.depth_policy() if k is None else None
@@ -701,37 +710,26 @@ class Engine:
             configured = None  # as in ask: no depth covers the whole document
         trace = self._start_trace(prepared, no_retrieval=k == 0)
         chooser = FixedDepth(k) if k is not None else configured or StrategyDepth(prepared.strategy)
-        if isinstance(chooser, StrategyDepth) and self._policy_notice:
-            trace.notices.append(self._policy_notice)
-        cost = self._reading_cost(prepared, trace) if chooser.prices_reading else None
-        t = time.perf_counter()
-        decision = chooser.decide(
-            prepared.question,
-            prepared.probe,
-            prepared.query_type,
-            type_probs=prepared.type_probs,
-            qvec=prepared.qvec,
-            cost=cost,
-        )
-        trace.decision = decision
-        trace.add_ms("decide", elapsed_ms(t))
+        decision = self._decide(prepared, chooser, trace)
         candidates, _ = self._candidates(prepared, decision, rerank, trace)
         gen = self.generator
         trace.backend, trace.model, trace.selection = gen.name, gen.model, gen.selection
         by_strategy = isinstance(chooser, StrategyDepth)
-        budget, source = self._decided_budget(
-            prepared.question, by_strategy, prepared.strategy, budget_tokens
-        )
-        trace.budget = {"tokens": budget, "source": source}
+        budget = self._decided_budget(prepared, by_strategy, budget_tokens, trace)
         if prepared.strategy.map_reduce and by_strategy and decision.k > 0:
             trace.note(
                 "a whole-document question: ask summarises every section (map-reduce); this "
                 f"context is the top {decision.k} chunks"
             )
+        if isinstance(chooser, CascadeDepth):
+            trace.note(
+                "a cascade deepens only after reading its answers; this context is its first "
+                f"rung, k = {decision.k}"
+            )
         t = time.perf_counter()
         kept = self.compressor.fit(prepared.question, candidates[: decision.k], budget)
         trace.add_ms("compress", elapsed_ms(t))
-        trace.tokens["context"] = self._context_tokens(kept)
+        trace.set_context([h.chunk.text for h in kept], self._context_tokens(kept))
         sources = tuple(self._citation(i, h) for i, h in enumerate(kept, start=1))
         return Context(question=prepared.question, sources=sources, trace=trace, used=tuple(kept))
 
