@@ -9,7 +9,7 @@ lookup — the budget it chooses for a question, and that budget's row — so ev
 
 The forest's rows: each λ of ``--lambdas``, then ``prefer=quality|balanced|fast`` — the
 ``--default-lambda`` forest as ``ask`` prices it for the extractive answerer (context tokens,
-λ × 0.5 / 1 / 2.5; ``router/cost.py``) — then each confidence rule, then each ``--policy``
+λ × 1 / 4 / 10; ``router/cost.py``) — then each confidence rule, then each ``--policy``
 file as it is (the shipped forest, say), at each preference.
 
 The cascade's rows (``cascade@T`` for each of ``--thresholds``): where the climb up

@@ -82,7 +82,7 @@ class RetrievalConfig:
     # What one point of answer recall is worth when the depth policy prices its choice
     # (router/cost.py): quality 5 s / 0.1 cents, balanced 1 s / 0.02 cents, fast 0.25 s /
     # 0.005 cents — seconds for a local model of measured speed, cents for a priced API; in
-    # context tokens otherwise (balanced: the policy's own λ, quality half, fast 2.5×).
+    # context tokens otherwise (quality: the policy's own λ, balanced 4×, fast 10×).
     prefer: Literal["quality", "balanced", "fast"] = "balanced"
     # Retriever portfolio (`fathom portfolio build`): a portfolio file, or a name under
     # FATHOM_HOME/portfolios; empty = the collection's own retriever. Its router picks

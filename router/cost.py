@@ -27,13 +27,17 @@ from fathom.core.errors import ConfigError
 PREFERENCES = ("quality", "balanced", "fast")
 
 # What one point (0.01) of answer recall is worth, per preference: seconds of waiting for a
-# local model, cents for an API. With token pricing, a multiple of the policy's trained λ
-# (the shipped forest's λ = 0.01 prices one point at 1,000 context tokens when balanced).
+# local model, cents for an API. With token pricing, a multiple of the policy's trained λ: the
+# shipped forest's λ = 0.01 prices one point at 1,000 context tokens for quality, 250 when
+# balanced, 100 for fast. Balanced is the largest λ at which the shipped forest, in
+# cross-validation on its training halves, keeps SQuAD's and COVID-QA's answer recall within one
+# point of their best fixed k up to 8 (docs/depth-policies.md); the extractive answer's quality
+# levels off after a few chunks, so reading more buys it little.
 WORTH: dict[str, dict[str, float]] = {
     "s": {"quality": 5.0, "balanced": 1.0, "fast": 0.25},
     "cents": {"quality": 0.1, "balanced": 0.02, "fast": 0.005},
 }
-TOKEN_SCALE = {"quality": 0.5, "balanced": 1.0, "fast": 2.5}  # × the policy's λ
+TOKEN_SCALE = {"quality": 1.0, "balanced": 4.0, "fast": 10.0}  # × the policy's λ
 
 
 def check_preference(prefer: str) -> str:

@@ -336,7 +336,8 @@ class ForestPolicy:
     ) -> np.ndarray:
         """Budget index per row of ``predict_proba`` under the policy's rule (or the one
         given): with a ``cost`` λ, the argmax of P(enough by b) − λ · tokens(b) / 1000 (with a
-        ``reading`` cost, tokens priced in its unit at its preference instead); with
+        ``reading`` cost, tokens priced in its unit at its preference instead: ``decide``
+        passes the answering backend's); with
         ``most_likely``, the most probable label ("none suffices" → the smallest budget); else
         the smallest budget whose P(enough by b) ≥ ``confidence``, the deepest when none is."""
         import numpy as np
@@ -349,7 +350,8 @@ class ForestPolicy:
         cum = np.cumsum(p[:, : len(self.budgets)], axis=1)
         lam = self.cost if cost is None and confidence is None else cost
         if lam is not None:
-            weight = (reading or ReadingCost()).weight(lam)
+            # λ as given per 1000 tokens, or priced in the reader's unit at its preference.
+            weight = reading.weight(lam) if reading is not None else lam / 1000.0
             return np.argmax(cum - weight * self._tokens()[None, :], axis=1)
         c = self.confidence if confidence is None else confidence
         reached = cum >= c - 1e-9
@@ -391,7 +393,9 @@ class ForestPolicy:
         f = probe_features(question, probe, type_probs)
         leaves, parents, children = self._walk(f)
         proba = self._mean_leaf(leaves)
-        i = int(self.choose(proba, reading=cost if self.prices_reading else None)[0])
+        # Priced as ask prices it: in the answering backend's unit, balanced when none is said.
+        priced = (cost or ReadingCost()) if self.prices_reading else None
+        i = int(self.choose(proba, reading=priced)[0])
         nb = len(self.budgets)
         priced_cost: dict[str, Any] | None = None  # set where the cost rule decides
         cum = [float(sum(proba[: j + 1])) for j in range(nb)]

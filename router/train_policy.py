@@ -72,6 +72,14 @@ def train_forest(
             k: (sweep.run.get("config") or {}).get("retrieval", {}).get(k)
             for k in ("mode", "fusion", "dense_weight", "candidates")
         },
+        # What the labels were measured with: the reranker reorders what the first k hold,
+        # and a context budget below k's tokens condenses them.
+        "pipeline": {
+            "rerank": ((sweep.run.get("config") or {}).get("rerank") or {}).get("enabled"),
+            "budget_tokens": ((sweep.run.get("config") or {}).get("compress") or {}).get(
+                "budget_tokens"
+            ),
+        },
         "epsilon": epsilon,
         "slo_ms": slo_ms,
         "strict_slo": strict_slo,

@@ -24,13 +24,14 @@ from fathom.tests.support.generate_support import PacedGenerator
 SCHEMA = Path(__file__).resolve().parents[1] / "docs" / "answer.schema.json"
 
 
-def test_token_pricing_at_balanced_is_the_policy_s_own_lambda() -> None:
-    """The extractive answerer's price is today's: λ per 1000 tokens, halved for quality and
-    2.5× for fast."""
-    assert ReadingCost().weight(0.01) == pytest.approx(0.01 / 1000)
-    assert ReadingCost("quality").weight(0.01) == pytest.approx(0.005 / 1000)
-    assert ReadingCost("fast").weight(0.01) == pytest.approx(0.025 / 1000)
-    assert ReadingCost().worth_text(0.01) == "1,000 tokens of context"
+def test_token_pricing_at_quality_is_the_policy_s_own_lambda() -> None:
+    """The extractive answerer's price: λ per 1000 tokens for quality, 4× when balanced, 10×
+    for fast (the shipped forest: a point of recall is worth 1,000 / 250 / 100 tokens)."""
+    assert ReadingCost("quality").weight(0.01) == pytest.approx(0.01 / 1000)
+    assert ReadingCost().weight(0.01) == pytest.approx(0.04 / 1000)
+    assert ReadingCost("fast").weight(0.01) == pytest.approx(0.1 / 1000)
+    assert ReadingCost("quality").worth_text(0.01) == "1,000 tokens of context"
+    assert ReadingCost().worth_text(0.01) == "250 tokens of context"
 
 
 def test_seconds_and_cents_are_priced_by_what_a_point_is_worth() -> None:
@@ -155,7 +156,7 @@ def test_the_extractive_answerer_keeps_token_pricing(qa_collection) -> None:
     answer = engine.ask(questions[0])
     engine.close()
     d = answer.trace.decision
-    assert d.cost["unit"] == "tokens" and "λ = 0.01" in d.reason
+    assert d.cost["unit"] == "tokens" and "λ = 0.04" in d.reason  # balanced: 4 × its 0.01
     assert "tokens of reading" in d.cost["trade"]
 
 
@@ -169,12 +170,12 @@ def test_policy_show_explains_the_preference_and_the_cost_model() -> None:
     assert res.exit_code == 0, res.output
     words = " ".join(res.stdout.split())
     assert "Depth and cost" in words and "--prefer" in words
-    assert "balanced 1 s / 0.02 ¢ / 1,000 tokens" in words
+    assert "balanced 1 s / 0.02 ¢ / 250 tokens" in words
     res = CliRunner().invoke(cli.main, ["policy", "show", "--json"])
     shown = json.loads(res.stdout)
     assert shown["pricing"]["fast"]["local model (seconds of reading)"] == "0.25 s"
     assert shown["pricing"]["quality"]["extractive or unmeasured (context tokens)"] == (
-        "2,000 tokens of context"
+        "1,000 tokens of context"
     )
 
 
