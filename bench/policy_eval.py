@@ -15,7 +15,8 @@ policy row, gives what the issue of depth is about:
 95 % intervals: a paired bootstrap over questions that recomputes the frontier on every
 resample (as ``policy_tradeoffs``). A run with several sets gives one table per ``--run``.
 
-    python bench/policy_eval.py --run DIR [--run DIR …] [--quality contains] [--out DIR]
+    python bench/policy_eval.py --run DIR [--run DIR …] [--quality contains] [--fixed 1,2,3,5,8]
+        [--out DIR]
 """
 
 from __future__ import annotations
@@ -32,10 +33,10 @@ from fathom.bench.policy_tradeoffs import ABOVE, AT_ZERO, MAX_UNDEFINED, frontie
 N_BOOT = 1000
 
 
-def load_run(out: Path, quality: str) -> dict[str, Any]:
+def load_run(out: Path, quality: str, only: list[int] | None = None) -> dict[str, Any]:
     """``{"fixed": [k…], "policies": [name…], "recall", "quality", "tokens"}``: arrays
     ``(n_questions, n_strategies)`` over the questions every strategy answered, fixed budgets
-    first (ascending), then the policies in the run's order."""
+    first (ascending; those in ``only`` when given), then the policies in the run's order."""
     run = json.loads((out / "run.json").read_text())
     rows: dict[str, dict[str, dict[str, Any]]] = {}
     for line in (out / "log.jsonl").read_text().splitlines():
@@ -44,6 +45,8 @@ def load_run(out: Path, quality: str) -> dict[str, Any]:
             rows.setdefault(r["strategy"], {})[r["qid"]] = r
     names = list(run["strategies"])
     fixed = sorted((int(s.split(":")[1]), s) for s in names if s.startswith("fixed:"))
+    if only is not None:
+        fixed = [(k, s) for k, s in fixed if k in only]
     policies = [s for s in names if not s.startswith("fixed:") and s != "none"]
     if not fixed or not policies:
         raise SystemExit(f"{out}: needs fixed:K strategies and at least one policy")
@@ -120,23 +123,32 @@ def evaluate(d: dict[str, Any], seed: int = 0) -> dict[str, Any]:
     return out
 
 
-def _ci(x: float, ci: list | None, pct: bool = False, status: str = "") -> str:
+def _ci(x: float, ci: list | None, pct: bool = False, status: str = "", undefined=0.0) -> str:
+    """A value with its interval; without one, the share of resamples where it is undefined
+    (the policy above the frontier there)."""
     if not np.isfinite(x):
         return status or "undefined"
     f = (lambda v: f"{v:+.0%}") if pct else (lambda v: f"{v:+.3f}")
-    return f(x) + (f" [{f(ci[0])}, {f(ci[1])}]" if ci else "")
+    if ci:
+        return f"{f(x)} [{f(ci[0])}, {f(ci[1])}]"
+    return f(x) + (f" ({undefined:.0%} of resamples undefined)" if undefined else "")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--run", action="append", required=True, help="a fathom eval --out folder")
     ap.add_argument("--quality", default="contains", help="the answer's metric (row metrics)")
+    ap.add_argument(
+        "--fixed", default="", help="the fixed budgets that make the frontier (default: all)"
+    )
     ap.add_argument("--out", type=Path, default=default_out("policy_eval"))
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     results: dict[str, Any] = {"machine": machine_info(), "quality": args.quality, "runs": {}}
+    only = [int(k) for k in args.fixed.split(",") if k.strip()] or None
+    results["fixed_budgets"] = only
     for folder in args.run:
-        d = load_run(Path(folder), args.quality)
+        d = load_run(Path(folder), args.quality, only)
         res = evaluate(d, args.seed)
         name = Path(folder).name
         results["runs"][name] = {
@@ -156,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{e['recall']:.3f}",
                     f"{e['quality']:.3f}",
                     f"{e['tokens']:.0f}",
-                    _ci(e["saving"], e["saving_ci"], True, e["status"]),
+                    _ci(e["saving"], e["saving_ci"], True, e["status"], e["saving_undefined"]),
                     _ci(e["d_best"], e["d_best_ci"]),
                     _ci(e["d_quality"], e["d_quality_ci"]),
                 ]
