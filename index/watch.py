@@ -190,7 +190,7 @@ def watch_collection(
     from fathom.index.embed import make_embedder
 
     stop = stop or threading.Event()
-    embedder = make_embedder(cfg.embedder, cfg.models_path())  # loaded once, on first use
+    embedder = make_embedder(cfg.embedder, cfg.models_path())  # loaded once, kept
     roots = [_Root(p) for p in paths]
     # A watched file is watched through its folder: an editor that saves by renaming a new
     # file over the old one would end a watch on the file itself.
@@ -200,6 +200,9 @@ def watch_collection(
         raise FathomError(f"{missing[0]}: no such folder to watch — create it, or watch another")
     flt = DocumentFilter(roots, cfg.ingest.follow_symlinks)
     quiet = max(1, int(cfg.ingest.watch_debounce_ms))
+    # The model loads now, not inside the first change's batch: a change is then followed in
+    # the time its own embedding takes.
+    embedder.embed(["watching"])
     emit("watching", paths=[str(r.path) for r in roots])
     for changes in watchfiles.watch(
         *watched,
