@@ -175,6 +175,13 @@ class IngestConfig:
     file_timeout_s: float = 300.0  # per file; 0 = no limit
     max_text_mb: int = 64  # text one document may hold (memory is ~20x this while indexing)
     lock_timeout_s: float = 600.0  # how long an ingest waits for another one to finish
+    # Pages without a text layer (scans) and image files are read by OCR (the `ocr` extra):
+    # "auto" reads the PDF pages that have no text, "always" every PDF page, "never" none.
+    ocr: Literal["auto", "always", "never"] = "auto"
+    # A page OCR reads with a lower mean character confidence is recorded as unreadable
+    # instead of indexing noise.
+    ocr_min_confidence: float = 0.75
+    ocr_dpi: int = 200  # resolution a PDF page is rendered at for OCR
 
 
 @dataclass
@@ -328,6 +335,8 @@ _RANGES: dict[str, tuple[float, float | None, bool]] = {
     "ingest.file_timeout_s": (0, None, False),
     "ingest.max_text_mb": (1, None, False),
     "ingest.lock_timeout_s": (0, None, False),
+    "ingest.ocr_min_confidence": (0, 1, False),
+    "ingest.ocr_dpi": (50, 600, False),
 }
 
 

@@ -1,6 +1,7 @@
 """Ingestion: one loader per format, a suffix -> loader table, file discovery and JSONL records.
 
-Nothing heavy is imported here: PyMuPDF, pdfplumber and python-docx load inside the loaders.
+Nothing heavy is imported here: PyMuPDF, pdfplumber, python-docx, python-pptx, ebooklib,
+trafilatura, Pillow and the OCR models load inside the loaders.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from typing import Literal, TextIO
 from fathom.core.base import Document, Loader, PageSpan, SectionSpan
 from fathom.core.errors import ParseError
 from fathom.ingestion.clean import DEFAULT_MAX_BYTES, sections_from_headings, strip_controls
+from fathom.ingestion.image import ImageLoader
+from fathom.ingestion.ocr import OcrSettings
 from fathom.ingestion.pdf import PdfLoader
 from fathom.ingestion.text import MarkdownLoader, TextLoader
 from fathom.ingestion.word import DocxLoader
@@ -31,7 +34,9 @@ __all__ = [
     "LOADERS",
     "SUPPORTED_SUFFIXES",
     "DocxLoader",
+    "ImageLoader",
     "MarkdownLoader",
+    "OcrSettings",
     "PdfLoader",
     "Source",
     "TextLoader",
@@ -41,9 +46,14 @@ __all__ = [
 ]
 
 # suffix (lower-case, with the dot) -> loader class; each takes ``max_bytes=`` (PdfLoader also
-# ``password=``).
+# ``password=``; the loaders that OCR, ``ocr=`` and ``on_page=``).
 LOADERS: dict[str, Callable[..., Loader]] = {
     ".pdf": PdfLoader,
+    ".png": ImageLoader,
+    ".jpg": ImageLoader,
+    ".jpeg": ImageLoader,
+    ".tif": ImageLoader,
+    ".tiff": ImageLoader,
     ".docx": DocxLoader,
     ".txt": TextLoader,
     ".md": MarkdownLoader,
@@ -59,6 +69,8 @@ def load_document(
     password: str | None = None,
     timeout_s: float | None = None,
     max_text_chars: int | None = None,
+    ocr: OcrSettings | None = None,
+    on_page: Callable[[int, int], None] | None = None,
 ) -> Document:
     """Load one file with the loader for its (lower-cased) suffix; ParseError if unsupported.
 
@@ -67,7 +79,9 @@ def load_document(
     interval timer) by parsing in a child process that is killed when the time is up
     (``ingestion.child``). ``max_text_chars`` refuses a document with more text than that
     (plain text and Markdown are refused by their size, before they are read), since indexing
-    holds a document's text several times over.
+    holds a document's text several times over. ``ocr`` says how pages without a text layer
+    are read; ``on_page(done, total)`` is called after each page OCR read (not when the file
+    is parsed in a child process).
     """
     name = str(path)
     suffix = Path(path).suffix.lower()
@@ -91,10 +105,14 @@ def load_document(
             max_text_chars=max_text_chars,
             timeout_s=timeout_s,
             out_of_time=_out_of_time(name, timeout_s),
+            ocr=ocr,
         )
     with time_limit(name, timeout_s):
         if factory is PdfLoader:
-            doc = PdfLoader(max_bytes=max_bytes, password=password).load(path)
+            loader = PdfLoader(max_bytes=max_bytes, password=password, ocr=ocr, on_page=on_page)
+            doc = loader.load(path)
+        elif factory is ImageLoader:
+            doc = ImageLoader(max_bytes=max_bytes, ocr=ocr, on_page=on_page).load(path)
         else:
             doc = factory(max_bytes=max_bytes).load(path)
     if max_text_chars is not None:

@@ -9,6 +9,7 @@ and writes it as JSON on stdout. Past the limit the parent kills it. Nothing is 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -19,6 +20,7 @@ from typing import Any
 
 from fathom.core.base import Document, PageSpan, SectionSpan
 from fathom.core.errors import ParseError
+from fathom.ingestion.ocr import OcrSettings
 
 CHILD_CODE = (
     "import importlib.util as u, os, sys\n"
@@ -51,6 +53,7 @@ def document_from_json(d: dict[str, Any]) -> Document:
         sections=tuple(SectionSpan(*s) for s in d["sections"]),
         source_id=d["source_id"],
         warnings=tuple(d["warnings"]),
+        ocr_pages=tuple(d.get("ocr_pages", ())),
     )
 
 
@@ -64,6 +67,7 @@ def serve(load_document: Callable[..., Document]) -> None:
             max_bytes=request["max_bytes"],
             password=request["password"],
             max_text_chars=request["max_text_chars"],
+            ocr=OcrSettings(**request["ocr"]) if request.get("ocr") else None,
         )
         reply: dict[str, Any] = {"document": document_json(doc)}
     except ParseError as exc:
@@ -79,6 +83,7 @@ def load_in_child(
     max_text_chars: int | None,
     timeout_s: float,
     out_of_time: ParseError,
+    ocr: OcrSettings | None = None,
 ) -> Document:
     """``load_document`` in a child process, killed after ``timeout_s`` (``out_of_time`` is
     raised then). A child that dies, or a loader bug in it, is a ParseError naming the file."""
@@ -89,6 +94,7 @@ def load_in_child(
         "max_bytes": max_bytes,
         "password": password,
         "max_text_chars": max_text_chars,
+        "ocr": None if ocr is None else dataclasses.asdict(ocr),
     }
     root = os.path.dirname(os.path.abspath(fathom.__file__))
     proc = subprocess.Popen(

@@ -1,0 +1,561 @@
+"""Offline OCR for pages that are pictures: scanned PDF pages and image files.
+
+Text lines are found by the PP-OCRv6 detector through rapidocr and read by the PP-OCRv6
+recogniser on ONNX Runtime; both models ship inside the ``rapidocr`` wheel (the ``ocr`` extra),
+so nothing is downloaded. Fathom runs the recogniser itself rather than through rapidocr: the
+line images are batched by width, and each character's position in the line is kept, so the
+spaces between words are rebuilt from the gaps in the ink (the recogniser alone sometimes runs
+words together, which BM25 cannot match). The lines then go through the PDF page layout
+(``pdf_layout``): reading order across columns, paragraphs, headings by size, running headers.
+
+rapidocr, OpenCV and ONNX Runtime are imported when the first page is read; the models are
+loaded once per process.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from fathom.ingestion.pdf_layout import Line, Page
+
+OcrMode = Literal["auto", "always", "never"]
+OCR_INSTALL = "pip install 'fathom[ocr]'"
+
+DET_MODEL = "PP-OCRv6_det_small.onnx"
+REC_MODEL = "PP-OCRv6_rec_small.onnx"
+DET_SIDE = 1024  # pixels: the detector sees the page with its longer side at most this
+REC_HEIGHT = 48  # the recogniser's input height (fixed by the model)
+REC_STRIDE = 8  # input columns per output step of the recogniser
+REC_SQUEEZE = 1.0  # horizontal scale of a line image before recognition (< 1: fewer columns)
+REC_BATCH_COLUMNS = 0  # columns per recognition batch; 0: one line per run (fastest measured)
+LINE_FLOOR = 0.5  # a detected "line" read with less confidence than this is noise, not text
+WORD_GAP_EM = 0.22  # an ink gap this wide (in text heights) between two characters is a space
+
+
+@dataclass(frozen=True, slots=True)
+class OcrSettings:
+    """How pages without a text layer are read (``ingest.ocr*`` in the configuration)."""
+
+    mode: OcrMode = "auto"
+    min_confidence: float = 0.75  # a page read with less mean confidence is unreadable
+    dpi: int = 200  # resolution PDF pages are rendered at for OCR
+    threads: int = 0  # ONNX Runtime threads; 0: the CPUs this process may use
+
+
+@dataclass(slots=True)
+class OcrLine:
+    """One recognised line: text, box in image pixels, and mean character confidence."""
+
+    text: str
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+    score: float
+
+
+@dataclass(slots=True)
+class OcrPage:
+    """What OCR read on one image."""
+
+    lines: list[OcrLine] = field(default_factory=list)
+    confidence: float = 0.0  # character-weighted mean over the kept lines
+    dropped: int = 0  # detected lines below LINE_FLOOR
+    seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def chars(self) -> int:
+        return sum(len(ln.text) for ln in self.lines)
+
+
+def ocr_problem() -> str | None:
+    """Why OCR cannot run here (the fix is always ``OCR_INSTALL``), or None when it can."""
+    for module in ("rapidocr", "cv2", "onnxruntime"):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            return f"{module} is not installed"
+    missing = [m for m in (DET_MODEL, REC_MODEL) if not (_model_dir() / m).is_file()]
+    if missing:
+        return f"the installed rapidocr lacks the models {', '.join(missing)}"
+    return None
+
+
+def _model_dir() -> Path:
+    spec = importlib.util.find_spec("rapidocr")
+    if spec is None or not spec.submodule_search_locations:
+        return Path("/nonexistent")
+    return Path(next(iter(spec.submodule_search_locations))) / "models"
+
+
+def _threads(requested: int) -> int:
+    if requested > 0:
+        return requested
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class OcrEngine:
+    """Detector + recogniser, loaded on first use; ``read`` turns an image into lines."""
+
+    def __init__(
+        self,
+        threads: int = 0,
+        det_side: int = DET_SIDE,
+        squeeze: float = REC_SQUEEZE,
+        batch_columns: int = REC_BATCH_COLUMNS,
+        rebuild_spaces: bool = True,
+    ) -> None:
+        self.threads = _threads(threads)
+        self.det_side = det_side
+        self.squeeze = squeeze
+        self.batch_columns = batch_columns
+        self.rebuild_spaces = rebuild_spaces
+        self._det: Any = None
+        self._rec: Any = None
+        self._chars: list[str] = []
+
+    def _load(self) -> None:
+        if self._rec is not None:
+            return
+        import onnxruntime as ort
+        from rapidocr import RapidOCR
+
+        models = _model_dir()
+        # rapidocr's detector with its own DB post-processing; explicit model paths, so it
+        # never looks for a model to download.
+        self._det = RapidOCR(
+            params={
+                "Global.log_level": "critical",
+                "Global.use_cls": False,
+                "Global.use_rec": False,
+                "Global.max_side_len": 100_000,  # never shrink: line images come from it
+                "Det.model_path": str(models / DET_MODEL),
+                "Det.limit_type": "max",
+                "Det.limit_side_len": self.det_side,
+                "EngineConfig.onnxruntime.intra_op_num_threads": self.threads,
+            }
+        )
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.threads
+        options.inter_op_num_threads = 1
+        # Idle threads sleep instead of spinning: on a small shared CPU spinning steals the
+        # cores the other threads (and processes) need.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.log_severity_level = 3
+        rec = ort.InferenceSession(
+            str(models / REC_MODEL), options, providers=["CPUExecutionProvider"]
+        )
+        meta = rec.get_modelmeta().custom_metadata_map
+        # CTC classes: blank, the model's characters, then space
+        self._chars = ["", *meta["character"].splitlines(), " "]
+        self._rec = rec
+
+    def read(self, image: Any) -> OcrPage:
+        """Lines of ``image`` (``(h, w)`` uint8 grey or ``(h, w, 3)`` uint8 RGB), top to bottom."""
+        import numpy as np
+
+        self._load()
+        t0 = time.perf_counter()
+        gray = image if image.ndim == 2 else _to_gray(image)
+        rgb = np.repeat(gray[:, :, None], 3, axis=2)
+        det = self._det(rgb)
+        boxes = getattr(det, "boxes", None)
+        t1 = time.perf_counter()
+        page = OcrPage(timings={"detect": t1 - t0})
+        if boxes is None or len(boxes) == 0:
+            page.seconds = time.perf_counter() - t0
+            return page
+        crops = [_crop(gray, np.asarray(b, dtype=np.float32)) for b in boxes]
+        texts = self._recognise([c for c, _ in crops])
+        t2 = time.perf_counter()
+        page.timings["recognise"] = t2 - t1
+        weighted = 0.0
+        for (_, (x0, y0, x1, y1)), (text, score) in zip(crops, texts, strict=True):
+            text = " ".join(text.split())
+            if not text:
+                continue
+            if score < LINE_FLOOR:
+                page.dropped += 1
+                continue
+            page.lines.append(OcrLine(text, x0, y0, x1, y1, score))
+            weighted += score * len(text)
+        page.confidence = weighted / max(1, page.chars)
+        page.seconds = time.perf_counter() - t0
+        return page
+
+    def _recognise(self, crops: list[Any]) -> list[tuple[str, float]]:
+        """Text and mean character confidence of each line image, batched by width."""
+        import numpy as np
+
+        inputs = [_rec_input(c, self.squeeze) for c in crops]
+        order = sorted(range(len(inputs)), key=lambda i: inputs[i].shape[2])
+        out: list[tuple[str, float]] = [("", 0.0)] * len(inputs)
+        batch: list[int] = []
+
+        def run() -> None:
+            width = max(inputs[i].shape[2] for i in batch)
+            x = np.zeros((len(batch), 3, REC_HEIGHT, width), dtype=np.float32)
+            for row, i in enumerate(batch):
+                x[row, :, :, : inputs[i].shape[2]] = inputs[i]
+            probs = self._rec.run(None, {self._rec.get_inputs()[0].name: x})[0]
+            for row, i in enumerate(batch):
+                steps = math.ceil(inputs[i].shape[2] / REC_STRIDE)
+                out[i] = self._decode(probs[row, :steps], crops[i])
+            batch.clear()
+
+        for i in order:
+            if batch and (
+                sum(inputs[j].shape[2] for j in batch) + inputs[i].shape[2] > self.batch_columns
+            ):
+                run()
+            batch.append(i)
+        if batch:
+            run()
+        return out
+
+    def _decode(self, probs: Any, crop: Any) -> tuple[str, float]:
+        """Greedy CTC decoding of ``probs`` ``(steps, classes)``; spaces rebuilt from the ink."""
+        import numpy as np
+
+        best = probs.argmax(axis=1)
+        keep = best != 0
+        keep[1:] &= best[1:] != best[:-1]
+        steps = np.flatnonzero(keep)
+        if len(steps) == 0:
+            return "", 0.0
+        chars = [self._chars[k] for k in best[steps]]
+        score = float(probs[steps, best[steps]].mean())
+        if self.rebuild_spaces and len(chars) > 1:
+            # an output step covers REC_STRIDE input columns: its centre in crop pixels
+            per_step = REC_STRIDE * crop.shape[0] / (REC_HEIGHT * self.squeeze)
+            centres = (steps + 0.5) * per_step
+            chars = _insert_spaces(chars, centres, _word_gaps(crop))
+        return "".join(chars), score
+
+
+def _to_gray(rgb: Any) -> Any:
+    import cv2
+
+    return cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)
+
+
+def _crop(gray: Any, box: Any) -> tuple[Any, tuple[float, float, float, float]]:
+    """The line image inside a detected quadrilateral ``box`` ``(4, 2)`` (clockwise from top
+    left), straightened, and its bounding box."""
+    import cv2
+    import numpy as np
+
+    xs, ys = box[:, 0], box[:, 1]
+    bounds = (float(xs.min()), float(ys.min()), float(xs.max()), float(ys.max()))
+    width = int(max(np.linalg.norm(box[0] - box[1]), np.linalg.norm(box[2] - box[3])))
+    height = int(max(np.linalg.norm(box[0] - box[3]), np.linalg.norm(box[1] - box[2])))
+    width, height = max(width, 1), max(height, 1)
+    if abs(box[0, 1] - box[1, 1]) < 1.0 and abs(box[0, 0] - box[3, 0]) < 1.0:
+        x0, y0 = max(0, round(bounds[0])), max(0, round(bounds[1]))
+        crop = gray[y0 : y0 + height, x0 : x0 + width]
+    else:  # a skewed line: straighten it
+        target = np.array([[0, 0], [width, 0], [width, height], [0, height]], dtype=np.float32)
+        matrix = cv2.getPerspectiveTransform(box, target)
+        crop = cv2.warpPerspective(
+            gray, matrix, (width, height), borderMode=cv2.BORDER_REPLICATE, flags=cv2.INTER_LINEAR
+        )
+    if crop.shape[0] >= 1.5 * crop.shape[1]:  # a vertical line of text: read it turned
+        crop = np.ascontiguousarray(np.rot90(crop))
+    return crop, bounds
+
+
+def _rec_input(crop: Any, squeeze: float) -> Any:
+    """A line image as the recogniser's input ``(3, 48, width)`` float32 in [-1, 1]."""
+    import cv2
+    import numpy as np
+
+    h, w = crop.shape[:2]
+    width = max(REC_STRIDE, math.ceil(REC_HEIGHT * w / max(h, 1) * squeeze))
+    resized = cv2.resize(crop, (width, REC_HEIGHT), interpolation=cv2.INTER_LINEAR)
+    x = resized.astype(np.float32) * (2.0 / 255.0) - 1.0
+    return np.broadcast_to(x, (3, REC_HEIGHT, width))
+
+
+def _word_gaps(crop: Any) -> list[float]:
+    """Centres (crop pixels) of the column runs without ink that are wide enough to be spaces:
+    wider than ``WORD_GAP_EM`` text heights and than twice the line's typical letter gap (so
+    letter-spaced capitals do not break into letters)."""
+    import cv2
+    import numpy as np
+
+    _, ink = cv2.threshold(crop, 0, 1, cv2.THRESH_BINARY_INV | cv2.THRESH_OTSU)
+    rows = np.flatnonzero(ink.sum(axis=1) > 0)
+    if len(rows) == 0:
+        return []
+    text_height = rows[-1] - rows[0] + 1
+    cols = np.flatnonzero(ink.sum(axis=0) > 0)
+    if len(cols) < 2:
+        return []
+    # runs of empty columns between the first and last inked column
+    jumps = np.flatnonzero(np.diff(cols) > 1)
+    if len(jumps) == 0:
+        return []
+    starts, ends = cols[jumps] + 1, cols[jumps + 1]
+    widths = ends - starts
+    floor = max(WORD_GAP_EM * text_height, 2.0 * float(np.median(widths)))
+    wide = widths >= floor
+    return [float(c) for c in ((starts[wide] + ends[wide]) / 2)]
+
+
+def _insert_spaces(chars: list[str], centres: Any, gaps: list[float]) -> list[str]:
+    """Put a space between two letters or digits whose positions straddle a word gap in the
+    ink (never next to punctuation, whose spacing the recogniser reads better than the ink)."""
+    if not gaps:
+        return chars
+    import numpy as np
+
+    out = [chars[0]]
+    gaps_arr = np.asarray(gaps)
+    for i in range(1, len(chars)):
+        if chars[i].isalnum() and out[-1].isalnum():
+            between = (gaps_arr > centres[i - 1]) & (gaps_arr < centres[i])
+            if between.any():
+                out.append(" ")
+        out.append(chars[i])
+    return out
+
+
+_ENGINES: dict[int, OcrEngine] = {}
+
+
+def engine(threads: int = 0) -> OcrEngine:
+    """This process's engine (models load once per process)."""
+    key = _threads(threads)
+    if key not in _ENGINES:
+        _ENGINES[key] = OcrEngine(threads=key)
+    return _ENGINES[key]
+
+
+# ---------------------------------------------------------------------------------------------
+# From recognised lines to a laid-out page
+# ---------------------------------------------------------------------------------------------
+
+_SIZE_PER_HEIGHT = 0.7  # a line box's height (with the detector's margin) to a font size
+
+
+def layout_page(number: int, ocr: OcrPage, width: float, height: float, scale: float) -> Page:
+    """A ``Page`` of ``Line``s in points (``scale`` points per pixel), grouped into blocks the
+    way a PDF's text layer groups them, for ``pdf_layout``'s reading order and paragraphs."""
+    page = Page(number, width * scale, height * scale)
+    lines = sorted(ocr.lines, key=lambda ln: (ln.y0, ln.x0))
+    blocks: list[list[Line]] = []
+    for ocr_line in lines:
+        x0, y0, x1, y1 = (v * scale for v in (ocr_line.x0, ocr_line.y0, ocr_line.x1, ocr_line.y1))
+        h = y1 - y0
+        size = round(h * _SIZE_PER_HEIGHT * 2) / 2
+        line = Line(ocr_line.text, x0, y0, x1, y1, size, 0, y1 - 0.25 * h)
+        block = _block_for(blocks, line)
+        if block is None:
+            blocks.append([line])
+            line.block = len(blocks) - 1
+        else:
+            line.block = blocks[block][0].block
+            blocks[block].append(line)
+    for members in blocks:
+        # one size per block: the box heights of one paragraph's lines vary with ascenders
+        sizes = sorted(ln.size for ln in members)
+        for ln in members:
+            ln.size = sizes[len(sizes) // 2]
+    page.lines = [ln for members in blocks for ln in members]
+    return page
+
+
+def _block_for(blocks: list[list[Line]], line: Line) -> int | None:
+    """The block whose last line sits just above ``line`` in the same column, if any."""
+    h = line.y1 - line.y0
+    for index in range(len(blocks) - 1, -1, -1):
+        last = blocks[index][-1]
+        last_h = last.y1 - last.y0
+        overlap = min(last.x1, line.x1) - max(last.x0, line.x0)
+        if (
+            overlap > 0.5 * min(last.x1 - last.x0, line.x1 - line.x0)
+            and -0.5 * h < line.y0 - last.y1 < 0.8 * max(h, last_h)
+            and 0.7 < h / max(last_h, 1e-6) < 1.4
+        ):
+            return index
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# PDF pages without a text layer
+# ---------------------------------------------------------------------------------------------
+
+FEW_CHARS = 40  # a page with fewer characters of text under a page-sized image is a scan
+IMAGE_COVER = 0.5  # share of the page an image must cover for that
+MAX_RENDER_PIXELS = 40_000_000  # a page rendered for OCR is kept under this (lower resolution)
+
+
+def page_chars(page: Page) -> int:
+    if page.fallback_text is not None:
+        return len(page.fallback_text.strip())
+    return sum(len(ln.text.strip()) for ln in page.lines) + sum(
+        len(r) for t in page.tables for r in t.rows
+    )
+
+
+def _image_cover(pdf_page: Any) -> float:
+    """The share of the page that its images cover (overlaps counted twice, capped at 1)."""
+    area = abs(pdf_page.rect.width * pdf_page.rect.height) or 1.0
+    covered = 0.0
+    try:
+        infos = pdf_page.get_image_info()
+    except Exception:  # a damaged image list: treat the page as having no images
+        return 0.0
+    for info in infos:
+        x0, y0, x1, y1 = info.get("bbox", (0, 0, 0, 0))
+        clip = pdf_page.rect & (x0, y0, x1, y1)
+        if not clip.is_empty:
+            covered += abs(clip.width * clip.height)
+    return min(1.0, covered / area)
+
+
+def ocr_candidates(pymupdf_doc: Any, pages: list[Page], mode: OcrMode) -> list[int]:
+    """Indices of the pages to read by OCR: every page for ``always``; for ``auto`` the pages
+    with no text, or with a few characters over an image covering most of the page."""
+    if mode == "never":
+        return []
+    if mode == "always":
+        return list(range(len(pages)))
+    out = []
+    for i, page in enumerate(pages):
+        chars = page_chars(page)
+        if chars >= FEW_CHARS:
+            continue
+        try:
+            cover = _image_cover(pymupdf_doc.load_page(i))
+        except Exception:  # a page PyMuPDF cannot load is not rendered either
+            continue
+        if cover >= (0.05 if chars == 0 else IMAGE_COVER):
+            out.append(i)
+    return out
+
+
+def ocr_document_pages(
+    name: str,
+    pymupdf: Any,
+    doc: Any,
+    pages: list[Page],
+    settings: OcrSettings,
+    warnings: list[str],
+    on_page: Any = None,
+) -> tuple[int, ...]:
+    """Read by OCR the pages of ``doc`` that need it, replacing their ``Page`` contents; the
+    numbers of the pages read. A page OCR cannot read with ``settings.min_confidence`` stays
+    empty, and ``warnings`` says so; without OCR installed, a document with no text at all
+    is a ParseError naming the install, a mixed one a warning."""
+    from fathom.core.errors import ParseError
+    from fathom.ingestion.pdf_layout import ranges
+
+    todo = ocr_candidates(doc, pages, settings.mode)
+    if not todo:
+        return ()
+    problem = ocr_problem()
+    if problem is not None:
+        if all(page_chars(p) == 0 for p in pages):
+            raise ParseError(
+                name, f"no text layer (scanned?), and OCR is unavailable: {problem}", OCR_INSTALL
+            )
+        warnings.append(
+            f"page(s) {ranges([i + 1 for i in todo])} look scanned and were not read: OCR is "
+            f"unavailable ({problem}) — {OCR_INSTALL}"
+        )
+        return ()
+    import numpy as np
+
+    eng = engine(settings.threads)
+    done: list[int] = []
+    unreadable: list[str] = []
+    for count, i in enumerate(todo):
+        pdf_page = doc.load_page(i)
+        rect = pdf_page.rect
+        dpi = settings.dpi
+        pixels = rect.width * rect.height * (dpi / 72) ** 2
+        if pixels > MAX_RENDER_PIXELS:
+            dpi = max(36, int(dpi * math.sqrt(MAX_RENDER_PIXELS / pixels)))
+        try:
+            pix = pdf_page.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY, alpha=False)
+        except Exception as exc:  # PyMuPDF raises its own and C-level errors on damaged pages
+            unreadable.append(f"page {i + 1}: cannot be rendered for OCR ({type(exc).__name__})")
+            continue
+        gray = np.frombuffer(pix.samples, dtype=np.uint8).reshape(pix.height, pix.stride)
+        result = eng.read(gray[:, : pix.width])
+        if on_page is not None:
+            on_page(count + 1, len(todo))
+        if not result.lines or result.confidence < settings.min_confidence:
+            unreadable.append(
+                f"page {i + 1}: unreadable by OCR (confidence {result.confidence:.2f}, under "
+                f"{settings.min_confidence:g})"
+                if result.lines
+                else f"page {i + 1}: OCR found no text"
+            )
+            if settings.mode == "always" and page_chars(pages[i]):
+                continue  # keep the text layer it has
+            pages[i].lines, pages[i].tables, pages[i].fallback_text = [], [], None
+            continue
+        laid = layout_page(i + 1, result, pix.width, pix.height, 72.0 / dpi)
+        pages[i].lines, pages[i].tables, pages[i].fallback_text = laid.lines, [], None
+        done.append(i + 1)
+    warnings.extend(unreadable)
+    if done:
+        warnings.append(f"page(s) {ranges(done)} read by OCR")
+    return tuple(done)
+
+
+def mark_ocr_sections(assembled: Any, ocr_pages: tuple[int, ...]) -> Any:
+    """``assembled`` with the text OCR read marked as its own innermost sections, titled
+    "<section> (OCR)" (or "OCR text" outside any section), so a chunk, and every source an
+    answer cites, says when its text came from OCR. Consecutive OCR pages in one section
+    form one marked section."""
+    if not ocr_pages:
+        return assembled
+    from dataclasses import replace
+
+    from fathom.core.base import SectionSpan
+
+    wanted = set(ocr_pages)
+    spans = [(p.start, p.end) for p in assembled.pages if p.number in wanted and p.end > p.start]
+    runs: list[list[int]] = []
+    for start, end in spans:
+        if runs and start - runs[-1][1] <= 2:  # the next page, after the blank line
+            runs[-1][1] = end
+        else:
+            runs.append([start, end])
+    bounds = sorted({x for s in assembled.sections for x in (s.start, s.end)})
+    marks: list[SectionSpan] = []
+    for start, end in runs:
+        cuts = [start, *(b for b in bounds if start < b < end), end]
+        for a, b in itertools.pairwise(cuts):
+            outer = _innermost(assembled.sections, a)
+            title = f"{outer} (OCR)" if outer else "OCR text"
+            marks.append(SectionSpan(title, OCR_SECTION_LEVEL, a, b))
+    sections = tuple(sorted((*assembled.sections, *marks), key=lambda s: (s.start, s.level)))
+    return replace(assembled, sections=sections)
+
+
+OCR_SECTION_LEVEL = 7  # deeper than any heading (1-6): the innermost section wins
+
+
+def _innermost(sections: Any, offset: int) -> str:
+    title, level = "", 0
+    for sec in sections:
+        if sec.start <= offset < sec.end and sec.level >= level:
+            title, level = sec.title, sec.level
+    return title
