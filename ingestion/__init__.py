@@ -24,9 +24,12 @@ from typing import Literal, TextIO
 from fathom.core.base import Document, Loader, PageSpan, SectionSpan
 from fathom.core.errors import ParseError
 from fathom.ingestion.clean import DEFAULT_MAX_BYTES, sections_from_headings, strip_controls
+from fathom.ingestion.epub import EpubLoader
+from fathom.ingestion.html import HtmlLoader
 from fathom.ingestion.image import ImageLoader
 from fathom.ingestion.ocr import OcrSettings
 from fathom.ingestion.pdf import PdfLoader
+from fathom.ingestion.slides import PptxLoader
 from fathom.ingestion.text import MarkdownLoader, TextLoader
 from fathom.ingestion.word import DocxLoader
 
@@ -34,10 +37,13 @@ __all__ = [
     "LOADERS",
     "SUPPORTED_SUFFIXES",
     "DocxLoader",
+    "EpubLoader",
+    "HtmlLoader",
     "ImageLoader",
     "MarkdownLoader",
     "OcrSettings",
     "PdfLoader",
+    "PptxLoader",
     "Source",
     "TextLoader",
     "discover",
@@ -55,6 +61,10 @@ LOADERS: dict[str, Callable[..., Loader]] = {
     ".tif": ImageLoader,
     ".tiff": ImageLoader,
     ".docx": DocxLoader,
+    ".pptx": PptxLoader,
+    ".epub": EpubLoader,
+    ".html": HtmlLoader,
+    ".htm": HtmlLoader,
     ".txt": TextLoader,
     ".md": MarkdownLoader,
     ".markdown": MarkdownLoader,

@@ -16,14 +16,8 @@ from typing import Any
 from fathom.core.base import Document
 from fathom.core.errors import ParseError
 from fathom.ingestion.clean import DEFAULT_MAX_BYTES, assemble, make_document, read_source
-from fathom.ingestion.ocr import (
-    OCR_INSTALL,
-    OcrSettings,
-    engine,
-    layout_page,
-    mark_ocr_sections,
-    ocr_problem,
-)
+from fathom.ingestion import ocr
+from fathom.ingestion.ocr import OCR_INSTALL, OcrSettings, engine, layout_page, mark_ocr_sections
 from fathom.ingestion.pdf_layout import (
     Page,
     mark_headers_footers,
@@ -37,6 +31,7 @@ MAX_FRAMES = 2_000
 _DEFAULT_DPI = 200.0  # when the file does not say (only relative sizes matter to the layout)
 _FORMATS = {"PNG", "JPEG", "MPO", "TIFF"}
 _SCALE_DOWN = "scale it down before ingesting"
+_PILLOW_ERRORS = (OSError, ValueError, SyntaxError, EOFError, TypeError, KeyError, IndexError)
 
 
 class ImageLoader:
@@ -64,7 +59,7 @@ class ImageLoader:
                 "an image is read only by OCR, and ingest.ocr is never",
                 'set ingest.ocr = "auto" to read it',
             )
-        problem = ocr_problem()
+        problem = ocr.ocr_problem()
         if problem is not None:
             raise ParseError(
                 name, f"an image needs OCR, which is unavailable: {problem}", OCR_INSTALL
@@ -115,7 +110,9 @@ def _frames(name: str, data: bytes) -> list[tuple[Any, float]]:
     import numpy as np
 
     with warnings_module.catch_warnings():
-        # Pillow only warns between its limit and twice it: here every bomb is an error.
+        # Pillow's notes on damaged metadata (EXIF) are not the user's business here...
+        warnings_module.simplefilter("ignore", UserWarning)
+        # ...but it only warns between its pixel limit and twice it: here every bomb is an error.
         warnings_module.simplefilter("error", Image.DecompressionBombWarning)
         try:
             image = Image.open(io.BytesIO(data))
@@ -129,14 +126,23 @@ def _frames(name: str, data: bytes) -> list[tuple[Any, float]]:
                 "not an image Pillow can read (corrupt, or not PNG/JPEG/TIFF)",
                 "re-save or re-export it",
             ) from None
-        except (OSError, ValueError, SyntaxError) as exc:
-            raise ParseError(name, f"cannot be read as an image ({exc})", "re-save it") from None
+        except _PILLOW_ERRORS as exc:  # a damaged header: Pillow raises all of these
+            raise ParseError(
+                name,
+                f"cannot be read as an image ({type(exc).__name__}: {exc}; truncated or corrupt?)",
+                "re-save or re-scan it",
+            ) from None
         if image.format not in _FORMATS:
             raise ParseError(
                 name, f"is a {image.format} image, not PNG, JPEG or TIFF", "convert it"
             )
         frames: list[tuple[Any, float]] = []
-        n = getattr(image, "n_frames", 1)
+        try:
+            n = getattr(image, "n_frames", 1)
+        except _PILLOW_ERRORS as exc:
+            raise ParseError(
+                name, f"its frames cannot be counted ({exc}; truncated or corrupt?)", "re-save it"
+            ) from None
         if n > MAX_FRAMES:
             raise ParseError(name, f"has {n} frames (over {MAX_FRAMES})", "split the file")
         for index in range(n):
@@ -153,7 +159,7 @@ def _frames(name: str, data: bytes) -> list[tuple[Any, float]]:
                 gray = np.asarray(image.convert("L"))
             except ParseError:
                 raise
-            except (OSError, ValueError, SyntaxError, EOFError) as exc:
+            except _PILLOW_ERRORS as exc:
                 raise ParseError(
                     name,
                     f"frame {index + 1} cannot be decoded ({exc}; truncated or corrupt?)",

@@ -349,6 +349,10 @@ def engine(threads: int = 0) -> OcrEngine:
 # ---------------------------------------------------------------------------------------------
 
 _SIZE_PER_HEIGHT = 0.7  # a line box's height (with the detector's margin) to a font size
+# Lines of one block differ in box height by less than this factor. Boxes of one paragraph
+# differ by up to ~25 % (a line without descenders is shorter), so a heading and the
+# paragraph under it may share a block: pdf_layout tells them apart by each line's size.
+_SAME_SIZE = 1.5
 
 
 def layout_page(number: int, ocr: OcrPage, width: float, height: float, scale: float) -> Page:
@@ -369,11 +373,6 @@ def layout_page(number: int, ocr: OcrPage, width: float, height: float, scale: f
         else:
             line.block = blocks[block][0].block
             blocks[block].append(line)
-    for members in blocks:
-        # one size per block: the box heights of one paragraph's lines vary with ascenders
-        sizes = sorted(ln.size for ln in members)
-        for ln in members:
-            ln.size = sizes[len(sizes) // 2]
     page.lines = [ln for members in blocks for ln in members]
     return page
 
@@ -388,7 +387,7 @@ def _block_for(blocks: list[list[Line]], line: Line) -> int | None:
         if (
             overlap > 0.5 * min(last.x1 - last.x0, line.x1 - line.x0)
             and -0.5 * h < line.y0 - last.y1 < 0.8 * max(h, last_h)
-            and 0.7 < h / max(last_h, 1e-6) < 1.4
+            and 1 / _SAME_SIZE < h / max(last_h, 1e-6) < _SAME_SIZE
         ):
             return index
     return None

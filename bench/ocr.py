@@ -1,0 +1,515 @@
+"""OCR quality and speed: born-digital PDFs rendered to image-only PDFs, read back by Fathom's OCR.
+
+Every page of each PDF is rendered with PyMuPDF (``--render-dpi``, 200) and the images are
+written as an image-only PDF, with no text layer. Both versions are then ingested into fresh
+collections in the same run (the text-layer path is the baseline), and for each page:
+
+- character error rate (CER): Levenshtein distance between the OCR'd page text and the page's
+  text as Fathom reads it from the original's text layer, whitespace removed and both NFKC
+  normalised, divided by the reference length; also against PyMuPDF's raw text layer;
+- word recall: the share of the reference page's words (``\\w+``, lower-cased, with
+  multiplicity) found as words in the OCR'd page text;
+- seconds: wall clock of rendering + OCR + layout per page (from the ingest's progress events),
+  and the share of the ingest's total time that OCR took.
+
+Pages whose text layer is itself garbled (a figure font without a Unicode mapping: most of its
+long words have no vowel) are listed and left out of the overall CER and recall.
+
+``fathom search`` (hybrid, the default) runs 20 questions written about these pages on both
+collections; agreement is the share whose top hit is on the same document and first page.
+
+``--sweep`` also reads a sample of pages with one setting changed at a time (resolution,
+detector side limit, recognition batching, threads, line squeeze, space rebuilding, and
+rapidocr's own pipeline at its defaults) and reports CER, recall and seconds per page.
+
+    python bench/ocr.py [--data DIR] [--out docs/results/ocr] [--sweep] [--note TEXT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import tempfile
+import time
+import unicodedata
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from fathom.bench.common import (
+    REPO,
+    Stopwatch,
+    bench_config,
+    data_dir,
+    log,
+    machine_info,
+    print_table,
+    temp_home,
+    write_json,
+)
+
+PDFS = ("react_arxiv2210.03629v2.pdf", "covidqa_annotation_handbook.pdf")
+SWEEP_PAGES = (
+    ("react_arxiv2210.03629v2.pdf", (1, 3, 6, 10)),
+    ("covidqa_annotation_handbook.pdf", (3, 9)),
+)
+# (question, document) — written about single pages of the two PDFs
+QUESTIONS = [
+    ("Which four benchmarks are used to evaluate ReAct?", PDFS[0]),
+    ("How does ReAct augment the agent's action space with the space of language?", PDFS[0]),
+    (
+        "Which kinds of thoughts, such as decomposing questions, does ReAct use on HotpotQA?",
+        PDFS[0],
+    ),
+    (
+        "What EM and accuracy do the PaLM-540B prompting methods reach on HotpotQA and Fever?",
+        PDFS[0],
+    ),
+    ("How does finetuning compare with prompting as model size grows on HotPotQA?", PDFS[0]),
+    (
+        "What success rate does ReAct best of 6 reach on ALFWorld pick tasks compared to BUTLER?",
+        PDFS[0],
+    ),
+    (
+        "Which method decomposes multi-step reasoning into three steps each performed by a dedicated LM?",
+        PDFS[0],
+    ),
+    ("Which paper introduced Lila, language-informed latent actions?", PDFS[0]),
+    ("Which magazine was started first, Arthur's Magazine or First for Women?", PDFS[0]),
+    ("Did Nikolaj Coster-Waldau work with the Fox Broadcasting Company?", PDFS[0]),
+    ("a 3 ounce bottle of bright citrus deodorant for sensitive skin", PDFS[0]),
+    ("Is the Bermuda Triangle a loosely-defined region in the Pacific Ocean?", PDFS[0]),
+    ("What is the DeepAnnotation tool for?", PDFS[1]),
+    ("How do the quality and quantity of labels affect the algorithm?", PDFS[1]),
+    ("How do I create a project once I am logged in?", PDFS[1]),
+    ("Which file format is accepted when adding documents for labelling?", PDFS[1]),
+    ("How many standard questions should one block contain at most?", PDFS[1]),
+    ("How do I export the labels from the tool?", PDFS[1]),
+    ("What should annotators assigned to category U do?", PDFS[1]),
+    ("How do I add a custom question by highlighting the answer passage?", PDFS[1]),
+]
+WORD = re.compile(r"\w+")
+SPACE = re.compile(r"\s+")
+
+
+# ---------------------------------------------------------------------------------------------
+# metrics
+# ---------------------------------------------------------------------------------------------
+
+
+def levenshtein(a: str, b: str) -> int:
+    """Edit distance, one row at a time in numpy (insertions by a running minimum)."""
+    if not a or not b:
+        return len(a) + len(b)
+    xa = np.frombuffer(a.encode("utf-32-le"), dtype=np.uint32)
+    xb = np.frombuffer(b.encode("utf-32-le"), dtype=np.uint32)
+    cols = np.arange(len(xb) + 1, dtype=np.int64)
+    prev = cols.copy()
+    for i, ch in enumerate(xa, 1):
+        row = np.empty_like(prev)
+        row[0] = i
+        row[1:] = np.minimum(prev[1:] + 1, prev[:-1] + (xb != ch))
+        prev = np.minimum.accumulate(row - cols) + cols
+    return int(prev[-1])
+
+
+def squash(text: str) -> str:
+    return SPACE.sub("", unicodedata.normalize("NFKC", text))
+
+
+def words(text: str) -> Counter[str]:
+    return Counter(w.lower() for w in WORD.findall(unicodedata.normalize("NFKC", text)))
+
+
+def page_scores(ref: str, hyp: str, raw: str) -> dict[str, Any]:
+    r, h = squash(ref), squash(hyp)
+    ref_words, hyp_words = words(ref), words(hyp)
+    found = sum(min(n, hyp_words[w]) for w, n in ref_words.items())
+    raw_sq = squash(raw)
+    return {
+        "ref_chars": len(r),
+        "edits": levenshtein(r, h),
+        "cer": levenshtein(r, h) / max(1, len(r)),
+        "cer_raw_layer": levenshtein(raw_sq, h) / max(1, len(raw_sq)),
+        "ref_words": sum(ref_words.values()),
+        "words_found": found,
+        "word_recall": found / max(1, sum(ref_words.values())),
+        "garbled_layer": garbled(raw),
+    }
+
+
+def garbled(raw: str) -> bool:
+    """A text layer from a figure font without a Unicode mapping (shifted glyph codes): most
+    of its letters come out upper-case (the rest of these pages: 2-20 %)."""
+    letters = re.findall(r"[A-Za-z]", raw)
+    return len(letters) >= 500 and sum(c.isupper() for c in letters) > 0.3 * len(letters)
+
+
+# ---------------------------------------------------------------------------------------------
+# the run
+# ---------------------------------------------------------------------------------------------
+
+
+def render_image_pdf(src: Path, dst: Path, dpi: int, limit: int = 0) -> int:
+    """``src`` with each page replaced by its picture at ``dpi``: an image-only PDF (only the
+    first ``limit`` pages when ``limit``)."""
+    from fathom.ingestion.pdf import import_pymupdf
+
+    pymupdf = import_pymupdf()
+    out = pymupdf.open()
+    with pymupdf.open(src) as doc:
+        for page in doc:
+            if limit and page.number >= limit:
+                break
+            pix = page.get_pixmap(dpi=dpi)
+            new = out.new_page(width=page.rect.width, height=page.rect.height)
+            new.insert_image(new.rect, pixmap=pix)
+    out.save(dst, deflate=True)
+    n = out.page_count
+    out.close()
+    return n
+
+
+def raw_layer(src: Path) -> list[str]:
+    from fathom.ingestion.pdf import import_pymupdf
+
+    with import_pymupdf().open(src) as doc:
+        return [page.get_text() for page in doc]
+
+
+def page_texts(doc: Any) -> dict[int, str]:
+    return {p.number: doc.text[p.start : p.end] for p in doc.pages}
+
+
+def ingest_capturing(cfg: Any, paths: list[Path], name: str) -> tuple[Any, dict, dict, float]:
+    """Ingest ``paths`` into ``name``; the report, the parsed documents by path, per-page OCR
+    seconds by path, and the wall seconds. The documents are captured by wrapping
+    ``fathom.ingestion.load_document`` (the function the ingest calls) for this run."""
+    from fathom import ingestion
+    from fathom.index.ingest import ingest_paths
+
+    docs: dict[str, Any] = {}
+    page_seconds: dict[str, list[float]] = {}
+    parse_seconds: dict[str, float] = {}
+    real = ingestion.load_document
+
+    def capture(path: Any, **kwargs: Any) -> Any:
+        key = str(path)
+        stamps = [time.perf_counter()]
+        inner = kwargs.get("on_page")
+
+        def on_page(done: int, total: int) -> None:
+            stamps.append(time.perf_counter())
+            if inner is not None:
+                inner(done, total)
+
+        kwargs["on_page"] = on_page
+        doc = real(path, **kwargs)
+        parse_seconds[key] = time.perf_counter() - stamps[0]
+        page_seconds[key] = list(np.diff(stamps))
+        docs[key] = doc
+        return doc
+
+    ingestion.load_document = capture
+    try:
+        with Stopwatch() as sw:
+            report = ingest_paths(cfg, [str(p) for p in paths], name)
+    finally:
+        ingestion.load_document = real
+    return report, docs, {"pages": page_seconds, "parse": parse_seconds}, sw.seconds
+
+
+def top_page(cfg: Any, collection: str, question: str) -> tuple[str, int] | None:
+    """``fathom search``'s top hit: (the PDF it came from, its first page)."""
+    from fathom import commands
+    from fathom.index.collection import collections_root
+    from fathom.index.manifest import read_manifest
+
+    probe, _ = commands.search(cfg, collection, question)
+    if not probe.hits:
+        return None
+    manifest = read_manifest(collections_root(cfg) / collection)
+    paths = {d.doc_id: d.path for d in manifest.documents} if manifest else {}
+    chunk = probe.hits[0].chunk
+    source = Path(paths.get(chunk.doc_id, "?")).name.replace(".scan.pdf", ".pdf")
+    return source, chunk.page_start
+
+
+def sweep(scans: dict[str, Path], refs: dict[str, dict[int, str]]) -> list[dict[str, Any]]:
+    """One setting changed at a time on the sample pages: CER, recall, seconds per page."""
+    from fathom.ingestion.ocr import OcrEngine
+    from fathom.ingestion.pdf import import_pymupdf
+
+    pymupdf = import_pymupdf()
+    variants: list[tuple[str, dict[str, Any], int]] = [
+        ("Fathom's settings", {}, 200),
+        ("render 150 dpi", {}, 150),
+        ("render 300 dpi", {}, 300),
+        ("detector side 736", {"det_side": 736}, 200),
+        ("detector side 1600", {"det_side": 1600}, 200),
+        ("batch 2,048 columns", {"batch_columns": 2048}, 200),
+        ("batch 8,192 columns", {"batch_columns": 8192}, 200),
+        ("1 thread", {"threads": 1}, 200),
+        ("lines squeezed to 0.8", {"squeeze": 0.8}, 200),
+        ("no space rebuilding", {"rebuild_spaces": False}, 200),
+        ("rapidocr defaults", {"rapidocr": True}, 200),
+    ]
+    rows = []
+    renders: dict[int, list[tuple[Any, str]]] = {}
+    for label, kwargs, dpi in variants:
+        if dpi not in renders:
+            renders[dpi] = []
+            for name, numbers in SWEEP_PAGES:
+                with pymupdf.open(scans[name]) as doc:
+                    for n in numbers:
+                        pix = doc[n - 1].get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY)
+                        gray = np.frombuffer(pix.samples, np.uint8).reshape(pix.height, pix.stride)
+                        renders[dpi].append((gray[:, : pix.width].copy(), refs[name][n]))
+        reader = _rapidocr_reader() if kwargs.get("rapidocr") else OcrEngine(**kwargs).read
+        reader(np.full((64, 256), 255, np.uint8))  # models loaded before the clock starts
+        edits = chars = found = total = 0
+        wall = cpu = 0.0
+        for gray, ref in renders[dpi]:
+            with Stopwatch() as sw:
+                text = reader(gray)
+            text = text if isinstance(text, str) else "\n".join(ln.text for ln in text.lines)
+            s = page_scores(ref, text, ref)
+            edits, chars = edits + s["edits"], chars + s["ref_chars"]
+            found, total = found + s["words_found"], total + s["ref_words"]
+            wall, cpu = wall + sw.seconds, cpu + sw.cpu
+        n = len(renders[dpi])
+        rows.append(
+            {
+                "variant": label,
+                "cer": edits / chars,
+                "word_recall": found / total,
+                "s_per_page": wall / n,
+                "cpu_s_per_page": cpu / n,
+            }
+        )
+        log(
+            f"sweep {label}: CER {edits / chars:.2%}, recall {found / total:.2%}, {wall / n:.2f} s/page"
+        )
+    return rows
+
+
+def _rapidocr_reader() -> Any:
+    from rapidocr import RapidOCR
+
+    engine = RapidOCR(params={"Global.log_level": "critical"})
+
+    def read(gray: Any) -> str:
+        result = engine(np.repeat(gray[:, :, None], 3, axis=2))
+        return "\n".join(result.txts or ())
+
+    return read
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", help="data folder (default: $FATHOM_DATA)")
+    ap.add_argument("--out", default=str(REPO / "docs" / "results" / "ocr"))
+    ap.add_argument("--render-dpi", type=int, default=200)
+    ap.add_argument("--sweep", action="store_true", help="also measure each setting's effect")
+    ap.add_argument("--max-pages", type=int, default=0, help="a quick check: first N pages")
+    ap.add_argument("--note", default="", help="how the run was made (e.g. the machine's load)")
+    args = ap.parse_args()
+    data = data_dir(args.data)
+    sources = {name: data / "pdfs" / name for name in PDFS}
+    info = machine_info()
+    result: dict[str, Any] = {
+        "command": "python bench/ocr.py" + (" --sweep" if args.sweep else ""),
+        "render_dpi": args.render_dpi,
+        "machine": info,
+        "note": args.note,
+    }
+    with tempfile.TemporaryDirectory(prefix="fathom-bench-ocr-") as tmp, temp_home("ocr") as home:
+        scans = {}
+        for name, src in sources.items():
+            scans[name] = Path(tmp) / name.replace(".pdf", ".scan.pdf")
+            pages = render_image_pdf(src, scans[name], args.render_dpi, args.max_pages)
+            log(f"rendered {name}: {pages} pages at {args.render_dpi} dpi, no text layer")
+        cfg = bench_config(home)
+        log("ingesting the originals (text layer)")
+        _, text_docs, _, text_s = ingest_capturing(cfg, list(sources.values()), "text")
+        log("ingesting the image-only copies (OCR)")
+        ocr_report, ocr_docs, ocr_times, ocr_s = ingest_capturing(cfg, list(scans.values()), "ocr")
+        pages_rows = []
+        refs: dict[str, dict[int, str]] = {}
+        for name, src in sources.items():
+            ref_doc, hyp_doc = text_docs[str(src)], ocr_docs[str(scans[name])]
+            refs[name] = page_texts(ref_doc)
+            hyps, raws = page_texts(hyp_doc), raw_layer(src)
+            secs = ocr_times["pages"][str(scans[name])]
+            for number, ref in refs[name].items():
+                if number > len(secs):
+                    continue  # --max-pages
+                row = {"document": name, "page": number, "seconds": secs[number - 1]}
+                row.update(page_scores(ref, hyps.get(number, ""), raws[number - 1]))
+                pages_rows.append(row)
+        counted = [r for r in pages_rows if not r["garbled_layer"]]
+        n_pages = len(pages_rows)
+        ocr_parse = sum(ocr_times["parse"].values())
+        result["pages"] = pages_rows
+        result["overall"] = {
+            "pages": n_pages,
+            "pages_counted": len(counted),
+            "garbled_layer_pages": [
+                f"{r['document']} p{r['page']}" for r in pages_rows if r["garbled_layer"]
+            ],
+            "cer": sum(r["edits"] for r in counted) / sum(r["ref_chars"] for r in counted),
+            "cer_raw_layer_mean": float(np.mean([r["cer_raw_layer"] for r in counted])),
+            "word_recall": sum(r["words_found"] for r in counted)
+            / sum(r["ref_words"] for r in counted),
+            "worst_page_cer": max(counted, key=lambda r: r["cer"])["cer"],
+            "ocr_s_per_page": ocr_parse / n_pages,
+            "ocr_pages_read": ocr_report.to_dict()["ocr_pages"],
+            "ingest_s_ocr": ocr_s,
+            "ingest_s_text": text_s,
+            "text_layer_s_per_page": text_s / n_pages,
+            "ocr_share_of_ingest": ocr_parse / ocr_s,
+            "ocr_vs_text_ingest": ocr_s / text_s,
+        }
+        agree = []
+        for question, doc in QUESTIONS:
+            a, b = top_page(cfg, "text", question), top_page(cfg, "ocr", question)
+            same = a is not None and a == b
+            agree.append(
+                {"question": question, "document": doc, "text_layer": a, "ocr": b, "same": same}
+            )
+        result["search"] = {"questions": agree, "same_top_page": sum(r["same"] for r in agree)}
+        if args.sweep:
+            result["sweep"] = sweep(scans, refs)
+    report(result, Path(args.out))
+
+
+def report(result: dict[str, Any], out: Path) -> None:
+    o = result["overall"]
+    print_table(
+        "OCR per page",
+        ["document", "page", "CER", "CER raw layer", "word recall", "s", "note"],
+        [
+            [
+                r["document"][:12],
+                r["page"],
+                f"{r['cer']:.2%}",
+                f"{r['cer_raw_layer']:.2%}",
+                f"{r['word_recall']:.1%}",
+                f"{r['seconds']:.1f}",
+                "garbled text layer" if r["garbled_layer"] else "",
+            ]
+            for r in result["pages"]
+        ],
+    )
+    print_table(
+        "OCR overall",
+        ["what", "result"],
+        [
+            ["pages (counted)", f"{o['pages']} ({o['pages_counted']})"],
+            ["CER, whitespace ignored", f"{o['cer']:.2%} (worst page {o['worst_page_cer']:.2%})"],
+            ["word recall", f"{o['word_recall']:.1%}"],
+            ["OCR seconds per page", f"{o['ocr_s_per_page']:.2f}"],
+            ["text-layer ingest seconds per page", f"{o['text_layer_s_per_page']:.2f}"],
+            ["OCR share of the OCR ingest", f"{o['ocr_share_of_ingest']:.0%}"],
+            ["search: same top page", f"{result['search']['same_top_page']}/{len(QUESTIONS)}"],
+        ],
+    )
+    if "sweep" in result:
+        print_table(
+            "settings, one at a time (sample pages)",
+            ["variant", "CER", "word recall", "s/page", "CPU s/page"],
+            [
+                [
+                    r["variant"],
+                    f"{r['cer']:.2%}",
+                    f"{r['word_recall']:.1%}",
+                    f"{r['s_per_page']:.2f}",
+                    f"{r['cpu_s_per_page']:.2f}",
+                ]
+                for r in result["sweep"]
+            ],
+        )
+    write_json(out / "ocr.json", result)
+    write_markdown(result, out / "ocr.md")
+
+
+def write_markdown(result: dict[str, Any], path: Path) -> None:
+    o, m = result["overall"], result["machine"]
+    lines = [
+        "# OCR: image-only copies of two PDFs read back by Fathom",
+        "",
+        f"Command: `{result['command'].strip()}` (data from `--data`/`FATHOM_DATA`: "
+        "`pdfs/react_arxiv2210.03629v2.pdf`, 31 pages, and `pdfs/covidqa_annotation_handbook.pdf`, 13 pages).",
+        f"Machine: {m.get('cpus')} cores ({m.get('cpu')}), {m.get('memory_gb')} GiB; "
+        f"load average {_load(m.get('loadavg_start'))} at the start and {_load(m.get('loadavg_end'))} at the end"
+        + (f". {result['note']}" if result.get("note") else "."),
+        f"Pages rendered at {result['render_dpi']} dpi (PyMuPDF) into image-only PDFs and ingested "
+        "with the default configuration; method in `bench/ocr.py`'s docstring.",
+        "",
+        "| what | result |",
+        "| --- | --- |",
+        f"| CER, whitespace ignored, {o['pages_counted']} pages | {o['cer']:.2%} (worst page {o['worst_page_cer']:.2%}) |",
+        f"| word recall | {o['word_recall']:.1%} |",
+        f"| OCR seconds per page (render, OCR, layout) | {o['ocr_s_per_page']:.2f} |",
+        f"| text-layer ingest seconds per page | {o['text_layer_s_per_page']:.2f} |",
+        f"| OCR share of the OCR ingest's time | {o['ocr_share_of_ingest']:.0%} |",
+        f"| `fathom search` same top page as on the original | {result['search']['same_top_page']}/{len(QUESTIONS)} |",
+        "",
+    ]
+    if o["garbled_layer_pages"]:
+        lines += [
+            "Left out of CER and recall (their text layer is garbled: a figure font without a "
+            "Unicode mapping, so the reference is wrong, not the OCR): "
+            + ", ".join(o["garbled_layer_pages"])
+            + ".",
+            "",
+        ]
+    if "sweep" in result:
+        lines += [
+            "## Settings, one at a time",
+            "",
+            "Sample pages: "
+            + "; ".join(f"{n} p. {', '.join(map(str, p))}" for n, p in SWEEP_PAGES)
+            + ".",
+            "",
+            "| variant | CER | word recall | s/page | CPU s/page |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for r in result["sweep"]:
+            lines.append(
+                f"| {r['variant']} | {r['cer']:.2%} | {r['word_recall']:.1%} | {r['s_per_page']:.2f} | {r['cpu_s_per_page']:.2f} |"
+            )
+        lines.append("")
+    lines += [
+        "## Per page",
+        "",
+        "| document | page | CER | CER vs raw layer | word recall | s |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in result["pages"]:
+        note = " (garbled layer)" if r["garbled_layer"] else ""
+        lines.append(
+            f"| {r['document']} | {r['page']}{note} | {r['cer']:.2%} | {r['cer_raw_layer']:.2%} | {r['word_recall']:.1%} | {r['seconds']:.1f} |"
+        )
+    lines += [
+        "",
+        "## Search",
+        "",
+        "| question | original | OCR | same |",
+        "| --- | --- | --- | --- |",
+    ]
+    for q in result["search"]["questions"]:
+        a = f"p{q['text_layer'][1]}" if q["text_layer"] else "-"
+        b = f"p{q['ocr'][1]}" if q["ocr"] else "-"
+        lines.append(f"| {q['question']} | {a} | {b} | {'yes' if q['same'] else 'no'} |")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    log(f"wrote {path}")
+
+
+def _load(value: Any) -> str:
+    return "?" if not value else f"{value[0]:.1f}"
+
+
+if __name__ == "__main__":
+    main()
