@@ -248,7 +248,7 @@ def render_ingest(report, as_json: bool = False) -> None:
             err.print("[yellow]skipped[/yellow]", plain(f"{f.path}: {f.reason}"), highlight=False)
     c = report.to_dict()["counts"]
     ocr = sum(f.ocr_pages for f in report.files)
-    ocr_note = f"{ocr} pages read by OCR · " if ocr else ""
+    ocr_note = f"{ocr} page{'' if ocr == 1 else 's'} read by OCR · " if ocr else ""
     verb = "committed" if report.committed else "nothing to change"
     out.print(
         f"collection [bold]{report.collection}[/bold] (generation {report.generation}, {verb}): "
