@@ -72,7 +72,7 @@ QUESTIONS = [
         PDFS[0],
     ),
     (
-        "Which method decomposes multi-step reasoning into three steps each performed by a dedicated LM?",
+        "Which method decomposes multi-step reasoning into three steps, each by a dedicated LM?",
         PDFS[0],
     ),
     ("Which paper introduced Lila, language-informed latent actions?", PDFS[0]),
@@ -114,6 +114,25 @@ def levenshtein(a: str, b: str) -> int:
     return int(prev[-1])
 
 
+def best_match(unit: str, text: str) -> int:
+    """Edits to turn ``unit`` into the substring of ``text`` it matches best (semi-global
+    alignment: where in ``text`` it starts and ends is free)."""
+    if not unit:
+        return 0
+    if not text:
+        return len(unit)
+    xa = np.frombuffer(unit.encode("utf-32-le"), dtype=np.uint32)
+    xb = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    cols = np.arange(len(xb) + 1, dtype=np.int64)
+    prev = np.zeros(len(xb) + 1, dtype=np.int64)  # any start in ``text`` costs nothing
+    for i, ch in enumerate(xa, 1):
+        row = np.empty_like(prev)
+        row[0] = i
+        row[1:] = np.minimum(prev[1:] + 1, prev[:-1] + (xb != ch))
+        prev = np.minimum.accumulate(row - cols) + cols
+    return int(prev.min())
+
+
 def squash(text: str) -> str:
     return SPACE.sub("", unicodedata.normalize("NFKC", text))
 
@@ -127,10 +146,14 @@ def page_scores(ref: str, hyp: str, raw: str) -> dict[str, Any]:
     ref_words, hyp_words = words(ref), words(hyp)
     found = sum(min(n, hyp_words[w]) for w, n in ref_words.items())
     raw_sq = squash(raw)
+    units = [squash(u) for u in ref.split("\n")]
+    matched = sum(best_match(u, h) for u in units if u)
     return {
         "ref_chars": len(r),
         "edits": levenshtein(r, h),
         "cer": levenshtein(r, h) / max(1, len(r)),
+        "matched_edits": matched,
+        "cer_any_order": matched / max(1, len(r)),
         "cer_raw_layer": levenshtein(raw_sq, h) / max(1, len(raw_sq)),
         "ref_words": sum(ref_words.values()),
         "words_found": found,
@@ -191,16 +214,19 @@ def ingest_capturing(cfg: Any, paths: list[Path], name: str) -> tuple[Any, dict,
 
     docs: dict[str, Any] = {}
     page_seconds: dict[str, list[float]] = {}
+    page_cpu: dict[str, list[float]] = {}
     parse_seconds: dict[str, float] = {}
     real = ingestion.load_document
 
     def capture(path: Any, **kwargs: Any) -> Any:
         key = str(path)
         stamps = [time.perf_counter()]
+        cpu = [time.process_time()]
         inner = kwargs.get("on_page")
 
         def on_page(done: int, total: int) -> None:
             stamps.append(time.perf_counter())
+            cpu.append(time.process_time())
             if inner is not None:
                 inner(done, total)
 
@@ -208,6 +234,7 @@ def ingest_capturing(cfg: Any, paths: list[Path], name: str) -> tuple[Any, dict,
         doc = real(path, **kwargs)
         parse_seconds[key] = time.perf_counter() - stamps[0]
         page_seconds[key] = list(np.diff(stamps))
+        page_cpu[key] = list(np.diff(cpu))
         docs[key] = doc
         return doc
 
@@ -217,11 +244,12 @@ def ingest_capturing(cfg: Any, paths: list[Path], name: str) -> tuple[Any, dict,
             report = ingest_paths(cfg, [str(p) for p in paths], name)
     finally:
         ingestion.load_document = real
-    return report, docs, {"pages": page_seconds, "parse": parse_seconds}, sw.seconds
+    times = {"pages": page_seconds, "cpu": page_cpu, "parse": parse_seconds}
+    return report, docs, times, sw.seconds
 
 
-def top_page(cfg: Any, collection: str, question: str) -> tuple[str, int] | None:
-    """``fathom search``'s top hit: (the PDF it came from, its first page)."""
+def top_page(cfg: Any, collection: str, question: str) -> tuple[str, int, int] | None:
+    """``fathom search``'s top hit: (the PDF it came from, its first and last page)."""
     from fathom import commands
     from fathom.index.collection import collections_root
     from fathom.index.manifest import read_manifest
@@ -233,7 +261,7 @@ def top_page(cfg: Any, collection: str, question: str) -> tuple[str, int] | None
     paths = {d.doc_id: d.path for d in manifest.documents} if manifest else {}
     chunk = probe.hits[0].chunk
     source = Path(paths.get(chunk.doc_id, "?")).name.replace(".scan.pdf", ".pdf")
-    return source, chunk.page_start
+    return source, chunk.page_start, chunk.page_end
 
 
 def sweep(scans: dict[str, Path], refs: dict[str, dict[int, str]]) -> list[dict[str, Any]]:
@@ -253,7 +281,18 @@ def sweep(scans: dict[str, Path], refs: dict[str, dict[int, str]]) -> list[dict[
         ("1 thread", {"threads": 1}, 200),
         ("lines squeezed to 0.8", {"squeeze": 0.8}, 200),
         ("no space rebuilding", {"rebuild_spaces": False}, 200),
-        ("rapidocr defaults", {"rapidocr": True}, 200),
+        ("PP-OCRv4 recogniser", {"rec_model": "v4"}, 200),
+        (
+            "PP-OCRv4 recogniser, no space rebuilding",
+            {"rec_model": "v4", "rebuild_spaces": False},
+            200,
+        ),
+        ("rapidocr 3.10 pipeline, its defaults (PP-OCRv6)", {"rapidocr": "rapidocr"}, 200),
+        (
+            "rapidocr-onnxruntime 1.4, its defaults (PP-OCRv4)",
+            {"rapidocr": "rapidocr_onnxruntime"},
+            200,
+        ),
     ]
     rows = []
     renders: dict[int, list[tuple[Any, str]]] = {}
@@ -266,42 +305,93 @@ def sweep(scans: dict[str, Path], refs: dict[str, dict[int, str]]) -> list[dict[
                         pix = doc[n - 1].get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY)
                         gray = np.frombuffer(pix.samples, np.uint8).reshape(pix.height, pix.stride)
                         renders[dpi].append((gray[:, : pix.width].copy(), refs[name][n]))
-        reader = _rapidocr_reader() if kwargs.get("rapidocr") else OcrEngine(**kwargs).read
+        if kwargs.get("rapidocr"):
+            reader = _rapidocr_reader(kwargs["rapidocr"])
+            if reader is None:
+                continue
+        else:
+            if kwargs.get("rec_model") == "v4":
+                kwargs = {**kwargs, "rec_model": _v4_recogniser()}
+                if kwargs["rec_model"] is None:
+                    continue
+            reader = _laid_out(OcrEngine(**kwargs).read, dpi)
         reader(np.full((64, 256), 255, np.uint8))  # models loaded before the clock starts
-        edits = chars = found = total = 0
+        edits = plain = chars = found = total = 0
         wall = cpu = 0.0
         for gray, ref in renders[dpi]:
             with Stopwatch() as sw:
                 text = reader(gray)
-            text = text if isinstance(text, str) else "\n".join(ln.text for ln in text.lines)
             s = page_scores(ref, text, ref)
-            edits, chars = edits + s["edits"], chars + s["ref_chars"]
+            edits, chars = edits + s["matched_edits"], chars + s["ref_chars"]
+            plain += s["edits"]
             found, total = found + s["words_found"], total + s["ref_words"]
             wall, cpu = wall + sw.seconds, cpu + sw.cpu
         n = len(renders[dpi])
         rows.append(
             {
                 "variant": label,
-                "cer": edits / chars,
+                "cer_any_order": edits / chars,
+                "cer": plain / chars,
                 "word_recall": found / total,
                 "s_per_page": wall / n,
                 "cpu_s_per_page": cpu / n,
             }
         )
         log(
-            f"sweep {label}: CER {edits / chars:.2%}, recall {found / total:.2%}, {wall / n:.2f} s/page"
+            f"sweep {label}: CER {edits / chars:.2%}, recall {found / total:.2%}, "
+            f"{wall / n:.2f} s/page"
         )
     return rows
 
 
-def _rapidocr_reader() -> Any:
-    from rapidocr import RapidOCR
+def _v4_recogniser() -> Path | None:
+    """rapidocr-onnxruntime 1.4's PP-OCRv4 recognition model, when that package is installed."""
+    import importlib.util
 
-    engine = RapidOCR(params={"Global.log_level": "critical"})
+    spec = importlib.util.find_spec("rapidocr_onnxruntime")
+    if spec is None or not spec.submodule_search_locations:
+        log("sweep: rapidocr-onnxruntime is not installed; its PP-OCRv4 rows are left out")
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    return folder / "models" / "ch_PP-OCRv4_rec_infer.onnx"
+
+
+def _laid_out(read: Any, dpi: int) -> Any:
+    """``read`` followed by Fathom's page layout: the text a page becomes when ingested."""
+    from fathom.ingestion.clean import assemble
+    from fathom.ingestion.ocr import layout_page
+    from fathom.ingestion.pdf_layout import mark_size_headings, page_blocks
+
+    def run(gray: Any) -> str:
+        page = layout_page(1, read(gray), gray.shape[1], gray.shape[0], 72.0 / dpi)
+        mark_size_headings([page])
+        return assemble(page_blocks(page)).text
+
+    return run
+
+
+def _rapidocr_reader(package: str) -> Any:
+    """A whole rapidocr pipeline at its defaults (its own detection side limits, angle
+    classifier and recognition batches), lines in its order; None when not installed."""
+    try:
+        if package == "rapidocr":
+            from rapidocr import RapidOCR
+
+            engine = RapidOCR(params={"Global.log_level": "critical"})
+        else:
+            from rapidocr_onnxruntime import RapidOCR
+
+            engine = RapidOCR()
+    except ImportError:
+        log(f"sweep: {package} is not installed; its row is left out")
+        return None
 
     def read(gray: Any) -> str:
         result = engine(np.repeat(gray[:, :, None], 3, axis=2))
-        return "\n".join(result.txts or ())
+        if package == "rapidocr":
+            return "\n".join(result.txts or ())
+        lines = result[0] or []
+        return "\n".join(line[1] for line in lines)
 
     return read
 
@@ -342,10 +432,16 @@ def main() -> None:
             refs[name] = page_texts(ref_doc)
             hyps, raws = page_texts(hyp_doc), raw_layer(src)
             secs = ocr_times["pages"][str(scans[name])]
+            cpus = ocr_times["cpu"][str(scans[name])]
             for number, ref in refs[name].items():
                 if number > len(secs):
                     continue  # --max-pages
-                row = {"document": name, "page": number, "seconds": secs[number - 1]}
+                row = {
+                    "document": name,
+                    "page": number,
+                    "seconds": secs[number - 1],
+                    "cpu_seconds": cpus[number - 1],
+                }
                 row.update(page_scores(ref, hyps.get(number, ""), raws[number - 1]))
                 pages_rows.append(row)
         counted = [r for r in pages_rows if not r["garbled_layer"]]
@@ -359,11 +455,15 @@ def main() -> None:
                 f"{r['document']} p{r['page']}" for r in pages_rows if r["garbled_layer"]
             ],
             "cer": sum(r["edits"] for r in counted) / sum(r["ref_chars"] for r in counted),
+            "cer_any_order": sum(r["matched_edits"] for r in counted)
+            / sum(r["ref_chars"] for r in counted),
+            "worst_page_cer_any_order": max(r["cer_any_order"] for r in counted),
             "cer_raw_layer_mean": float(np.mean([r["cer_raw_layer"] for r in counted])),
             "word_recall": sum(r["words_found"] for r in counted)
             / sum(r["ref_words"] for r in counted),
             "worst_page_cer": max(counted, key=lambda r: r["cer"])["cer"],
             "ocr_s_per_page": ocr_parse / n_pages,
+            "ocr_cpu_s_per_page": sum(r["cpu_seconds"] for r in pages_rows) / n_pages,
             "ocr_pages_read": ocr_report.to_dict()["ocr_pages"],
             "ingest_s_ocr": ocr_s,
             "ingest_s_text": text_s,
@@ -374,64 +474,100 @@ def main() -> None:
         agree = []
         for question, doc in QUESTIONS:
             a, b = top_page(cfg, "text", question), top_page(cfg, "ocr", question)
-            same = a is not None and a == b
+            same = a is not None and b is not None and a[:2] == b[:2]
+            overlap = a is not None and b is not None and a[0] == b[0]
+            overlap = overlap and a[1] <= b[2] and b[1] <= a[2]
             agree.append(
-                {"question": question, "document": doc, "text_layer": a, "ocr": b, "same": same}
+                {
+                    "question": question,
+                    "document": doc,
+                    "text_layer": a,
+                    "ocr": b,
+                    "same": same,
+                    "overlap": overlap,
+                }
             )
-        result["search"] = {"questions": agree, "same_top_page": sum(r["same"] for r in agree)}
+        result["search"] = {
+            "questions": agree,
+            "same_top_page": sum(r["same"] for r in agree),
+            "overlapping_top_pages": sum(r["overlap"] for r in agree),
+        }
         if args.sweep:
             result["sweep"] = sweep(scans, refs)
     report(result, Path(args.out))
 
 
+def summary_rows(result: dict[str, Any]) -> list[list[str]]:
+    o, search = result["overall"], result["search"]
+    n = len(search["questions"])
+    return [
+        [
+            f"CER, whitespace ignored, any reading order ({o['pages_counted']} pages)",
+            f"{o['cer_any_order']:.2%} (worst page {o['worst_page_cer_any_order']:.2%})",
+        ],
+        [
+            "CER, whitespace ignored, in Fathom's reading order",
+            f"{o['cer']:.2%} (worst page {o['worst_page_cer']:.2%})",
+        ],
+        ["word recall", f"{o['word_recall']:.1%}"],
+        [
+            "OCR seconds per page (render, OCR, layout): wall / CPU",
+            f"{o['ocr_s_per_page']:.2f} / {o['ocr_cpu_s_per_page']:.2f}",
+        ],
+        ["text-layer ingest seconds per page (wall)", f"{o['text_layer_s_per_page']:.2f}"],
+        ["OCR share of the OCR ingest's time", f"{o['ocr_share_of_ingest']:.0%}"],
+        [
+            "`fathom search` top hit: same first page / overlapping pages",
+            f"{search['same_top_page']}/{n} / {search['overlapping_top_pages']}/{n}",
+        ],
+    ]
+
+
+def sweep_rows(result: dict[str, Any]) -> list[list[str]]:
+    return [
+        [
+            r["variant"],
+            f"{r['cer_any_order']:.2%}",
+            f"{r['cer']:.2%}",
+            f"{r['word_recall']:.1%}",
+            f"{r['s_per_page']:.2f}",
+            f"{r['cpu_s_per_page']:.2f}",
+        ]
+        for r in result.get("sweep", [])
+    ]
+
+
+SWEEP_HEADER = ["variant", "CER any order", "CER", "word recall", "s/page", "CPU s/page"]
+PAGE_HEADER = ["document", "page", "CER any order", "CER", "CER vs raw layer", "word recall", "s"]
+
+
+def page_rows(result: dict[str, Any]) -> list[list[str]]:
+    return [
+        [
+            r["document"],
+            f"{r['page']}{' (garbled layer)' if r['garbled_layer'] else ''}",
+            f"{r['cer_any_order']:.2%}",
+            f"{r['cer']:.2%}",
+            f"{r['cer_raw_layer']:.2%}",
+            f"{r['word_recall']:.1%}",
+            f"{r['seconds']:.1f}",
+        ]
+        for r in result["pages"]
+    ]
+
+
 def report(result: dict[str, Any], out: Path) -> None:
-    o = result["overall"]
-    print_table(
-        "OCR per page",
-        ["document", "page", "CER", "CER raw layer", "word recall", "s", "note"],
-        [
-            [
-                r["document"][:12],
-                r["page"],
-                f"{r['cer']:.2%}",
-                f"{r['cer_raw_layer']:.2%}",
-                f"{r['word_recall']:.1%}",
-                f"{r['seconds']:.1f}",
-                "garbled text layer" if r["garbled_layer"] else "",
-            ]
-            for r in result["pages"]
-        ],
-    )
-    print_table(
-        "OCR overall",
-        ["what", "result"],
-        [
-            ["pages (counted)", f"{o['pages']} ({o['pages_counted']})"],
-            ["CER, whitespace ignored", f"{o['cer']:.2%} (worst page {o['worst_page_cer']:.2%})"],
-            ["word recall", f"{o['word_recall']:.1%}"],
-            ["OCR seconds per page", f"{o['ocr_s_per_page']:.2f}"],
-            ["text-layer ingest seconds per page", f"{o['text_layer_s_per_page']:.2f}"],
-            ["OCR share of the OCR ingest", f"{o['ocr_share_of_ingest']:.0%}"],
-            ["search: same top page", f"{result['search']['same_top_page']}/{len(QUESTIONS)}"],
-        ],
-    )
+    print_table("OCR per page", PAGE_HEADER, page_rows(result))
+    print_table("OCR overall", ["what", "result"], summary_rows(result))
     if "sweep" in result:
-        print_table(
-            "settings, one at a time (sample pages)",
-            ["variant", "CER", "word recall", "s/page", "CPU s/page"],
-            [
-                [
-                    r["variant"],
-                    f"{r['cer']:.2%}",
-                    f"{r['word_recall']:.1%}",
-                    f"{r['s_per_page']:.2f}",
-                    f"{r['cpu_s_per_page']:.2f}",
-                ]
-                for r in result["sweep"]
-            ],
-        )
+        print_table("settings, one at a time (sample pages)", SWEEP_HEADER, sweep_rows(result))
     write_json(out / "ocr.json", result)
     write_markdown(result, out / "ocr.md")
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
 
 def write_markdown(result: dict[str, Any], path: Path) -> None:
@@ -439,70 +575,54 @@ def write_markdown(result: dict[str, Any], path: Path) -> None:
     lines = [
         "# OCR: image-only copies of two PDFs read back by Fathom",
         "",
-        f"Command: `{result['command'].strip()}` (data from `--data`/`FATHOM_DATA`: "
-        "`pdfs/react_arxiv2210.03629v2.pdf`, 31 pages, and `pdfs/covidqa_annotation_handbook.pdf`, 13 pages).",
-        f"Machine: {m.get('cpus')} cores ({m.get('cpu')}), {m.get('memory_gb')} GiB; "
-        f"load average {_load(m.get('loadavg_start'))} at the start and {_load(m.get('loadavg_end'))} at the end"
-        + (f". {result['note']}" if result.get("note") else "."),
-        f"Pages rendered at {result['render_dpi']} dpi (PyMuPDF) into image-only PDFs and ingested "
-        "with the default configuration; method in `bench/ocr.py`'s docstring.",
+        f"Command: `{result['command']}`, data from `--data` or `FATHOM_DATA`: "
+        "`pdfs/react_arxiv2210.03629v2.pdf` (31 pages) and "
+        "`pdfs/covidqa_annotation_handbook.pdf` (13 pages).",
         "",
-        "| what | result |",
-        "| --- | --- |",
-        f"| CER, whitespace ignored, {o['pages_counted']} pages | {o['cer']:.2%} (worst page {o['worst_page_cer']:.2%}) |",
-        f"| word recall | {o['word_recall']:.1%} |",
-        f"| OCR seconds per page (render, OCR, layout) | {o['ocr_s_per_page']:.2f} |",
-        f"| text-layer ingest seconds per page | {o['text_layer_s_per_page']:.2f} |",
-        f"| OCR share of the OCR ingest's time | {o['ocr_share_of_ingest']:.0%} |",
-        f"| `fathom search` same top page as on the original | {result['search']['same_top_page']}/{len(QUESTIONS)} |",
+        f"Machine: {m.get('cpus')} cores ({m.get('cpu')}), {m.get('memory_gb')} GiB of memory, "
+        f"shared: load average {_load(m.get('loadavg_start'))} at the start and "
+        f"{_load(m.get('loadavg_end'))} at the end"
+        + (f"; {result['note']}" if result.get("note") else "")
+        + ". Wall seconds depend on that load; CPU seconds much less.",
+        "",
+        f"Every page rendered at {result['render_dpi']} dpi (PyMuPDF) into image-only PDFs, "
+        "ingested with the default configuration beside the originals; the method is in "
+        "`bench/ocr.py`'s docstring.",
+        "",
+        *_md_table(["what", "result"], summary_rows(result)),
         "",
     ]
     if o["garbled_layer_pages"]:
         lines += [
-            "Left out of CER and recall (their text layer is garbled: a figure font without a "
-            "Unicode mapping, so the reference is wrong, not the OCR): "
+            "Left out of CER and recall: "
             + ", ".join(o["garbled_layer_pages"])
-            + ".",
+            + " (their text layer is garbled, a figure font without a Unicode mapping: there "
+            "the reference is wrong, not the OCR).",
             "",
         ]
     if "sweep" in result:
+        pages = "; ".join(f"{n} p. {', '.join(map(str, p))}" for n, p in SWEEP_PAGES)
         lines += [
             "## Settings, one at a time",
             "",
-            "Sample pages: "
-            + "; ".join(f"{n} p. {', '.join(map(str, p))}" for n, p in SWEEP_PAGES)
-            + ".",
+            f"Sample pages: {pages}; each row changes one setting from Fathom's.",
             "",
-            "| variant | CER | word recall | s/page | CPU s/page |",
-            "| --- | --- | --- | --- | --- |",
+            *_md_table(SWEEP_HEADER, sweep_rows(result)),
+            "",
         ]
-        for r in result["sweep"]:
-            lines.append(
-                f"| {r['variant']} | {r['cer']:.2%} | {r['word_recall']:.1%} | {r['s_per_page']:.2f} | {r['cpu_s_per_page']:.2f} |"
-            )
-        lines.append("")
-    lines += [
-        "## Per page",
-        "",
-        "| document | page | CER | CER vs raw layer | word recall | s |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for r in result["pages"]:
-        note = " (garbled layer)" if r["garbled_layer"] else ""
-        lines.append(
-            f"| {r['document']} | {r['page']}{note} | {r['cer']:.2%} | {r['cer_raw_layer']:.2%} | {r['word_recall']:.1%} | {r['seconds']:.1f} |"
-        )
-    lines += [
-        "",
-        "## Search",
-        "",
-        "| question | original | OCR | same |",
-        "| --- | --- | --- | --- |",
-    ]
+    lines += ["## Per page", "", *_md_table(PAGE_HEADER, page_rows(result)), "", "## Search", ""]
+    rows = []
     for q in result["search"]["questions"]:
-        a = f"p{q['text_layer'][1]}" if q["text_layer"] else "-"
-        b = f"p{q['ocr'][1]}" if q["ocr"] else "-"
-        lines.append(f"| {q['question']} | {a} | {b} | {'yes' if q['same'] else 'no'} |")
+        a, b = q["text_layer"], q["ocr"]
+        rows.append(
+            [
+                q["question"],
+                f"{a[0][:12]} p{a[1]}-{a[2]}" if a else "-",
+                f"{b[0][:12]} p{b[1]}-{b[2]}" if b else "-",
+                "yes" if q["same"] else ("overlap" if q["overlap"] else "no"),
+            ]
+        )
+    lines += _md_table(["question", "original", "OCR", "same first page"], rows)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     log(f"wrote {path}")
 
