@@ -340,8 +340,9 @@ def _word_gaps(crop: Any) -> list[float]:
 
 
 def _insert_spaces(chars: list[str], centres: Any, gaps: list[float]) -> list[str]:
-    """Put a space between two letters or digits whose positions straddle a word gap in the
-    ink (never next to punctuation, whose spacing the recogniser reads better than the ink)."""
+    """Put a space between two letters (or a letter and a digit) whose positions straddle a word
+    gap in the ink; never next to punctuation, whose spacing the recogniser reads better than
+    the ink, nor between two digits."""
     if not gaps:
         return chars
     import numpy as np
@@ -349,7 +350,9 @@ def _insert_spaces(chars: list[str], centres: Any, gaps: list[float]) -> list[st
     out = [chars[0]]
     gaps_arr = np.asarray(gaps)
     for i in range(1, len(chars)):
-        if chars[i].isalnum() and out[-1].isalnum():
+        a, b = out[-1], chars[i]
+        # digits are set on a fixed width: a "1" leaves a wide gap inside "10"
+        if a.isalnum() and b.isalnum() and not (a.isdigit() and b.isdigit()):
             between = (gaps_arr > centres[i - 1]) & (gaps_arr < centres[i])
             if between.any():
                 out.append(" ")

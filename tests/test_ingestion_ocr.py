@@ -159,6 +159,7 @@ def test_spaces_rebuilt_from_ink_gaps() -> None:
     # never next to punctuation, never doubled
     assert "".join(ocr._insert_spaces(list("a,b"), np.array([5.0, 15, 45]), [30.0])) == "a,b"
     assert "".join(ocr._insert_spaces(list("a b"), np.array([5.0, 15, 45]), [30.0])) == "a b"
+    assert "".join(ocr._insert_spaces(list("10"), np.array([5.0, 45]), [30.0])) == "10"
 
 
 def test_word_gaps_found_in_a_line_image() -> None:
