@@ -1,4 +1,5 @@
-"""Fixture generators: PDFs (PyMuPDF), DOCX (python-docx) and text files in awkward encodings.
+"""Fixture generators: PDFs (PyMuPDF), DOCX (python-docx), text files in awkward encodings, and
+scans, images, HTML, PPTX and EPUB files.
 
 Every ``make_*`` function writes one file and returns its ``Path``; tests call them with pytest's
 ``tmp_path``. The text they write is in module constants (or in the arguments) so tests can
@@ -16,6 +17,12 @@ assert on it. Main entry points:
   ``make_zero_page_pdf``, ``make_text`` and the ``make_*_text`` helpers.
 - hostile inputs: ``mutate`` (seeded truncation / byte flips), ``make_many_page_pdf``,
   ``make_zip_bomb_docx``, ``make_docx_without`` (a missing part), ``write_large_text``.
+- OCR and the other formats: ``make_scanned_pdf`` (``SCAN_PAGES`` rendered to an image-only
+  PDF), ``make_mixed_pdf``, ``make_text_png`` / ``make_text_jpeg`` (``IMAGE_LINES``),
+  ``make_multipage_tiff`` (``TIFF_PAGES``), ``make_html`` (``HTML_PAGE``), ``make_pptx``
+  (``PPTX_SLIDES``, ``PPTX_TABLE``), ``make_epub`` (``EPUB_CHAPTERS``); and their hostile
+  kin: ``make_noise_png``, ``make_bomb_png``, ``make_truncated_tiff``, ``make_script_html``,
+  ``make_pptx_without``, ``make_epub_without``, ``make_drm_epub``.
 """
 
 from __future__ import annotations
@@ -501,14 +508,16 @@ USER_GUIDE_PAGES: list[list[Item]] = [
         ),
         (
             "p",
-            "DOCX files keep their headings and tables in document order. Text files are "
+            "DOCX files keep their headings and tables in document order; PPTX, HTML and EPUB "
+            "files keep their slides, headings and chapters. Text files are "
             "decoded as UTF-8, UTF-16 with a byte-order mark, or Windows-1252. Markdown "
             "headings become sections.",
         ),
         ("h2", "What cannot be ingested"),
         (
             "p",
-            "A scanned PDF without a text layer has no extractable text: run OCR on it first. "
+            "A scanned PDF without a text layer is read by OCR when the ocr extra is installed, "
+            "and otherwise reported as failed with the install that fixes it. "
             "An encrypted PDF needs its password. Empty files, binary data saved with a text "
             "extension and corrupt or truncated files are reported as failed with the reason "
             "and a suggested fix.",
