@@ -16,8 +16,7 @@ from typing import Any
 from fathom.core.base import Document
 from fathom.core.errors import ParseError
 from fathom.ingestion.clean import DEFAULT_MAX_BYTES, assemble, make_document, read_source
-from fathom.ingestion import ocr
-from fathom.ingestion.ocr import OCR_INSTALL, OcrSettings, engine, layout_page, mark_ocr_sections
+from fathom.ingestion.ocr import OCR_INSTALL, OcrSettings, engine, layout_page, ocr_problem
 from fathom.ingestion.pdf_layout import (
     Page,
     mark_headers_footers,
@@ -25,6 +24,7 @@ from fathom.ingestion.pdf_layout import (
     page_blocks,
     ranges,
 )
+from fathom.ingestion.scans import mark_ocr_sections
 
 MAX_PIXELS = 64_000_000  # per frame: about a 300 dpi A1 poster; larger is refused unread
 MAX_FRAMES = 2_000
@@ -59,7 +59,7 @@ class ImageLoader:
                 "an image is read only by OCR, and ingest.ocr is never",
                 'set ingest.ocr = "auto" to read it',
             )
-        problem = ocr.ocr_problem()
+        problem = ocr_problem()
         if problem is not None:
             raise ParseError(
                 name, f"an image needs OCR, which is unavailable: {problem}", OCR_INSTALL

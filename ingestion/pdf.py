@@ -25,7 +25,7 @@ from fathom.ingestion.clean import (
     sensible_title,
     table_row,
 )
-from fathom.ingestion.ocr import OcrSettings, mark_ocr_sections, ocr_document_pages
+from fathom.ingestion.ocr import OcrSettings
 from fathom.ingestion.pdf_layout import (
     MIN_RULE,
     Line,
@@ -39,6 +39,7 @@ from fathom.ingestion.pdf_layout import (
     page_blocks,
     ranges,
 )
+from fathom.ingestion.scans import mark_ocr_sections, ocr_document_pages
 
 
 # Headers/footers: a normalised line at the top or bottom of >= this share of pages is removed.

@@ -114,7 +114,14 @@ def test_ocr_is_reported_with_its_install(monkeypatch) -> None:
     line = check(data, "OCR")
     if ocr.ocr_problem() is None:
         assert line["status"] == "ok" and "rapidocr" in line["detail"]
-    monkeypatch.setattr(ocr, "ocr_problem", lambda: "rapidocr is not installed")
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a, **k: None if name == "rapidocr" else real(name, *a, **k),
+    )
     code, data, _ = doctor()
     line = check(data, "OCR")
     assert line["status"] == "warning" and line["fix"] == "pip install 'fathom[ocr]'"

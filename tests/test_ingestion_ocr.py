@@ -10,6 +10,7 @@ import pytest
 from fathom.core.errors import ParseError
 from fathom.ingestion import ImageLoader, OcrSettings, PdfLoader, load_document, ocr
 from fathom.ingestion.ocr import OcrLine, OcrPage, layout_page
+from fathom.ingestion.scans import OCR_SECTION_LEVEL
 from fathom.tests.support import docgen
 
 pytestmark = pytest.mark.skipif(ocr.ocr_problem() is not None, reason="OCR is not installed")
@@ -36,7 +37,7 @@ def test_scanned_pdf_text_pages_and_sections(scanned) -> None:
         for kind, written in items:
             assert " ".join(words(written)) in " ".join(words(text)), (kind, written, text)
     # headings set larger than the body become sections, as for a text PDF
-    titles = [s.title for s in doc.sections if s.level < ocr.OCR_SECTION_LEVEL]
+    titles = [s.title for s in doc.sections if s.level < OCR_SECTION_LEVEL]
     assert titles == ["Harbour Pilots", "Tide Tables"]
     # the OCR text is marked: its innermost section says so
     tide = doc.text.index("spring tide")
@@ -74,10 +75,21 @@ def test_confidence_floor_makes_pages_unreadable(scanned) -> None:
     assert "OCR found none it could trust" in str(info.value)
 
 
+def without_rapidocr(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args: object, **kwargs: object) -> object:
+        return None if name == "rapidocr" else real(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+
+
 def test_scanned_pdf_without_ocr_names_the_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ocr, "ocr_problem", lambda: "rapidocr is not installed")
+    without_rapidocr(monkeypatch)
     path = docgen.make_image_only_pdf(tmp_path / "scan.pdf")
     with pytest.raises(ParseError) as info:
         PdfLoader().load(path)
@@ -190,3 +202,26 @@ def test_layout_page_blocks_columns_and_sizes() -> None:
     sizes = {ln.text: ln.size for ln in laid.lines}
     assert sizes["A big heading"] > sizes["Left column first line"]
     assert laid.width == 100 and laid.lines[0].x1 == 45  # points: pixels x scale
+
+
+@pytest.mark.slow
+def test_off_the_main_thread_ocr_runs_in_the_child_process(scanned) -> None:
+    """Where SIGALRM cannot limit a parse, the file is read in a child process that is killed
+    at the limit; OCR runs there with the same settings, and its pages come back."""
+    import threading
+
+    path, _ = scanned
+    box: dict[str, object] = {}
+
+    def work() -> None:
+        try:
+            box["doc"] = load_document(path, timeout_s=300, ocr=OcrSettings(dpi=150))
+        except ParseError as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    doc = box.get("doc")
+    assert doc is not None, box.get("error")
+    assert doc.ocr_pages == (1, 2) and doc.section_at(doc.text.index("spring")).endswith("(OCR)")
