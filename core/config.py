@@ -182,6 +182,9 @@ class IngestConfig:
     # instead of indexing noise.
     ocr_min_confidence: float = 0.75
     ocr_dpi: int = 200  # resolution a PDF page is rendered at for OCR
+    # Each page OCR reads adds this to its file's ingest.file_timeout_s (a scan is slow, not
+    # hostile: 300 s would stop a 60-page scan on a busy 2-core machine).
+    ocr_page_timeout_s: float = 60.0
 
 
 @dataclass
@@ -337,6 +340,7 @@ _RANGES: dict[str, tuple[float, float | None, bool]] = {
     "ingest.lock_timeout_s": (0, None, False),
     "ingest.ocr_min_confidence": (0, 1, False),
     "ingest.ocr_dpi": (50, 600, False),
+    "ingest.ocr_page_timeout_s": (0, None, False),
 }
 
 

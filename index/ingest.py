@@ -379,7 +379,12 @@ class _Run:
                 password=self.password,
                 timeout_s=ing.file_timeout_s,
                 max_text_chars=ing.max_text_mb << 20,
-                ocr=ingestion.OcrSettings(ing.ocr, ing.ocr_min_confidence, ing.ocr_dpi),
+                ocr=ingestion.OcrSettings(
+                    ing.ocr,
+                    ing.ocr_min_confidence,
+                    ing.ocr_dpi,
+                    page_timeout_s=ing.ocr_page_timeout_s,
+                ),
                 on_page=on_page,
             )
         except ParseError as exc:

@@ -69,6 +69,8 @@ class ImageLoader:
         pages = []
         unreadable: list[int] = []
         warnings: list[str] = []
+        if self.on_page is not None:
+            self.on_page(0, len(frames))  # how many pages OCR will read
         for number, (gray, dpi) in enumerate(frames, 1):
             result = eng.read(gray)
             if self.on_page is not None:

@@ -48,6 +48,7 @@ class OcrSettings:
     min_confidence: float = 0.75  # a page read with less mean confidence is unreadable
     dpi: int = 200  # resolution PDF pages are rendered at for OCR
     threads: int = 0  # ONNX Runtime threads; 0: the CPUs this process may use
+    page_timeout_s: float = 60.0  # each page OCR reads adds this to the file's time limit
 
 
 @dataclass(slots=True)

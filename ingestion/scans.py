@@ -99,6 +99,8 @@ def ocr_document_pages(
     import numpy as np
 
     eng = engine(settings.threads)
+    if on_page is not None:
+        on_page(0, len(todo))  # how many pages OCR will read (the time limit grows by them)
     done: list[int] = []
     unreadable: list[str] = []
     for count, i in enumerate(todo):

@@ -84,11 +84,24 @@ def test_summary_names_ocr_pages(folder: Path) -> None:
 def test_ocr_respects_the_file_time_limit(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     docgen.make_scanned_pdf(folder / "scan.pdf")
     monkeypatch.setenv("FATHOM_INGEST__FILE_TIMEOUT_S", "0.2")
+    monkeypatch.setenv("FATHOM_INGEST__OCR_PAGE_TIMEOUT_S", "0.1")
     report = ingest_json(folder)
     files = {Path(f["path"]).name: f for f in report["files"]}
     assert files["scan.pdf"]["status"] == "failed"
-    assert "took longer than 0.2 s" in files["scan.pdf"]["reason"]
+    reason = files["scan.pdf"]["reason"]
+    assert "took longer than 0.4 s" in reason and "ingest.ocr_page_timeout_s" in reason
     assert files["good.txt"]["status"] == "ok"
+
+
+def test_pages_to_read_by_ocr_extend_the_time_limit() -> None:
+    import time
+
+    from fathom.ingestion import time_limit
+
+    with time_limit("scan.pdf", 0.2) as limit:
+        limit.extend(0.6)  # as OCR does once it knows how many pages it will read
+        time.sleep(0.4)  # past the first limit, within the extended one
+    assert limit.extended == pytest.approx(0.6)
 
 
 def test_manifest_without_ocr_pages_still_opens(folder: Path, cfg) -> None:
