@@ -2,11 +2,13 @@
 
 Text lines are found by the PP-OCRv6 detector through rapidocr and read by the PP-OCRv6
 recogniser on ONNX Runtime; both models ship inside the ``rapidocr`` wheel (the ``ocr`` extra),
-so nothing is downloaded. Fathom runs the recogniser itself rather than through rapidocr: the
-line images are batched by width, and each character's position in the line is kept, so the
-spaces between words are rebuilt from the gaps in the ink (the recogniser alone sometimes runs
-words together, which BM25 cannot match). The lines then go through the PDF page layout
-(``pdf_layout``): reading order across columns, paragraphs, headings by size, running headers.
+so nothing is downloaded. Fathom runs the recogniser itself rather than through rapidocr: line
+images are cut from the full-resolution page (the detector sees a smaller copy), read on
+several threads, and each character's position in the line is kept, so a space the recogniser
+missed is put back where the ink has a word gap (recognisers run words together now and then,
+PP-OCRv4 more than PP-OCRv6, and BM25 cannot match run-together words). The lines then go
+through the PDF page layout (``pdf_layout``): reading order across columns, paragraphs,
+headings by size, running headers.
 
 rapidocr, OpenCV and ONNX Runtime are imported when the first page is read; the models are
 loaded once per process.

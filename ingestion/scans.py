@@ -142,20 +142,14 @@ def ocr_document_pages(
 def mark_ocr_sections(assembled: Any, ocr_pages: tuple[int, ...]) -> Any:
     """``assembled`` with the text OCR read marked as its own innermost sections, titled
     "<section> (OCR)" (or "OCR text" outside any section), so a chunk, and every source an
-    answer cites, says when its text came from OCR. Consecutive OCR pages in one section
-    form one marked section."""
+    answer cites, says when its text came from OCR. Each OCR page is marked on its own: a
+    chunk of OCR text never spans two pages, so it cites the page of the scan it is on."""
     if not ocr_pages:
         return assembled
     from dataclasses import replace
 
     wanted = set(ocr_pages)
-    spans = [(p.start, p.end) for p in assembled.pages if p.number in wanted and p.end > p.start]
-    runs: list[list[int]] = []
-    for start, end in spans:
-        if runs and start - runs[-1][1] <= 2:  # the next page, after the blank line
-            runs[-1][1] = end
-        else:
-            runs.append([start, end])
+    runs = [(p.start, p.end) for p in assembled.pages if p.number in wanted and p.end > p.start]
     bounds = sorted({x for s in assembled.sections for x in (s.start, s.end)})
     marks: list[SectionSpan] = []
     for start, end in runs:
