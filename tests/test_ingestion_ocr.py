@@ -172,6 +172,10 @@ def test_spaces_rebuilt_from_ink_gaps() -> None:
     assert "".join(ocr._insert_spaces(list("a,b"), np.array([5.0, 15, 45]), [30.0])) == "a,b"
     assert "".join(ocr._insert_spaces(list("a b"), np.array([5.0, 15, 45]), [30.0])) == "a b"
     assert "".join(ocr._insert_spaces(list("10"), np.array([5.0, 45]), [30.0])) == "10"
+    # a gap the recogniser's own space fills is not used again, however late its neighbours'
+    # positions come ("small launch" must not become "smal l launch")
+    chars, centres = list("ll la"), np.array([10.0, 30, 42, 50, 60])
+    assert "".join(ocr._insert_spaces(chars, centres, [25.0])) == "ll la"
 
 
 def test_word_gaps_found_in_a_line_image() -> None:
