@@ -430,7 +430,27 @@ def layout_page(number: int, ocr: OcrPage, width: float, height: float, scale: f
             line.block = blocks[block][0].block
             blocks[block].append(line)
     page.lines = [ln for members in blocks for ln in members]
+    _body_size_for_long_lines(page.lines)
     return page
+
+
+def _body_size_for_long_lines(lines: list[Line]) -> None:
+    """Give the body's size to lines that are not clearly larger. A box's height varies by up
+    to a quarter with the ascenders, descenders and brackets in its line, so only a line over
+    ``_LARGER`` times the body's height is set in larger type; and a heading is short, so a
+    line of many words across most of the column is body whatever it measures."""
+    if len(lines) < 3:
+        return
+    sizes = sorted(ln.size for ln in lines for _ in range(len(ln.text)))
+    body = sizes[len(sizes) // 2]
+    widest = max(ln.x1 - ln.x0 for ln in lines)
+    for ln in lines:
+        long = len(ln.text.split()) > 8 and ln.x1 - ln.x0 > 0.6 * widest
+        if ln.size > body and (ln.size < _LARGER * body or long):
+            ln.size = body
+
+
+_LARGER = 1.35
 
 
 def _block_for(blocks: list[list[Line]], line: Line) -> int | None:

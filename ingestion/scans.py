@@ -142,8 +142,9 @@ def ocr_document_pages(
 def mark_ocr_sections(assembled: Any, ocr_pages: tuple[int, ...]) -> Any:
     """``assembled`` with the text OCR read marked as its own innermost sections, titled
     "<section> (OCR)" (or "OCR text" outside any section), so a chunk, and every source an
-    answer cites, says when its text came from OCR. Each OCR page is marked on its own: a
-    chunk of OCR text never spans two pages, so it cites the page of the scan it is on."""
+    answer cites, says when its text came from OCR. Each OCR page is marked on its own, so a
+    chunk of OCR text stays on its page and cites the page of the scan it is on (a heading at
+    the foot of a page still goes with the text it heads, as the chunker keeps them)."""
     if not ocr_pages:
         return assembled
     from dataclasses import replace
