@@ -34,8 +34,8 @@ REC_MODEL = "PP-OCRv6_rec_small.onnx"
 DET_SIDE = 1024  # pixels: the detector sees the page with its longer side at most this
 REC_HEIGHT = 48  # the recogniser's input height (fixed by the model)
 REC_STRIDE = 8  # input columns per output step of the recogniser
-# Horizontal scale of a line image before recognition: 0.8 reads 14 % fewer CPU seconds a page
-# for 0.5 points of word recall (docs/results/ocr/).
+# Horizontal scale of a line image before recognition: 0.8 reads a page in 17 % fewer CPU
+# seconds for 0.9 points of word recall (docs/benchmarks.md#ocr).
 REC_SQUEEZE = 0.8
 REC_BATCH_COLUMNS = 0  # columns per recognition batch; 0: one line per run (fastest measured)
 LINE_FLOOR = 0.5  # a detected "line" read with less confidence than this is noise, not text
