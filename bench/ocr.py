@@ -25,7 +25,10 @@ collections; agreement is the share whose top hit is on the same document and fi
 
 ``--sweep`` also reads a sample of pages with one setting changed at a time (resolution,
 detector side limit, recognition batching, threads, line squeeze, space rebuilding, and
-rapidocr's own pipeline at its defaults) and reports CER, recall and seconds per page.
+rapidocr's own pipeline at its defaults) and reports CER, recall and seconds per page. The
+PP-OCRv4 rows need rapidocr-onnxruntime, which Fathom does not install (``pip install --no-deps
+rapidocr-onnxruntime==1.4.4``: its declared dependency is the desktop OpenCV); without it they
+are left out.
 
     python bench/ocr.py [--data DIR] [--out docs/results/ocr] [--sweep] [--note TEXT]
 """
