@@ -50,6 +50,7 @@ def run_checks(cfg: Config, *, native_check: bool = True) -> dict[str, Any]:
     checks += _policies(cfg)
     checks += _collections(cfg)
     checks += _ray()
+    checks += _ocr(cfg)
     return {
         "schema_version": SCHEMA_VERSION,
         "ok": ask_can_answer(checks),
@@ -382,6 +383,34 @@ def _ray() -> list[Check]:
             )
         ]
     return [Check("ray", "ray", "ok", f"ray {importlib.metadata.version('ray')}")]
+
+
+def _ocr(cfg: Config) -> list[Check]:
+    """Whether scanned PDF pages and images can be read (the ``ocr`` extra)."""
+    from fathom.ingestion.ocr import OCR_INSTALL, ocr_problem
+
+    if cfg.ingest.ocr == "never":
+        return [Check("ocr", "OCR", "ok", "off (ingest.ocr = never)")]
+    problem = ocr_problem()
+    if problem is not None:
+        return [
+            Check(
+                "ocr",
+                "OCR",
+                "warning",
+                f"unavailable ({problem}): scanned PDF pages and images cannot be read",
+                OCR_INSTALL,
+            )
+        ]
+    version = importlib.metadata.version("rapidocr")
+    return [
+        Check(
+            "ocr",
+            "OCR",
+            "ok",
+            f"rapidocr {version} (PP-OCRv6 models in the package; ingest.ocr = {cfg.ingest.ocr})",
+        )
+    ]
 
 
 # -- helpers ----------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import click
@@ -62,6 +63,7 @@ class IngestProgress:
         self.progress = None
         self.files_task = None
         self.embed_task = None
+        self.ocr_task = None
         self.pages = 0
         self.chunks = 0
         self.problems: list[str] = []
@@ -115,6 +117,18 @@ class IngestProgress:
             p.update(
                 self.files_task,
                 description=f"files · {self.pages} pages · {self.chunks} chunks",
+            )
+        elif event == "ocr_page":
+            # OCR is the slow part of reading a scan: its pages and pages/s while it runs
+            label = f"OCR {Path(info['path']).name}"
+            if self.ocr_task is None:
+                self.ocr_task = p.add_task(label, total=info["total"], rate="")
+            p.update(
+                self.ocr_task,
+                description=plain(label),
+                completed=info["done"],
+                total=info["total"],
+                rate=f"{info['rate']:.2f} pages/s",
             )
         elif event == "embed_start":
             self.embed_task = p.add_task("embedding", total=info["total"], rate="")
@@ -233,13 +247,15 @@ def render_ingest(report, as_json: bool = False) -> None:
         elif f.status == "skipped":
             err.print("[yellow]skipped[/yellow]", plain(f"{f.path}: {f.reason}"), highlight=False)
     c = report.to_dict()["counts"]
+    ocr = sum(f.ocr_pages for f in report.files)
+    ocr_note = f"{ocr} page{'' if ocr == 1 else 's'} read by OCR · " if ocr else ""
     verb = "committed" if report.committed else "nothing to change"
     out.print(
         f"collection [bold]{report.collection}[/bold] (generation {report.generation}, {verb}): "
         f"{c['ok']} ingested, {c['unchanged']} unchanged, {c['failed']} failed, "
         f"{c['skipped']} skipped, {c['removed']} removed · "
         f"{report.embedded_chunks} chunks embedded, {report.total_chunks} in the collection · "
-        f"{report.seconds.get('total', 0):.1f} s",
+        f"{ocr_note}{report.seconds.get('total', 0):.1f} s",
         highlight=False,
     )
 

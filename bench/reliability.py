@@ -180,6 +180,24 @@ def hostile_files(work: Path, args: argparse.Namespace) -> list[dict]:
         cases.append(
             (f"DOCX missing {part}", _docgen("m.docx", docgen.make_docx_without, part=part), (), {})
         )
+    not_a_zip = b"this is not a zip archive"
+    cases += [
+        ("image of random noise", _docgen("noise.png", docgen.make_noise_png), (), {}),
+        ("zero-byte PNG", _write("empty.png", b""), (), {}),
+        (
+            "20,000 x 20,000 PNG (decompression bomb)",
+            _docgen("bomb.png", docgen.make_bomb_png),
+            (),
+            {},
+        ),
+        ("truncated TIFF", _docgen("cut.tiff", docgen.make_truncated_tiff), (), {}),
+        ("HTML that is all script", _docgen("app.html", docgen.make_script_html), (), {}),
+        ("PPTX not a zip", _write("fake.pptx", not_a_zip), (), {}),
+        ("PPTX missing a slide", _docgen("m.pptx", docgen.make_pptx_without), (), {}),
+        ("EPUB not a zip", _write("fake.epub", not_a_zip), (), {}),
+        ("EPUB missing its container", _docgen("m.epub", docgen.make_epub_without), (), {}),
+        ("EPUB with a DRM-encrypted chapter", _docgen("drm.epub", docgen.make_drm_epub), (), {}),
+    ]
     cases += [
         ("binary data named .txt", _docgen("blob.txt", docgen.make_binary_text), (), {}),
         ("random bytes named .txt", _write("rand.txt", os.urandom(50_000)), (), {}),

@@ -64,6 +64,7 @@ class Document:
     sections: tuple[SectionSpan, ...] = ()
     source_id: str = ""
     warnings: tuple[str, ...] = ()
+    ocr_pages: tuple[int, ...] = ()  # pages whose text was read by OCR
 
     def page_at(self, offset: int) -> int:
         """The page number containing character ``offset`` (1 when the format has no pages)."""
@@ -95,6 +96,7 @@ class Document:
             "sections": [[s.title, s.level, s.start, s.end] for s in self.sections],
             "chars": len(self.text),
             "warnings": list(self.warnings),
+            "ocr_pages": list(self.ocr_pages),
         }
 
 

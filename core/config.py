@@ -180,6 +180,16 @@ class IngestConfig:
     # and a file still changing size or time is waited for until it holds still this long.
     watch_debounce_ms: int = 500
     watch_stable_ms: int = 1000
+    # Pages without a text layer (scans) and image files are read by OCR (the `ocr` extra):
+    # "auto" reads the PDF pages that have no text, "always" every PDF page, "never" none.
+    ocr: Literal["auto", "always", "never"] = "auto"
+    # A page OCR reads with a lower mean character confidence is recorded as unreadable
+    # instead of indexing noise.
+    ocr_min_confidence: float = 0.75
+    ocr_dpi: int = 200  # resolution a PDF page is rendered at for OCR
+    # Each page OCR reads adds this to its file's ingest.file_timeout_s (a scan is slow, not
+    # hostile: 300 s would stop a 60-page scan on a busy 2-core machine).
+    ocr_page_timeout_s: float = 60.0
 
 
 @dataclass
@@ -335,6 +345,9 @@ _RANGES: dict[str, tuple[float, float | None, bool]] = {
     "ingest.lock_timeout_s": (0, None, False),
     "ingest.watch_debounce_ms": (1, None, False),
     "ingest.watch_stable_ms": (0, None, False),
+    "ingest.ocr_min_confidence": (0, 1, False),
+    "ingest.ocr_dpi": (50, 600, False),
+    "ingest.ocr_page_timeout_s": (0, None, False),
 }
 
 

@@ -45,6 +45,7 @@ class FileResult:
     reason: str = ""
     pages: int = 0
     chunks: int = 0
+    ocr_pages: int = 0  # pages whose text was read by OCR
 
 
 @dataclass
@@ -71,6 +72,7 @@ class IngestReport:
             },
             "embedded_chunks": self.embedded_chunks,
             "total_chunks": self.total_chunks,
+            "ocr_pages": sum(f.ocr_pages for f in self.files),
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "files": [f.__dict__ for f in self.files],
             "warnings": list(self.warnings),
@@ -243,7 +245,14 @@ class _Run:
 
     def _result(self, path: str, status: str, reason: str = "", **info: Any) -> None:
         self.report.files.append(
-            FileResult(path, status, reason, info.get("pages", 0), info.get("chunks", 0))
+            FileResult(
+                path,
+                status,
+                reason,
+                info.get("pages", 0),
+                info.get("chunks", 0),
+                info.get("ocr_pages", 0),
+            )
         )
         extra = {"reason": reason} if reason else {}
         self.emit("file", path=path, status=status, **extra, **info)
@@ -256,7 +265,9 @@ class _Run:
 
     def _unchanged(self, path: str, prev: DocEntry) -> None:
         self.kept[path] = prev
-        self.report.files.append(FileResult(path, "unchanged", "", prev.pages, prev.chunks))
+        self.report.files.append(
+            FileResult(path, "unchanged", "", prev.pages, prev.chunks, prev.ocr_pages)
+        )
         self.emit("file", path=path, status="unchanged", chunks=prev.chunks)
 
     def admit(self, doc: Document, size: int) -> None:
@@ -293,6 +304,7 @@ class _Run:
             sections=len(doc.sections),
             chunks=len(chunks),
             warnings=list(doc.warnings),
+            ocr_pages=len(doc.ocr_pages),
         )
         if not chunks:
             entry.status, entry.error = "failed", "no text to index"
@@ -300,7 +312,8 @@ class _Run:
             self._result(doc.path, "failed", entry.error)
             return
         self.pending.append(Pending(entry, chunks))
-        self._result(doc.path, "ok", pages=len(doc.pages), chunks=len(chunks))
+        info = {"ocr_pages": len(doc.ocr_pages)} if doc.ocr_pages else {}
+        self._result(doc.path, "ok", pages=len(doc.pages), chunks=len(chunks), **info)
 
     def read_inputs(self) -> None:
         """Every file and record under the roots, each once."""
@@ -353,6 +366,12 @@ class _Run:
             self.seen_ids[prev.doc_id] = spath
             self._unchanged(spath, prev)
             return
+        started = time.perf_counter()
+
+        def on_page(done: int, total: int) -> None:
+            rate = done / max(time.perf_counter() - started, 1e-9)
+            self.emit("ocr_page", path=spath, done=done, total=total, rate=rate)
+
         try:
             doc = ingestion.load_document(
                 path,
@@ -360,6 +379,13 @@ class _Run:
                 password=self.password,
                 timeout_s=ing.file_timeout_s,
                 max_text_chars=ing.max_text_mb << 20,
+                ocr=ingestion.OcrSettings(
+                    ing.ocr,
+                    ing.ocr_min_confidence,
+                    ing.ocr_dpi,
+                    page_timeout_s=ing.ocr_page_timeout_s,
+                ),
+                on_page=on_page,
             )
         except ParseError as exc:
             self.fail(spath, str(exc), sha)

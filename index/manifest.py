@@ -38,6 +38,7 @@ class DocEntry:
     rows: tuple[int, int] = (0, 0)
     error: str = ""
     warnings: list[str] = field(default_factory=list)
+    ocr_pages: int = 0  # pages read by OCR (absent from manifests written before OCR: 0)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> DocEntry:

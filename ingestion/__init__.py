@@ -1,6 +1,7 @@
 """Ingestion: one loader per format, a suffix -> loader table, file discovery and JSONL records.
 
-Nothing heavy is imported here: PyMuPDF, pdfplumber and python-docx load inside the loaders.
+Nothing heavy is imported here: PyMuPDF, pdfplumber, python-docx, python-pptx, ebooklib,
+trafilatura, Pillow and the OCR models load inside the loaders.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import contextlib
 import errno
 import hashlib
 import json
+import math
 import os
 import re
 import signal
@@ -23,7 +25,12 @@ from typing import Literal, TextIO
 from fathom.core.base import Document, Loader, PageSpan, SectionSpan
 from fathom.core.errors import ParseError
 from fathom.ingestion.clean import DEFAULT_MAX_BYTES, sections_from_headings, strip_controls
+from fathom.ingestion.epub import EpubLoader
+from fathom.ingestion.html import HtmlLoader
+from fathom.ingestion.image import ImageLoader
+from fathom.ingestion.ocr import OcrSettings
 from fathom.ingestion.pdf import PdfLoader
+from fathom.ingestion.slides import PptxLoader
 from fathom.ingestion.text import MarkdownLoader, TextLoader
 from fathom.ingestion.word import DocxLoader
 
@@ -31,8 +38,13 @@ __all__ = [
     "LOADERS",
     "SUPPORTED_SUFFIXES",
     "DocxLoader",
+    "EpubLoader",
+    "HtmlLoader",
+    "ImageLoader",
     "MarkdownLoader",
+    "OcrSettings",
     "PdfLoader",
+    "PptxLoader",
     "Source",
     "TextLoader",
     "discover",
@@ -41,10 +53,19 @@ __all__ = [
 ]
 
 # suffix (lower-case, with the dot) -> loader class; each takes ``max_bytes=`` (PdfLoader also
-# ``password=``).
+# ``password=``; the loaders that OCR, ``ocr=`` and ``on_page=``).
 LOADERS: dict[str, Callable[..., Loader]] = {
     ".pdf": PdfLoader,
+    ".png": ImageLoader,
+    ".jpg": ImageLoader,
+    ".jpeg": ImageLoader,
+    ".tif": ImageLoader,
+    ".tiff": ImageLoader,
     ".docx": DocxLoader,
+    ".pptx": PptxLoader,
+    ".epub": EpubLoader,
+    ".html": HtmlLoader,
+    ".htm": HtmlLoader,
     ".txt": TextLoader,
     ".md": MarkdownLoader,
     ".markdown": MarkdownLoader,
@@ -59,6 +80,8 @@ def load_document(
     password: str | None = None,
     timeout_s: float | None = None,
     max_text_chars: int | None = None,
+    ocr: OcrSettings | None = None,
+    on_page: Callable[[int, int], None] | None = None,
 ) -> Document:
     """Load one file with the loader for its (lower-cased) suffix; ParseError if unsupported.
 
@@ -67,7 +90,9 @@ def load_document(
     interval timer) by parsing in a child process that is killed when the time is up
     (``ingestion.child``). ``max_text_chars`` refuses a document with more text than that
     (plain text and Markdown are refused by their size, before they are read), since indexing
-    holds a document's text several times over.
+    holds a document's text several times over. ``ocr`` says how pages without a text layer
+    are read; ``on_page(done, total)`` is called after each page OCR read (not when the file
+    is parsed in a child process).
     """
     name = str(path)
     suffix = Path(path).suffix.lower()
@@ -81,6 +106,7 @@ def load_document(
     if max_text_chars is not None and factory in (TextLoader, MarkdownLoader):
         with contextlib.suppress(OSError):  # the loader reports an unreadable file
             _check_text_size(name, os.stat(path).st_size, max_text_chars)
+    ocr = ocr or OcrSettings()
     if timeout_s is not None and timeout_s > 0 and not _alarm_usable():
         from fathom.ingestion.child import load_in_child
 
@@ -90,11 +116,23 @@ def load_document(
             password=password,
             max_text_chars=max_text_chars,
             timeout_s=timeout_s,
-            out_of_time=_out_of_time(name, timeout_s),
+            out_of_time=lambda extra: _out_of_time(name, timeout_s, extra),
+            ocr=ocr,
+            on_page=on_page,
         )
-    with time_limit(name, timeout_s):
+    with time_limit(name, timeout_s) as limit:
+
+        def pages_done(done: int, total: int) -> None:
+            if done == 0:  # OCR is about to read ``total`` pages: each adds to the limit
+                limit.extend(total * ocr.page_timeout_s)
+            if on_page is not None:
+                on_page(done, total)
+
         if factory is PdfLoader:
-            doc = PdfLoader(max_bytes=max_bytes, password=password).load(path)
+            loader = PdfLoader(max_bytes=max_bytes, password=password, ocr=ocr, on_page=pages_done)
+            doc = loader.load(path)
+        elif factory is ImageLoader:
+            doc = ImageLoader(max_bytes=max_bytes, ocr=ocr, on_page=pages_done).load(path)
         else:
             doc = factory(max_bytes=max_bytes).load(path)
     if max_text_chars is not None:
@@ -121,7 +159,14 @@ def _alarm_usable() -> bool:
     return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
 
 
-def _out_of_time(name: str, seconds: float) -> ParseError:
+def _out_of_time(name: str, seconds: float, ocr_seconds: float = 0.0) -> ParseError:
+    if ocr_seconds:
+        return ParseError(
+            name,
+            f"took longer than {seconds + ocr_seconds:g} s to read (ingest.file_timeout_s, "
+            f"{seconds:g} s, and ingest.ocr_page_timeout_s for each page read by OCR)",
+            "raise those limits, or split the file",
+        )
     return ParseError(
         name,
         f"took longer than {seconds:g} s to read (ingest.file_timeout_s)",
@@ -129,36 +174,58 @@ def _out_of_time(name: str, seconds: float) -> ParseError:
     )
 
 
+class TimeLimit:
+    """The running limit of ``time_limit``: ``extend`` moves its deadline later."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.deadline = time.monotonic() + seconds if seconds else math.inf
+        self.armed = False
+        self.extended = 0.0
+
+    def extend(self, seconds: float) -> None:
+        """Allow ``seconds`` more (OCR adds its pages' share once it knows how many)."""
+        if seconds <= 0 or self.deadline == math.inf:
+            return
+        self.deadline += seconds
+        self.extended += seconds
+        if self.armed:
+            signal.setitimer(signal.ITIMER_REAL, max(self.deadline - time.monotonic(), 1e-3))
+
+
 @contextlib.contextmanager
-def time_limit(name: str, seconds: float | None) -> Iterator[None]:
+def time_limit(name: str, seconds: float | None) -> Iterator[TimeLimit]:
     """Raise ParseError for ``name`` when the block runs longer than ``seconds`` (SIGALRM: in
     the main thread only; elsewhere the block runs unlimited, and ``load_document`` parses in a
-    child process instead)."""
+    child process instead). The block may ``extend`` the limit it is given."""
     if seconds is None or seconds <= 0 or not _alarm_usable():
-        yield
+        yield TimeLimit(None)
         return
 
-    armed = [True]
-    out_of_time = _out_of_time(name, seconds)
+    limit = TimeLimit(seconds)
 
     def on_alarm(signum: int, frame: object) -> None:
-        if armed[0]:
-            raise _OutOfTime
+        if not limit.armed:
+            return
+        left = limit.deadline - time.monotonic()
+        if left > 1e-3:  # extended since the timer was set
+            signal.setitimer(signal.ITIMER_REAL, left)
+            return
+        raise _OutOfTime
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
-    start = time.monotonic()
+    limit.armed = True
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        yield
-        armed[0] = False  # an alarm due right now must not fire outside the block
+        yield limit
+        limit.armed = False  # an alarm due right now must not fire outside the block
         # The alarm's exception can be swallowed when it lands in a library's Python callback
         # run from C (PyMuPDF's), and the work then finishes: late is still too late.
-        if time.monotonic() - start > seconds:
-            raise out_of_time
+        if time.monotonic() > limit.deadline:
+            raise _out_of_time(name, seconds, limit.extended)
     except _OutOfTime:
-        raise out_of_time from None
+        raise _out_of_time(name, seconds, limit.extended) from None
     finally:
-        armed[0] = False
+        limit.armed = False
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
 

@@ -9,16 +9,20 @@ and writes it as JSON on stdout. Past the limit the parent kills it. Nothing is 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from fathom.core.base import Document, PageSpan, SectionSpan
 from fathom.core.errors import ParseError
+from fathom.ingestion.ocr import OcrSettings
 
 CHILD_CODE = (
     "import importlib.util as u, os, sys\n"
@@ -51,19 +55,31 @@ def document_from_json(d: dict[str, Any]) -> Document:
         sections=tuple(SectionSpan(*s) for s in d["sections"]),
         source_id=d["source_id"],
         warnings=tuple(d["warnings"]),
+        ocr_pages=tuple(d.get("ocr_pages", ())),
     )
+
+
+PROGRESS = "fathom-ocr-pages"  # a stderr line: "<PROGRESS> <done> <total>"
 
 
 def serve(load_document: Callable[..., Document]) -> None:
     """The child's side: one request on stdin, one reply on stdout (``load_document`` is
-    ``fathom.ingestion.load_document``, passed in: this module is below the package's own)."""
+    ``fathom.ingestion.load_document``, passed in: this module is below the package's own).
+    Pages read by OCR are reported on stderr as they finish."""
     request = json.loads(sys.stdin.read())
+
+    def on_page(done: int, total: int) -> None:
+        sys.stderr.write(f"{PROGRESS} {done} {total}\n")
+        sys.stderr.flush()
+
     try:
         doc = load_document(
             request["path"],
             max_bytes=request["max_bytes"],
             password=request["password"],
             max_text_chars=request["max_text_chars"],
+            ocr=OcrSettings(**request["ocr"]) if request.get("ocr") else None,
+            on_page=on_page,
         )
         reply: dict[str, Any] = {"document": document_json(doc)}
     except ParseError as exc:
@@ -78,17 +94,23 @@ def load_in_child(
     password: str | None,
     max_text_chars: int | None,
     timeout_s: float,
-    out_of_time: ParseError,
+    out_of_time: Callable[[float], ParseError],
+    ocr: OcrSettings | None = None,
+    on_page: Callable[[int, int], None] | None = None,
 ) -> Document:
-    """``load_document`` in a child process, killed after ``timeout_s`` (``out_of_time`` is
-    raised then). A child that dies, or a loader bug in it, is a ParseError naming the file."""
+    """``load_document`` in a child process, killed after ``timeout_s`` plus
+    ``ocr.page_timeout_s`` for each page the child says OCR will read (then
+    ``out_of_time(seconds added)`` is raised). A child that dies, or a loader bug in it, is a
+    ParseError naming the file. ``on_page`` hears the child's OCR progress."""
     import fathom
 
+    ocr = ocr or OcrSettings()
     request = {
         "path": str(path),
         "max_bytes": max_bytes,
         "password": password,
         "max_text_chars": max_text_chars,
+        "ocr": dataclasses.asdict(ocr),
     }
     root = os.path.dirname(os.path.abspath(fathom.__file__))
     proc = subprocess.Popen(
@@ -99,18 +121,54 @@ def load_in_child(
         text=True,
         encoding="utf-8",
     )
+    deadline = [time.monotonic() + timeout_s, 0.0]  # when, and the seconds OCR added
+    out: list[str] = []
+    err: list[str] = []
+
+    def read_out() -> None:
+        out.append(proc.stdout.read())  # type: ignore[union-attr]
+
+    def read_err() -> None:
+        for line in proc.stderr:  # type: ignore[union-attr]
+            parts = line.split()
+            if len(parts) == 3 and parts[0] == PROGRESS:
+                done, total = int(parts[1]), int(parts[2])
+                if done == 0:
+                    extra = total * ocr.page_timeout_s
+                    deadline[0] += extra
+                    deadline[1] += extra
+                if on_page is not None:
+                    on_page(done, total)
+            else:
+                err.append(line)
+
+    readers = [threading.Thread(target=f, daemon=True) for f in (read_out, read_err)]
+    for reader in readers:
+        reader.start()
     try:
-        out, err = proc.communicate(json.dumps(request), timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        raise out_of_time from None
+        proc.stdin.write(json.dumps(request))  # type: ignore[union-attr]
+        proc.stdin.close()  # type: ignore[union-attr]
+    except BrokenPipeError:  # the child died at once: its stderr says why
+        pass
+    while proc.poll() is None:
+        left = deadline[0] - time.monotonic()
+        if left <= 0:
+            proc.kill()
+            proc.wait()
+            raise out_of_time(deadline[1])
+        try:
+            proc.wait(timeout=min(left, 1.0))
+        except subprocess.TimeoutExpired:
+            continue
+    for reader in readers:
+        reader.join()
+    text = "".join(out)
     try:
-        reply = json.loads(out) if proc.returncode == 0 else None
+        reply = json.loads(text) if proc.returncode == 0 else None
     except json.JSONDecodeError:
         reply = None
     if not isinstance(reply, dict):
-        last = (err.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        last = ("".join(err).strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
         raise ParseError(str(path), f"the parser failed ({last[:300]})")
     if "error" in reply:
         e = reply["error"]

@@ -286,6 +286,7 @@ def make_document(
     *,
     meta_title: str | None = None,
     warnings: Iterable[str] = (),
+    ocr_pages: tuple[int, ...] = (),
 ) -> Document:
     """A Document with content-derived ids and the title rule: metadata, first heading, stem."""
     sha = hashlib.sha256(data).hexdigest()
@@ -304,4 +305,5 @@ def make_document(
         pages=assembled.pages,
         sections=assembled.sections,
         warnings=tuple(warnings),
+        ocr_pages=ocr_pages,
     )

@@ -11,6 +11,7 @@ import io
 import logging
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from fathom.ingestion.clean import (
     sensible_title,
     table_row,
 )
+from fathom.ingestion.ocr import OcrSettings
 from fathom.ingestion.pdf_layout import (
     MIN_RULE,
     Line,
@@ -37,6 +39,7 @@ from fathom.ingestion.pdf_layout import (
     page_blocks,
     ranges,
 )
+from fathom.ingestion.scans import mark_ocr_sections, ocr_document_pages
 
 
 # Headers/footers: a normalised line at the top or bottom of >= this share of pages is removed.
@@ -71,10 +74,14 @@ class PdfLoader:
         max_bytes: int = DEFAULT_MAX_BYTES,
         password: str | None = None,
         tables: bool = True,
+        ocr: OcrSettings | None = None,
+        on_page: Callable[[int, int], None] | None = None,
     ) -> None:
         self.max_bytes = max_bytes
         self.password = password
         self.tables = tables
+        self.ocr = ocr or OcrSettings()
+        self.on_page = on_page  # (pages read by OCR so far, pages to read by OCR)
 
     def load(self, path: str | Path) -> Document:
         """Read the PDF into a Document; ParseError for corrupt, encrypted or text-less files."""
@@ -93,6 +100,9 @@ class PdfLoader:
                 )
             pages = [self._read_page(pymupdf, doc, i, warnings) for i in range(n_pages)]
             _fallback_pages(data, pages, warnings)
+            ocr_pages = ocr_document_pages(
+                name, pymupdf, doc, pages, self.ocr, warnings, self.on_page
+            )
             toc = _read_toc(doc, warnings)
             meta_title = (doc.metadata or {}).get("title", "")
 
@@ -101,16 +111,31 @@ class PdfLoader:
         meta_title = sensible_title(meta_title) or sensible_title(display_title(pages))
         assembled = assemble(blocks, n_pages=n_pages, extra_sections=extra_sections)
         if not assembled.text.strip():
+            if self.ocr.mode == "never":
+                raise ParseError(
+                    name,
+                    "no extractable text (scanned?) and ingest.ocr is never",
+                    'set ingest.ocr = "auto" to read it by OCR, or convert it first',
+                )
             raise ParseError(
-                name, "no extractable text (scanned?)", "run OCR on it or convert it first"
+                name,
+                "no extractable text (scanned?), and OCR found none it could trust",
+                "OCR needs a clearer scan (or a lower ingest.ocr_min_confidence); or convert it",
             )
+        assembled = mark_ocr_sections(assembled, ocr_pages)
         empty = [p.number for p in assembled.pages if p.start == p.end]
         if empty:
             warnings.append(
                 f"no text on page(s) {ranges(empty)} (blank, image-only, or only a header)"
             )
         return make_document(
-            path, data, self.format, assembled, meta_title=meta_title, warnings=warnings
+            path,
+            data,
+            self.format,
+            assembled,
+            meta_title=meta_title,
+            warnings=warnings,
+            ocr_pages=ocr_pages,
         )
 
     def _unlock(self, name: str, doc: Any) -> None:

@@ -39,7 +39,12 @@ _BOMB_PART_BYTES = 16 * 1024 * 1024
 _BOMB_RATIO = 100
 
 
-def check_unpacked_size(name: str, data: bytes, limit: int = MAX_UNPACKED_BYTES) -> None:
+def check_unpacked_size(
+    name: str,
+    data: bytes,
+    limit: int = MAX_UNPACKED_BYTES,
+    resave: str = "re-save it from Word or LibreOffice as .docx",
+) -> None:
     """ParseError unless the archive's declared sizes are sane (checked before unpacking).
 
     zipfile stops each member at its declared size and checks its CRC, so a member cannot
@@ -52,7 +57,7 @@ def check_unpacked_size(name: str, data: bytes, limit: int = MAX_UNPACKED_BYTES)
         raise ParseError(
             name,
             f"cannot be opened (not a valid zip archive: {exc})",
-            "re-save it from Word or LibreOffice as .docx",
+            resave,
         ) from None
     if len(infos) > MAX_PARTS:
         raise ParseError(

@@ -13,6 +13,7 @@ from fathom import cli, options
 
 REPO = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "faiss", "sentence_transformers", "fitz", "pymupdf", "transformers", "llama_cpp")
+HEAVY += ("rapidocr", "cv2", "onnxruntime", "PIL", "pptx", "ebooklib", "trafilatura", "lxml")
 
 
 def test_help_imports_no_heavy_library() -> None:

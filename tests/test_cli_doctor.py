@@ -12,7 +12,7 @@ from fathom.tests.support.generate_support import FakeOllama, closed_port
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((REPO / "docs" / "doctor.schema.json").read_text())
-SECTIONS = ["home", "embedder", "reranker", "generators", "policies", "collections", "ray"]
+SECTIONS = ["home", "embedder", "reranker", "generators", "policies", "collections", "ray", "ocr"]
 SECRET = "sk-doctor-secret-42"
 
 
@@ -105,6 +105,31 @@ def test_a_missing_extra_names_the_install_and_a_configured_one_fails(monkeypatc
     monkeypatch.setenv("FATHOM_GENERATOR__BACKEND", "llamacpp")
     code, data, _ = doctor()
     assert code == 1 and check(data, "answers with")["status"] == "problem"
+
+
+def test_ocr_is_reported_with_its_install(monkeypatch) -> None:
+    from fathom.ingestion import ocr
+
+    code, data, _ = doctor()
+    line = check(data, "OCR")
+    if ocr.ocr_problem() is None:
+        assert line["status"] == "ok" and "rapidocr" in line["detail"]
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a, **k: None if name == "rapidocr" else real(name, *a, **k),
+    )
+    code, data, _ = doctor()
+    line = check(data, "OCR")
+    assert line["status"] == "warning" and line["fix"] == "pip install 'fathom[ocr]'"
+    assert "scanned PDF pages and images" in line["detail"]
+    assert code == 0  # asking does not need OCR
+    monkeypatch.setenv("FATHOM_INGEST__OCR", "never")
+    _, data, _ = doctor()
+    assert check(data, "OCR")["status"] == "ok" and "never" in check(data, "OCR")["detail"]
 
 
 def test_a_model_that_is_not_a_gguf_is_a_problem(tmp_path: Path, monkeypatch) -> None:

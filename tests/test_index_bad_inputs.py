@@ -98,13 +98,13 @@ def test_docx_not_a_zip(folder: Path) -> None:
 
 
 def test_unsupported_type_is_reported_not_fatal(folder: Path) -> None:
-    (folder / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    (folder / "image.gif").write_bytes(b"GIF89a")
     (folder / ".hidden.txt").write_text("secret")
     result = _ingest_json(folder, "--strict")
     assert result.exit_code == 0, result.output  # skipped is not failed
     files = {Path(f["path"]).name: f for f in json.loads(result.stdout)["files"]}
     assert (
-        files["image.png"]["status"] == "skipped" and "unsupported" in files["image.png"]["reason"]
+        files["image.gif"]["status"] == "skipped" and "unsupported" in files["image.gif"]["reason"]
     )
     assert files[".hidden.txt"]["status"] == "skipped"
 

@@ -23,7 +23,7 @@ def tree(tmp_path: Path) -> Path:
     (root / "B.MD").write_text("# upper-case suffix")
     (root / "sub" / "c.md").write_text("# c")
     (root / "sub" / "deeper" / "d.txt").write_text("d")
-    (root / "sub" / "image.png").write_bytes(b"\x89PNG")
+    (root / "sub" / "image.gif").write_bytes(b"GIF89a")
     (root / "sub" / "noext").write_text("no suffix")
     os.symlink("loop_b", root / "loop_a")  # a -> b -> a
     os.symlink("loop_a", root / "loop_b")
@@ -49,7 +49,7 @@ def test_discover_tree(tree: Path) -> None:
     assert found[".git"].status == "skipped" and "hidden" in found[".git"].problem
     assert found[".hidden.txt"].status == "skipped"
     assert not any(".git/" in name for name in found)  # hidden folders are not entered
-    assert found["sub/image.png"].status == "skipped" and "'.png'" in found["sub/image.png"].problem
+    assert found["sub/image.gif"].status == "skipped" and "'.gif'" in found["sub/image.gif"].problem
     assert found["sub/noext"].status == "skipped"
 
     for name in ("loop_a", "loop_b"):
@@ -81,7 +81,7 @@ def test_do_not_follow_symlinks(tree: Path) -> None:
 
 def test_explicit_paths(tree: Path, tmp_path: Path) -> None:
     given = [tree / "a.txt", tree / ".hidden.txt", tmp_path / "missing", tree / "a.txt"]
-    sources = list(discover([*given, tree / "sub" / "image.png"]))
+    sources = list(discover([*given, tree / "sub" / "image.gif"]))
     assert [s.status for s in sources] == ["ok", "ok", "failed", "skipped", "skipped"]
     assert "no such file" in sources[2].problem
     assert sources[3].problem.startswith("duplicate")

@@ -249,7 +249,9 @@ def test_clean_text() -> None:
 
 
 def test_suffix_table(tmp_path: Path) -> None:
-    assert {".pdf", ".docx", ".txt", ".md", ".markdown"} == set(SUPPORTED_SUFFIXES) == set(LOADERS)
+    expected = {".pdf", ".docx", ".txt", ".md", ".markdown", ".pptx", ".epub", ".html", ".htm"}
+    expected |= {".png", ".jpg", ".jpeg", ".tif", ".tiff"}
+    assert expected == set(SUPPORTED_SUFFIXES) == set(LOADERS)
     upper = docgen.make_utf8_text(tmp_path / "LOUD.TXT")
     assert load_document(upper).format == "txt"
     other = tmp_path / "data.csv"

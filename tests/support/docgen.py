@@ -1,4 +1,5 @@
-"""Fixture generators: PDFs (PyMuPDF), DOCX (python-docx) and text files in awkward encodings.
+"""Fixture generators: PDFs (PyMuPDF), DOCX (python-docx), text files in awkward encodings, and
+scans, images, HTML, PPTX and EPUB files.
 
 Every ``make_*`` function writes one file and returns its ``Path``; tests call them with pytest's
 ``tmp_path``. The text they write is in module constants (or in the arguments) so tests can
@@ -16,6 +17,12 @@ assert on it. Main entry points:
   ``make_zero_page_pdf``, ``make_text`` and the ``make_*_text`` helpers.
 - hostile inputs: ``mutate`` (seeded truncation / byte flips), ``make_many_page_pdf``,
   ``make_zip_bomb_docx``, ``make_docx_without`` (a missing part), ``write_large_text``.
+- OCR and the other formats: ``make_scanned_pdf`` (``SCAN_PAGES`` rendered to an image-only
+  PDF), ``make_mixed_pdf``, ``make_text_png`` / ``make_text_jpeg`` (``IMAGE_LINES``),
+  ``make_multipage_tiff`` (``TIFF_PAGES``), ``make_html`` (``HTML_PAGE``), ``make_pptx``
+  (``PPTX_SLIDES``, ``PPTX_TABLE``), ``make_epub`` (``EPUB_CHAPTERS``); and their hostile
+  kin: ``make_noise_png``, ``make_bomb_png``, ``make_truncated_tiff``, ``make_script_html``,
+  ``make_pptx_without``, ``make_epub_without``, ``make_drm_epub``.
 """
 
 from __future__ import annotations
@@ -501,14 +508,16 @@ USER_GUIDE_PAGES: list[list[Item]] = [
         ),
         (
             "p",
-            "DOCX files keep their headings and tables in document order. Text files are "
+            "DOCX files keep their headings and tables in document order; PPTX, HTML and EPUB "
+            "files keep their slides, headings and chapters. Text files are "
             "decoded as UTF-8, UTF-16 with a byte-order mark, or Windows-1252. Markdown "
             "headings become sections.",
         ),
         ("h2", "What cannot be ingested"),
         (
             "p",
-            "A scanned PDF without a text layer has no extractable text: run OCR on it first. "
+            "A scanned PDF without a text layer is read by OCR when the ocr extra is installed, "
+            "and otherwise reported as failed with the install that fixes it. "
             "An encrypted PDF needs its password. Empty files, binary data saved with a text "
             "extension and corrupt or truncated files are reported as failed with the reason "
             "and a suggested fix.",
@@ -899,4 +908,333 @@ def write_large_text(path: str | Path, megabytes: int, seed: int = 0) -> Path:
         while written < megabytes << 20:
             fh.write(piece)
             written += len(piece)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# Scans, images, HTML, PPTX and EPUB (the OCR and the other loaders)
+# ---------------------------------------------------------------------------------------------
+
+# Two pages in a large type, so a low-resolution scan of them reads back reliably and fast.
+SCAN_PAGES: list[list[Item]] = [
+    [
+        ("h1", "Harbour Pilots"),
+        ("p", "Harbour pilots guide large vessels through narrow channels into port."),
+        ("p", "A pilot boards the ship from a small launch near the breakwater."),
+    ],
+    [
+        ("h1", "Tide Tables"),
+        ("p", "The spring tide at Kestrel Point rises four metres above the chart datum."),
+        ("p", "Neap tides come twice a month when the moon is at a quarter."),
+    ],
+]
+SCAN_DPI = 110
+
+
+def _render_pages(source: Path, dpi: int) -> list[Any]:
+    """Grey pixmaps of every page of ``source``."""
+    pymupdf = _pymupdf()
+    with pymupdf.open(source) as doc:
+        return [page.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY) for page in doc]
+
+
+def make_scanned_pdf(path: str | Path, pages: list[list[Item]] | None = None) -> Path:
+    """A PDF whose pages are only pictures of ``pages`` (default ``SCAN_PAGES``): a text PDF
+    rendered at ``SCAN_DPI`` and written back as images, with no text layer."""
+    import tempfile
+
+    pymupdf = _pymupdf()
+    path = Path(path)
+    with tempfile.TemporaryDirectory() as tmp:
+        text_pdf = make_pdf(Path(tmp) / "text.pdf", pages or SCAN_PAGES, header=None, footer=None)
+        pixmaps = _render_pages(text_pdf, SCAN_DPI)
+    doc = pymupdf.open()
+    for pix in pixmaps:
+        page = doc.new_page(width=PAGE_W, height=PAGE_H)
+        page.insert_image(page.rect, pixmap=pix)
+    doc.save(path, deflate=True, no_new_id=True)
+    doc.close()
+    return path
+
+
+MIXED_TEXT_PAGE: list[Item] = [
+    ("h1", "Lighthouse Keepers"),
+    ("p", "The keeper trimmed the wick and wound the clockwork every evening at dusk."),
+]
+
+
+def make_mixed_pdf(path: str | Path) -> Path:
+    """Page 1 with a text layer (``MIXED_TEXT_PAGE``), page 2 a scan of ``SCAN_PAGES[1]``."""
+    import tempfile
+
+    pymupdf = _pymupdf()
+    path = Path(path)
+    with tempfile.TemporaryDirectory() as tmp:
+        make_pdf(Path(tmp) / "a.pdf", [MIXED_TEXT_PAGE], header=None, footer=None)
+        make_scanned_pdf(Path(tmp) / "b.pdf", [SCAN_PAGES[1]])
+        doc = pymupdf.open(Path(tmp) / "a.pdf")
+        with pymupdf.open(Path(tmp) / "b.pdf") as scan:
+            doc.insert_pdf(scan)
+        doc.save(path, deflate=True, no_new_id=True)
+        doc.close()
+    return path
+
+
+IMAGE_LINES = ["Invoice 4471 from Marlow Timber", "Oak planks delivered on Tuesday"]
+TIFF_PAGES = [["Minutes of the rowing club"], ["The new boathouse opens in May"]]
+
+
+def _text_image(lines: list[str], width: int = 760, size: float = 30.0) -> Any:
+    """A PIL grey image of ``lines`` in a large sans-serif type on white."""
+    from PIL import Image
+
+    pymupdf = _pymupdf()
+    height = int(60 + len(lines) * size * 1.8)
+    doc = pymupdf.open()
+    page = doc.new_page(width=width, height=height)
+    for i, line in enumerate(lines):
+        page.insert_text((30, 40 + size + i * size * 1.8), line, fontsize=size, fontname="helv")
+    pix = page.get_pixmap(dpi=72, colorspace=pymupdf.csGRAY)
+    doc.close()
+    return Image.frombytes("L", (pix.width, pix.height), pix.samples)
+
+
+def make_text_png(path: str | Path, lines: list[str] | None = None) -> Path:
+    """A PNG picture of ``lines`` (default ``IMAGE_LINES``)."""
+    path = Path(path)
+    _text_image(lines or IMAGE_LINES).save(path, format="PNG")
+    return path
+
+
+def make_text_jpeg(path: str | Path, lines: list[str] | None = None) -> Path:
+    path = Path(path)
+    _text_image(lines or IMAGE_LINES).save(path, format="JPEG", quality=90)
+    return path
+
+
+def make_multipage_tiff(path: str | Path, pages: list[list[str]] | None = None) -> Path:
+    """A TIFF with one frame per entry of ``pages`` (default ``TIFF_PAGES``)."""
+    path = Path(path)
+    frames = [_text_image(lines) for lines in (pages or TIFF_PAGES)]
+    frames[0].save(path, format="TIFF", save_all=True, append_images=frames[1:])
+    return path
+
+
+def make_truncated_tiff(path: str | Path) -> Path:
+    """The first third of a multi-page TIFF."""
+    path = make_multipage_tiff(path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 3])
+    return path
+
+
+def make_noise_png(path: str | Path, size: int = 480, seed: int = 0) -> Path:
+    """A PNG of random grey noise: an image with no text in it."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    path = Path(path)
+    Image.fromarray(rng.integers(0, 256, (size, size), dtype=np.uint8)).save(path, format="PNG")
+    return path
+
+
+def make_bomb_png(path: str | Path, width: int = 20_000, height: int = 20_000) -> Path:
+    """A few-hundred-byte PNG whose header declares ``width`` × ``height`` pixels (a
+    decompression bomb: decoding it would take gigabytes)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+        )
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)  # 8-bit grey
+    row = b"\x00" + b"\xff" * width
+    idat = zlib.compress(row * 16, 9)  # a few rows: the rest is never reached
+    path = Path(path)
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+    )
+    return path
+
+
+HTML_TITLE = "Field Guide to Moths"
+HTML_PAGE = """<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>Field Guide to Moths</title>
+<script>window.tracking = "analytics-snippet-should-not-appear";</script></head>
+<body><nav><a href="/">Home</a> | <a href="/shop">Shop our nets</a> |
+<a href="/about">About</a></nav>
+<header><p>Example Naturalists Society banner</p></header>
+<article><h1>Field Guide to Moths</h1>
+<p>Moths are mostly nocturnal insects closely related to butterflies; about 160,000 species
+are known.</p>
+<h2>Identification</h2>
+<p>The Atlas moth has a wingspan of up to 27 centimetres and lives in the forests of Asia.</p>
+<ul><li>Antennae of males are often feathery.</li>
+<li>Many moths rest with their wings flat.</li></ul>
+<h3>Wingspans</h3>
+<table><tr><th>Species</th><th>Wingspan</th></tr>
+<tr><td>Atlas moth</td><td>27 cm</td></tr><tr><td>Luna moth</td><td>11 cm</td></tr></table>
+<h2>Habitat</h2>
+<p>Moths live on every continent except Antarctica, from hot deserts to cold mountain meadows.</p>
+</article>
+<footer><p>Copyright Example Naturalists Society. Subscribe to our newsletter.</p></footer>
+</body></html>
+"""
+
+
+def make_html(path: str | Path, html: str = HTML_PAGE) -> Path:
+    path = Path(path)
+    path.write_text(html, encoding="utf-8")
+    return path
+
+
+def make_script_html(path: str | Path) -> Path:
+    """An HTML file that is almost all script: an app shell with no text of its own."""
+    script = "function f(n){return n<2?n:f(n-1)+f(n-2)};" * 5000
+    return make_html(
+        path,
+        f"<html><head><title>App</title><script>{script}</script></head>"
+        '<body><div id="root"></div><script>render(document.getElementById("root"))</script>'
+        "</body></html>",
+    )
+
+
+PPTX_SLIDES = [
+    (
+        "Quarterly Harvest",
+        ["Apple yields rose by twelve percent in the northern orchards."],
+        "Mention the frost in March.",
+    ),
+    ("Storage Plan", ["Cold stores keep the fruit at two degrees."], ""),
+]
+PPTX_TABLE = [["Orchard", "Tonnes"], ["North", "340"], ["South", "215"]]
+
+
+def make_pptx(path: str | Path) -> Path:
+    """Two slides (``PPTX_SLIDES``: title, body text, notes); slide 2 also has ``PPTX_TABLE``."""
+    from pptx import Presentation
+    from pptx.util import Inches
+
+    prs = Presentation()
+    layout = prs.slide_layouts[1]  # title and content
+    for i, (title, body, notes) in enumerate(PPTX_SLIDES):
+        slide = prs.slides.add_slide(layout)
+        slide.shapes.title.text = title
+        slide.placeholders[1].text_frame.text = "\n".join(body)
+        if notes:
+            slide.notes_slide.notes_text_frame.text = notes
+        if i == 1:
+            rows, cols = len(PPTX_TABLE), len(PPTX_TABLE[0])
+            frame = slide.shapes.add_table(rows, cols, Inches(1), Inches(5), Inches(6), Inches(1.5))
+            for r, row in enumerate(PPTX_TABLE):
+                for c, text in enumerate(row):
+                    frame.table.cell(r, c).text = text
+    prs.core_properties.title = "Harvest Review"
+    path = Path(path)
+    prs.save(path)
+    return path
+
+
+def _zip_without(source: bytes, path: Path, part: str) -> Path:
+    import io
+    import zipfile
+
+    with (
+        zipfile.ZipFile(io.BytesIO(source)) as zin,
+        zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zout,
+    ):
+        names = zin.namelist()
+        if part not in names:
+            raise ValueError(f"{part!r} is not in the archive ({names})")
+        for name in names:
+            if name != part:
+                zout.writestr(name, zin.read(name))
+    return path
+
+
+def make_pptx_without(path: str | Path, part: str = "ppt/slides/slide1.xml") -> Path:
+    """``make_pptx``'s presentation with the archive member ``part`` left out."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        source = make_pptx(Path(tmp) / "full.pptx").read_bytes()
+    return _zip_without(source, Path(path), part)
+
+
+EPUB_TITLE = "The Lighthouse Almanac"
+EPUB_CHAPTERS = [
+    (
+        "Keepers",
+        "<h1>Keepers</h1><p>Keepers lit the lamp at sunset and logged the weather.</p>"
+        "<h2>Duties</h2><p>Every morning the lens was polished with soft chamois cloth.</p>",
+    ),
+    (
+        "Signals",
+        "<h1>Signals</h1><p>Each lighthouse flashes its own pattern so sailors know it.</p>"
+        "<table><tr><td>Kestrel Point</td><td>two flashes every ten seconds</td></tr></table>",
+    ),
+]
+
+
+def make_epub(path: str | Path) -> Path:
+    """An EPUB of ``EPUB_CHAPTERS`` (titled ``EPUB_TITLE``) with a table of contents."""
+    from ebooklib import epub
+
+    book = epub.EpubBook()
+    book.set_identifier("fathom-test-epub")
+    book.set_title(EPUB_TITLE)
+    book.set_language("en")
+    chapters = []
+    for i, (title, body) in enumerate(EPUB_CHAPTERS, 1):
+        chapter = epub.EpubHtml(title=title, file_name=f"chap_{i}.xhtml", lang="en")
+        chapter.content = f"<html><body>{body}</body></html>"
+        book.add_item(chapter)
+        chapters.append(chapter)
+    book.toc = chapters
+    book.add_item(epub.EpubNcx())
+    book.add_item(epub.EpubNav())
+    book.spine = ["nav", *chapters]
+    path = Path(path)
+    epub.write_epub(str(path), book)
+    return path
+
+
+def make_epub_without(path: str | Path, part: str = "META-INF/container.xml") -> Path:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        source = make_epub(Path(tmp) / "full.epub").read_bytes()
+    return _zip_without(source, Path(path), part)
+
+
+def make_drm_epub(path: str | Path) -> Path:
+    """``make_epub``'s book with its second chapter listed as AES-encrypted in
+    META-INF/encryption.xml (as DRM schemes do) and its bytes scrambled."""
+    import io
+    import tempfile
+    import zipfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        source = make_epub(Path(tmp) / "full.epub").read_bytes()
+    encryption = (
+        '<?xml version="1.0"?><encryption xmlns="urn:oasis:names:tc:opendocument:xmlns:container"'
+        ' xmlns:enc="http://www.w3.org/2001/04/xmlenc#"><enc:EncryptedData>'
+        '<enc:EncryptionMethod Algorithm="http://www.w3.org/2001/04/xmlenc#aes128-cbc"/>'
+        '<enc:CipherData><enc:CipherReference URI="EPUB/chap_2.xhtml"/></enc:CipherData>'
+        "</enc:EncryptedData></encryption>"
+    )
+    path = Path(path)
+    with (
+        zipfile.ZipFile(io.BytesIO(source)) as zin,
+        zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zout,
+    ):
+        for name in zin.namelist():
+            data = zin.read(name)
+            if name.endswith("chap_2.xhtml"):
+                data = bytes(b ^ 0x5A for b in data)
+            zout.writestr(name, data)
+        zout.writestr("META-INF/encryption.xml", encryption)
     return path

@@ -1,0 +1,180 @@
+"""Image loader: PNG, JPEG and TIFF read by OCR, one page per image (a multi-page TIFF's frames
+are its pages), laid out like a scanned PDF page.
+
+Pillow decodes; its decompression-bomb limit is an error here, never a warning, and a frame is
+decoded only after its size has been checked, so a huge image is refused before it takes memory.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings as warnings_module
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fathom.core.base import Document
+from fathom.core.errors import ParseError
+from fathom.ingestion.clean import DEFAULT_MAX_BYTES, assemble, make_document, read_source
+from fathom.ingestion.ocr import OCR_INSTALL, OcrSettings, engine, layout_page, ocr_problem
+from fathom.ingestion.pdf_layout import (
+    Page,
+    mark_headers_footers,
+    mark_size_headings,
+    page_blocks,
+    ranges,
+)
+from fathom.ingestion.scans import mark_ocr_sections
+
+MAX_PIXELS = 64_000_000  # per frame: about a 300 dpi A1 poster; larger is refused unread
+MAX_FRAMES = 2_000
+_DEFAULT_DPI = 200.0  # when the file does not say (only relative sizes matter to the layout)
+_FORMATS = {"PNG", "JPEG", "MPO", "TIFF"}
+_SCALE_DOWN = "scale it down before ingesting"
+_PILLOW_ERRORS = (OSError, ValueError, SyntaxError, EOFError, TypeError, KeyError, IndexError)
+
+
+class ImageLoader:
+    """Loads ``.png``, ``.jpg``/``.jpeg`` and ``.tif``/``.tiff`` through OCR."""
+
+    format = "image"
+
+    def __init__(
+        self,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        ocr: OcrSettings | None = None,
+        on_page: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.max_bytes = max_bytes
+        self.ocr = ocr or OcrSettings()
+        self.on_page = on_page
+
+    def load(self, path: str | Path) -> Document:
+        """Read every frame by OCR; ParseError for an unreadable, huge or text-less image."""
+        name = str(path)
+        data = read_source(path, self.max_bytes)
+        if self.ocr.mode == "never":
+            raise ParseError(
+                name,
+                "an image is read only by OCR, and ingest.ocr is never",
+                'set ingest.ocr = "auto" to read it',
+            )
+        problem = ocr_problem()
+        if problem is not None:
+            raise ParseError(
+                name, f"an image needs OCR, which is unavailable: {problem}", OCR_INSTALL
+            )
+        frames = _frames(name, data)
+        eng = engine(self.ocr.threads)
+        pages = []
+        unreadable: list[int] = []
+        warnings: list[str] = []
+        if self.on_page is not None:
+            self.on_page(0, len(frames))  # how many pages OCR will read
+        for number, (gray, dpi) in enumerate(frames, 1):
+            result = eng.read(gray)
+            if self.on_page is not None:
+                self.on_page(number, len(frames))
+            if not result.lines or result.confidence < self.ocr.min_confidence:
+                unreadable.append(number)
+                pages.append(Page(number, 0.0))
+                if result.lines:
+                    warnings.append(
+                        f"page {number}: unreadable by OCR (confidence {result.confidence:.2f}, "
+                        f"under {self.ocr.min_confidence:g})"
+                    )
+                continue
+            h, w = gray.shape
+            pages.append(layout_page(number, result, w, h, 72.0 / dpi))
+        if len(unreadable) == len(pages):
+            raise ParseError(
+                name,
+                "no readable text: OCR found none it could trust (a photo, a blank or noisy scan?)",
+                "OCR needs a clearer scan (or a lower ingest.ocr_min_confidence)",
+            )
+        if unreadable:
+            warnings.append(f"no text on page(s) {ranges(unreadable)}")
+        mark_headers_footers(pages)
+        mark_size_headings(pages)
+        blocks = [b for page in pages for b in page_blocks(page)]
+        assembled = assemble(blocks, n_pages=len(pages))
+        read = tuple(p.number for p in pages if p.lines)
+        assembled = mark_ocr_sections(assembled, read)
+        return make_document(path, data, self.format, assembled, warnings=warnings, ocr_pages=read)
+
+
+def _frames(name: str, data: bytes) -> list[tuple[Any, float]]:
+    """Each frame of the image as ``(h, w)`` uint8 grey with its resolution (dots per inch)."""
+    try:
+        from PIL import Image, UnidentifiedImageError
+    except ImportError as exc:  # pragma: no cover - Pillow comes with the base install
+        raise ParseError(name, f"Pillow is not installed ({exc})", "pip install pillow") from None
+    import numpy as np
+
+    with warnings_module.catch_warnings():
+        # Pillow's notes on damaged metadata (EXIF) are not the user's business here...
+        warnings_module.simplefilter("ignore", UserWarning)
+        # ...but it only warns between its pixel limit and twice it: here every bomb is an error.
+        warnings_module.simplefilter("error", Image.DecompressionBombWarning)
+        try:
+            image = Image.open(io.BytesIO(data))
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+            raise ParseError(
+                name, f"is too large to decode ({exc}; a decompression bomb?)", _SCALE_DOWN
+            ) from None
+        except UnidentifiedImageError:
+            raise ParseError(
+                name,
+                "not an image Pillow can read (corrupt, or not PNG/JPEG/TIFF)",
+                "re-save or re-export it",
+            ) from None
+        except _PILLOW_ERRORS as exc:  # a damaged header: Pillow raises all of these
+            raise ParseError(
+                name,
+                f"cannot be read as an image ({type(exc).__name__}: {exc}; truncated or corrupt?)",
+                "re-save or re-scan it",
+            ) from None
+        if image.format not in _FORMATS:
+            raise ParseError(
+                name, f"is a {image.format} image, not PNG, JPEG or TIFF", "convert it"
+            )
+        frames: list[tuple[Any, float]] = []
+        try:
+            n = getattr(image, "n_frames", 1)
+        except _PILLOW_ERRORS as exc:
+            raise ParseError(
+                name, f"its frames cannot be counted ({exc}; truncated or corrupt?)", "re-save it"
+            ) from None
+        if n > MAX_FRAMES:
+            raise ParseError(name, f"has {n} frames (over {MAX_FRAMES})", "split the file")
+        for index in range(n):
+            try:
+                image.seek(index)
+                w, h = image.size
+                if w * h > MAX_PIXELS:
+                    raise ParseError(
+                        name,
+                        f"frame {index + 1} is {w:,} × {h:,} pixels, over the "
+                        f"{MAX_PIXELS / 1e6:.0f} megapixel limit (a decompression bomb?)",
+                        _SCALE_DOWN,
+                    )
+                gray = np.asarray(image.convert("L"))
+            except ParseError:
+                raise
+            except _PILLOW_ERRORS as exc:
+                raise ParseError(
+                    name,
+                    f"frame {index + 1} cannot be decoded ({exc}; truncated or corrupt?)",
+                    "re-save or re-scan it",
+                ) from None
+            frames.append((gray, _dpi(image)))
+    return frames
+
+
+def _dpi(image: Any) -> float:
+    dpi = image.info.get("dpi")
+    try:
+        value = float(dpi[0]) if dpi else 0.0
+    except (TypeError, ValueError, IndexError):
+        value = 0.0
+    return value if 50 <= value <= 2400 else _DEFAULT_DPI
