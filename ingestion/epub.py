@@ -16,9 +16,9 @@ from xml.etree import ElementTree
 
 from fathom.core.base import Document
 from fathom.core.errors import ParseError
-from fathom.ingestion.clean import DEFAULT_MAX_BYTES, Block, assemble, make_document, read_source
+from fathom.ingestion.clean import Block, assemble, make_document
 from fathom.ingestion.html import html_blocks
-from fathom.ingestion.word import MAX_UNPACKED_BYTES, check_unpacked_size
+from fathom.ingestion.word import ArchiveLoader
 
 _RESAVE = "re-export it as EPUB (e.g. with Calibre), or convert it to PDF"
 # Font obfuscation algorithms (IDPF, Adobe): embedded fonts scrambled, the text is readable.
@@ -28,23 +28,15 @@ _FONT_OBFUSCATION = frozenset(
 _ENC = "{http://www.w3.org/2001/04/xmlenc#}"
 
 
-class EpubLoader:
+class EpubLoader(ArchiveLoader):
     """Loads ``.epub``: chapters in reading (spine) order as sections; one page."""
 
     format = "epub"
-
-    def __init__(
-        self, max_bytes: int = DEFAULT_MAX_BYTES, max_unpacked_bytes: int = MAX_UNPACKED_BYTES
-    ) -> None:
-        self.max_bytes = max_bytes
-        self.max_unpacked_bytes = max_unpacked_bytes
+    kind = "an EPUB"
+    resave = _RESAVE
 
     def load(self, path: str | Path) -> Document:
-        name = str(path)
-        data = read_source(path, self.max_bytes)
-        if not data.startswith(b"PK"):
-            raise ParseError(name, "not an EPUB file (not a zip archive)", _RESAVE)
-        check_unpacked_size(name, data, self.max_unpacked_bytes, resave=_RESAVE)
+        name, data = self.read_archive(path)
         _refuse_drm(name, data)
         book = _open(name, data)
         blocks: list[Block] = []

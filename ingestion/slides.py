@@ -14,36 +14,26 @@ from typing import Any
 from fathom.core.base import Document
 from fathom.core.errors import ParseError
 from fathom.ingestion.clean import (
-    DEFAULT_MAX_BYTES,
     Block,
     assemble,
     make_document,
-    read_source,
     table_row,
 )
-from fathom.ingestion.word import MAX_UNPACKED_BYTES, check_unpacked_size
+from fathom.ingestion.word import ArchiveLoader
 
 NOTES_MARK = "Speaker notes:"
 _RESAVE = "re-save it from PowerPoint or LibreOffice Impress as .pptx"
 
 
-class PptxLoader:
+class PptxLoader(ArchiveLoader):
     """Loads ``.pptx``: a page per slide, the slide title as its section, notes marked."""
 
     format = "pptx"
-
-    def __init__(
-        self, max_bytes: int = DEFAULT_MAX_BYTES, max_unpacked_bytes: int = MAX_UNPACKED_BYTES
-    ) -> None:
-        self.max_bytes = max_bytes
-        self.max_unpacked_bytes = max_unpacked_bytes
+    kind = "a PPTX"
+    resave = _RESAVE
 
     def load(self, path: str | Path) -> Document:
-        name = str(path)
-        data = read_source(path, self.max_bytes)
-        if not data.startswith(b"PK"):
-            raise ParseError(name, "not a PPTX file (not a zip archive)", _RESAVE)
-        check_unpacked_size(name, data, self.max_unpacked_bytes, resave=_RESAVE)
+        name, data = self.read_archive(path)
         prs = _open(name, data)
         blocks: list[Block] = []
         n_slides = 0

@@ -89,10 +89,13 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:.0f} MiB" if n >= 10 * 2**20 else f"{n / 2**20:.2f} MiB"
 
 
-class DocxLoader:
-    """Loads ``.docx`` with python-docx; one page (Word pagination is not in the file)."""
+class ArchiveLoader:
+    """What the zip-based formats (DOCX, PPTX, EPUB) share: the size limits, and reading a
+    file's bytes only once they are a zip archive whose declared sizes are sane."""
 
-    format = "docx"
+    kind = ""  # the format in messages, with its article: "a DOCX", "an EPUB"
+    resave = ""  # the fix for a broken archive
+    not_zip_fix = ""  # the fix for a file that is no zip at all (default: ``resave``)
 
     def __init__(
         self, max_bytes: int = DEFAULT_MAX_BYTES, max_unpacked_bytes: int = MAX_UNPACKED_BYTES
@@ -100,23 +103,35 @@ class DocxLoader:
         self.max_bytes = max_bytes
         self.max_unpacked_bytes = max_unpacked_bytes
 
-    def load(self, path: str | Path) -> Document:
-        """Read the file into a Document: body paragraphs and tables, heading styles as sections."""
+    def read_archive(self, path: str | Path) -> tuple[str, bytes]:
+        """``(name, bytes)`` of ``path``; ParseError unless it is a zip whose parts are sane."""
         name = str(path)
         data = read_source(path, self.max_bytes)
+        if not data.startswith(b"PK"):
+            raise ParseError(
+                name, f"not {self.kind} file (not a zip archive)", self.not_zip_fix or self.resave
+            )
+        check_unpacked_size(name, data, self.max_unpacked_bytes, resave=self.resave)
+        return name, data
+
+
+class DocxLoader(ArchiveLoader):
+    """Loads ``.docx`` with python-docx; one page (Word pagination is not in the file)."""
+
+    format = "docx"
+    kind = "a DOCX"
+    resave = "re-save it from Word or LibreOffice as .docx"
+    not_zip_fix = "check the file type or re-save it as .docx"
+
+    def load(self, path: str | Path) -> Document:
+        """Read the file into a Document: body paragraphs and tables, heading styles as sections."""
+        name, data = self.read_archive(path)
         try:
             import docx  # python-docx, imported here so the CLI starts fast
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ParseError(
                 name, f"python-docx is not installed ({exc})", "pip install python-docx"
             ) from None
-        if not data.startswith(b"PK"):
-            raise ParseError(
-                name,
-                "not a DOCX file (not a zip archive)",
-                "check the file type or re-save it as .docx",
-            )
-        check_unpacked_size(name, data, self.max_unpacked_bytes)
         try:
             document = docx.Document(io.BytesIO(data))
         except KeyError as exc:  # a part named in the relationships is not in the archive
