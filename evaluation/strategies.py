@@ -165,11 +165,10 @@ def make_policy(
         policy.name = spec.name
         return policy, None
     if spec.kind == "cascade":
-        from fathom.router.cascade import Cascade, CascadeDepth
+        from fathom.router.cascade import THRESHOLD, Cascade, CascadeDepth
 
-        if spec.confidence is None:
-            return CascadeDepth(name=spec.name), None
-        return CascadeDepth(Cascade(threshold=spec.confidence), name=spec.name), None
+        threshold = THRESHOLD if spec.confidence is None else spec.confidence
+        return CascadeDepth(Cascade(threshold=threshold), name=spec.name), None
     if spec.kind == "reinforce":
         from fathom.router.reinforce import ReinforcePolicy
 

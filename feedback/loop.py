@@ -84,17 +84,20 @@ class FeedbackLoop:
         ``threshold``."""
         return cls(True, threshold, max(0, len(ladder) - 1), 1.0, tuple(ladder))
 
+    def top(self, k_max: int) -> int:
+        """The deepest a round may go: the ladder's top, else twice the strategy's ``k_max``."""
+        return self.ladder[-1] if self.ladder else k_max * 2
+
     def wants_deeper(
         self, score: float, rounds: int, k: int, deepest: int, k_max: int, used: list[Any]
     ) -> bool:
         """Whether the answer at depth ``k`` (confidence ``score``, after ``rounds`` rounds,
         from sources ``used``) calls for another round."""
-        top = self.ladder[-1] if self.ladder else k_max * 2
         return (
             self.enabled
             and score < self.threshold
             and rounds < self.max_rounds
-            and k < min(deepest, top)
+            and k < min(deepest, self.top(k_max))
             and (k == 0 or bool(used))
         )
 
@@ -127,10 +130,9 @@ class FeedbackLoop:
         used, draft, conf = attempt(k, False)
         rounds = 0
         stopped, stopped_at = "", 0
-        top = self.ladder[-1] if self.ladder else 2 * k_max
         while self.wants_deeper(score(draft, conf), rounds, k, deepest, k_max, used):
             t = time.perf_counter()
-            new_k = self.next_depth(k, k_min, min(deepest, top))
+            new_k = self.next_depth(k, k_min, min(deepest, self.top(k_max)))
             if not round_fits(k, new_k):
                 stopped, stopped_at = "deadline", new_k
                 break

@@ -44,10 +44,6 @@ class Cascade:
         if not 0.0 < self.threshold <= 1.0:
             raise ConfigError(f"cascade threshold {self.threshold:g}: must be within (0, 1]")
 
-    def rung_after(self, k: int) -> int | None:
-        """The next depth of the ladder above ``k``; None at the top."""
-        return next((r for r in self.ladder if r > k), None)
-
     def choose(self, budgets: tuple[int, ...], confidence: Any) -> Any:
         """Where the climb ends on a sweep, as budget indices: per row of ``confidence``
         ``(n, len(budgets))`` (the answer's confidence at each budget), the first rung whose

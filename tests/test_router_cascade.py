@@ -25,8 +25,7 @@ def probe_of(n: int) -> Probe:
 
 
 def test_ladder_rules() -> None:
-    c = Cascade((1, 2, 5))
-    assert c.rung_after(1) == 2 and c.rung_after(3) == 5 and c.rung_after(5) is None
+    assert Cascade((1, 2, 5)).ladder == (1, 2, 5)
     for bad in ((), (0, 2), (3, 2), (2, 2)):
         with pytest.raises(ConfigError):
             Cascade(bad)
