@@ -271,15 +271,7 @@ class Engine:
         on_event: Progress | None = None,
     ) -> Answer:
         """Answer ``question``; ``k`` fixes the depth, else ``policy``, else the strategy."""
-        from fathom.router.depth import requested_depth
-
-        configured = self.depth_policy() if k is None and policy is None else None
-        depth = requested_depth(k, policy or configured)
-        prepared = self.prepare(question, retrieve=k != 0, depth=depth)
-        # The configured depth policy, unless the question asks about the whole document: no
-        # depth covers that, and the strategy's map-reduce reads every section instead.
-        if configured is not None and not prepared.strategy.map_reduce:
-            policy = configured
+        prepared, policy = self._prepare_with_policy(question, k, policy)
         return self.answer(
             prepared,
             k=k,
@@ -289,6 +281,28 @@ class Engine:
             on_token=on_token,
             on_event=on_event,
         )
+
+    def _prepare_with_policy(
+        self, question: str, k: int | None, policy: Any | None
+    ) -> tuple[Prepared, Any | None]:
+        """``question`` prepared as deep as its depth policy needs, and that policy: ``policy``,
+        else (without ``k``) the configured one, unless the question asks about the whole
+        document: no depth covers that, and the strategy's map-reduce reads every section."""
+        from fathom.router.depth import requested_depth
+
+        configured = self.depth_policy() if k is None and policy is None else None
+        depth = requested_depth(k, policy or configured)
+        prepared = self.prepare(question, retrieve=k != 0, depth=depth)
+        if configured is not None and not prepared.strategy.map_reduce:
+            policy = configured
+        return prepared, policy
+
+    def _chooser(self, prepared: Prepared, k: int | None, policy: Any | None) -> Any:
+        """What decides the depth: a fixed ``k``, else ``policy``, else the query type's
+        strategy."""
+        from fathom.router.depth import FixedDepth, StrategyDepth
+
+        return FixedDepth(k) if k is not None else policy or StrategyDepth(prepared.strategy)
 
     def answer(
         self,
@@ -309,14 +323,14 @@ class Engine:
         the decision is a fixed k = 0 (a no-retrieval run never needs them).
         """
         from fathom.router.cascade import CascadeDepth
-        from fathom.router.depth import FixedDepth, StrategyDepth
+        from fathom.router.depth import StrategyDepth
 
         emit = on_event or (lambda *a, **kw: None)
         gen = self.generator
         self.clock.begin(gen)
         trace = self._start_trace(prepared, no_retrieval=k == 0)
 
-        chooser = FixedDepth(k) if k is not None else policy or StrategyDepth(prepared.strategy)
+        chooser = self._chooser(prepared, k, policy)
         decision = self._decide(prepared, chooser, trace)
         emit("decision", decision=decision, query_type=prepared.query_type)
 
@@ -702,14 +716,11 @@ class Engine:
         into the decided context budget, and their token count in the generator's tokenizer.
         The feedback loop, which deepens only after reading an answer, does not run."""
         from fathom.router.cascade import CascadeDepth
-        from fathom.router.depth import FixedDepth, StrategyDepth, requested_depth
+        from fathom.router.depth import StrategyDepth
 
-        configured = self.depth_policy() if k is None else None
-        prepared = self.prepare(question, retrieve=k != 0, depth=requested_depth(k, configured))
-        if prepared.strategy.map_reduce:
-            configured = None  # as in ask: no depth covers the whole document
+        prepared, policy = self._prepare_with_policy(question, k, None)
         trace = self._start_trace(prepared, no_retrieval=k == 0)
-        chooser = FixedDepth(k) if k is not None else configured or StrategyDepth(prepared.strategy)
+        chooser = self._chooser(prepared, k, policy)
         decision = self._decide(prepared, chooser, trace)
         candidates, _ = self._candidates(prepared, decision, rerank, trace)
         gen = self.generator
