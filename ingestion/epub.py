@@ -17,7 +17,7 @@ from xml.etree import ElementTree
 from fathom.core.base import Document
 from fathom.core.errors import ParseError
 from fathom.ingestion.clean import Block, assemble, make_document
-from fathom.ingestion.html import html_blocks
+from fathom.ingestion.html import BOOK_SKIP, html_blocks
 from fathom.ingestion.word import ArchiveLoader
 
 _RESAVE = "re-export it as EPUB (e.g. with Calibre), or convert it to PDF"
@@ -140,7 +140,7 @@ def _chapter_blocks(item: Any, titles: dict[str, str]) -> list[Block]:
     except (lxml.etree.ParserError, ValueError):
         return []
     body = root.find(".//body")
-    blocks = html_blocks(body if body is not None else root, level_offset=1)
+    blocks = html_blocks(body if body is not None else root, level_offset=1, skip=BOOK_SKIP)
     if not any(b.kind != "heading" for b in blocks):
         return []
     file_name = item.get_name()

@@ -29,6 +29,9 @@ SKIP = frozenset(
     {"script", "style", "noscript", "template", "head", "nav", "svg", "math", "iframe", "object",
      "button", "select", "form", "aside", "footer", "header", "menu"}
 )  # fmt: skip
+# A book's chapter is all document: its <header> holds the chapter's heading and subtitle, its
+# <aside> and <footer> notes and sidebars, not a site's navigation.
+BOOK_SKIP = SKIP - {"header", "footer", "aside"}
 _PARAGRAPH = frozenset(
     {"p", "item", "li", "dt", "dd", "quote", "blockquote", "figcaption", "caption", "address",
      "summary", "label"}
@@ -107,12 +110,13 @@ def main_content(data: bytes) -> list[Block]:
     return [] if body is None else html_blocks(body)
 
 
-def html_blocks(root: Any, level_offset: int = 0) -> list[Block]:
+def html_blocks(root: Any, level_offset: int = 0, skip: frozenset[str] = SKIP) -> list[Block]:
     """Blocks of an HTML or trafilatura XML element in document order: headings (``hN`` or
     ``head rend="hN"``, levels shifted by ``level_offset``), paragraphs, list items, code and
-    tables as rows of cells."""
+    tables as rows of cells; elements tagged as in ``skip`` are left out (a web page's
+    boilerplate by default, ``BOOK_SKIP`` for a book's chapter)."""
     blocks: list[Block] = []
-    _walk(root, blocks, level_offset)
+    _walk(root, blocks, level_offset, skip)
     return blocks
 
 
@@ -123,13 +127,13 @@ def _tag(el: Any) -> str:
     return tag.rsplit("}", 1)[-1].lower()  # XHTML namespaces (EPUB)
 
 
-def _walk(el: Any, blocks: list[Block], offset: int) -> None:
+def _walk(el: Any, blocks: list[Block], offset: int, skip: frozenset[str]) -> None:
     tag = _tag(el)
     level = _heading_level(el, tag)
-    if not tag or (tag in SKIP and not level):
+    if not tag or (tag in skip and not level):
         return
     if level:
-        text = _text(el)
+        text = _text(el, skip=skip)
         if text:
             blocks.append(Block(text, "heading", level=min(6, level + offset)))
         return
@@ -144,7 +148,7 @@ def _walk(el: Any, blocks: list[Block], offset: int) -> None:
             blocks.append(Block(text, "code"))
         return
     if tag in _PARAGRAPH or not _has_block_children(el):
-        text = _text(el)
+        text = _text(el, skip=skip)
         if text:
             prefix = "- " if tag in ("item", "li") else ""
             blocks.append(Block(prefix + text))
@@ -153,10 +157,10 @@ def _walk(el: Any, blocks: list[Block], offset: int) -> None:
     loose = [el.text or ""]
     for child in el:
         if _tag(child) in _INLINE:
-            loose.append(_text(child, keep_tail=True))
+            loose.append(_text(child, keep_tail=True, skip=skip))
             continue
         _flush(loose, blocks)
-        _walk(child, blocks, offset)
+        _walk(child, blocks, offset, skip)
         loose = [child.tail or ""]
     _flush(loose, blocks)
 
@@ -182,8 +186,9 @@ def _has_block_children(el: Any) -> bool:
     return any(_tag(c) not in _INLINE and _tag(c) for c in el)
 
 
-def _text(el: Any, keep_tail: bool = False) -> str:
-    """An element's visible text on one line (``<br>`` as a space), skipping scripts."""
+def _text(el: Any, keep_tail: bool = False, skip: frozenset[str] = SKIP) -> str:
+    """An element's visible text on one line (``<br>`` as a space), leaving out the elements
+    tagged as in ``skip`` (scripts among them)."""
     parts: list[str] = []
 
     def visit(node: Any) -> None:
@@ -193,7 +198,7 @@ def _text(el: Any, keep_tail: bool = False) -> str:
             tag = _tag(child)
             if tag in _BREAK:
                 parts.append(" ")
-            if tag and tag not in SKIP:
+            if tag and tag not in skip:
                 visit(child)
             if child.tail:
                 parts.append(child.tail)

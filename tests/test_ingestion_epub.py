@@ -43,3 +43,22 @@ def test_broken_epub_is_one_line(tmp_path: Path, make, fragment: str) -> None:
         load_document(path)
     message = str(info.value)
     assert message.startswith(f"{path}: ") and "\n" not in message and fragment in message
+
+
+def test_a_chapter_heading_inside_header_is_kept() -> None:
+    """EPUB 3 chapters often open with <header><h1>…</h1><p>subtitle</p></header>: in a book
+    that is the chapter's heading, not a site's banner (a web page's <header> is skipped)."""
+    from fathom.ingestion.html import BOOK_SKIP, html_blocks
+    from lxml import html
+
+    root = html.fromstring(
+        "<body><section><header><h1>The Tide Mills</h1><p>A history</p></header>"
+        "<p>Mills turned with the tide.</p></section></body>"
+    )
+    book = html_blocks(root, skip=BOOK_SKIP)
+    assert [(b.text, b.kind) for b in book[:2]] == [
+        ("The Tide Mills", "heading"),
+        ("A history", "para"),
+    ]
+    web = html_blocks(root)
+    assert [b.text for b in web] == ["Mills turned with the tide."]
