@@ -247,7 +247,7 @@ def render_ingest(report, as_json: bool = False) -> None:
         elif f.status == "skipped":
             err.print("[yellow]skipped[/yellow]", plain(f"{f.path}: {f.reason}"), highlight=False)
     c = report.to_dict()["counts"]
-    ocr = sum(f.ocr_pages for f in report.files)
+    ocr = report.ocr_pages
     ocr_note = f"{ocr} page{'' if ocr == 1 else 's'} read by OCR · " if ocr else ""
     verb = "committed" if report.committed else "nothing to change"
     out.print(

@@ -62,6 +62,11 @@ class IngestReport:
     def count(self, status: str) -> int:
         return sum(1 for f in self.files if f.status == status)
 
+    @property
+    def ocr_pages(self) -> int:
+        """Pages read by OCR in this run (an unchanged file keeps its count, but was not read)."""
+        return sum(f.ocr_pages for f in self.files if f.status == "ok")
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "collection": self.collection,
@@ -72,7 +77,7 @@ class IngestReport:
             },
             "embedded_chunks": self.embedded_chunks,
             "total_chunks": self.total_chunks,
-            "ocr_pages": sum(f.ocr_pages for f in self.files),
+            "ocr_pages": self.ocr_pages,
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "files": [f.__dict__ for f in self.files],
             "warnings": list(self.warnings),

@@ -67,6 +67,7 @@ def test_scans_and_new_formats_in_one_batch(
     assert statuses["scan.pdf"] == statuses["note.png"] == "unchanged"
     assert not again["committed"]
     assert {Path(f["path"]).name: f for f in again["files"]}["scan.pdf"]["ocr_pages"] == 2
+    assert again["ocr_pages"] == 0  # the run itself read nothing by OCR
 
 
 @needs_ocr
