@@ -7,9 +7,10 @@ decoded only after its size has been checked, so a huge image is refused before 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import warnings as warnings_module
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,17 +65,18 @@ class ImageLoader:
             raise ParseError(
                 name, f"an image needs OCR, which is unavailable: {problem}", OCR_INSTALL
             )
-        frames = _frames(name, data)
+        image, n = _open_image(name, data)
         eng = engine(self.ocr.threads)
         pages = []
         unreadable: list[int] = []
         warnings: list[str] = []
         if self.on_page is not None:
-            self.on_page(0, len(frames))  # how many pages OCR will read
-        for number, (gray, dpi) in enumerate(frames, 1):
+            self.on_page(0, n)  # how many pages OCR will read
+        for number in range(1, n + 1):
+            gray, dpi = _frame(name, image, number - 1)
             result = eng.read(gray)
             if self.on_page is not None:
-                self.on_page(number, len(frames))
+                self.on_page(number, n)
             if not result.lines or result.confidence < self.ocr.min_confidence:
                 unreadable.append(number)
                 pages.append(Page(number, 0.0))
@@ -103,19 +105,25 @@ class ImageLoader:
         return make_document(path, data, self.format, assembled, warnings=warnings, ocr_pages=read)
 
 
-def _frames(name: str, data: bytes) -> list[tuple[Any, float]]:
-    """Each frame of the image as ``(h, w)`` uint8 grey with its resolution (dots per inch)."""
+@contextlib.contextmanager
+def _pillow_rules() -> Iterator[None]:
+    """Pillow's notes on damaged metadata (EXIF) are not the user's business here, but it only
+    warns between its pixel limit and twice it: here every bomb is an error."""
+    from PIL import Image
+
+    with warnings_module.catch_warnings():
+        warnings_module.simplefilter("ignore", UserWarning)
+        warnings_module.simplefilter("error", Image.DecompressionBombWarning)
+        yield
+
+
+def _open_image(name: str, data: bytes) -> tuple[Any, int]:
+    """The image, not yet decoded, and its number of frames; ParseError when it is not one."""
     try:
         from PIL import Image, UnidentifiedImageError
     except ImportError as exc:  # pragma: no cover - Pillow comes with the base install
         raise ParseError(name, f"Pillow is not installed ({exc})", "pip install pillow") from None
-    import numpy as np
-
-    with warnings_module.catch_warnings():
-        # Pillow's notes on damaged metadata (EXIF) are not the user's business here...
-        warnings_module.simplefilter("ignore", UserWarning)
-        # ...but it only warns between its pixel limit and twice it: here every bomb is an error.
-        warnings_module.simplefilter("error", Image.DecompressionBombWarning)
+    with _pillow_rules():
         try:
             image = Image.open(io.BytesIO(data))
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
@@ -138,37 +146,43 @@ def _frames(name: str, data: bytes) -> list[tuple[Any, float]]:
             raise ParseError(
                 name, f"is a {image.format} image, not PNG, JPEG or TIFF", "convert it"
             )
-        frames: list[tuple[Any, float]] = []
         try:
             n = getattr(image, "n_frames", 1)
         except _PILLOW_ERRORS as exc:
             raise ParseError(
                 name, f"its frames cannot be counted ({exc}; truncated or corrupt?)", "re-save it"
             ) from None
-        if n > MAX_FRAMES:
-            raise ParseError(name, f"has {n} frames (over {MAX_FRAMES})", "split the file")
-        for index in range(n):
-            try:
-                image.seek(index)
-                w, h = image.size
-                if w * h > MAX_PIXELS:
-                    raise ParseError(
-                        name,
-                        f"frame {index + 1} is {w:,} × {h:,} pixels, over the "
-                        f"{MAX_PIXELS / 1e6:.0f} megapixel limit (a decompression bomb?)",
-                        _SCALE_DOWN,
-                    )
-                gray = np.asarray(image.convert("L"))
-            except ParseError:
-                raise
-            except _PILLOW_ERRORS as exc:
+    if n > MAX_FRAMES:
+        raise ParseError(name, f"has {n} frames (over {MAX_FRAMES})", "split the file")
+    return image, n
+
+
+def _frame(name: str, image: Any, index: int) -> tuple[Any, float]:
+    """Frame ``index`` as ``(h, w)`` uint8 grey with its resolution (dots per inch), decoded
+    only when OCR reads it: a many-page scan never holds every page in memory at once."""
+    import numpy as np
+
+    with _pillow_rules():
+        try:
+            image.seek(index)
+            w, h = image.size
+            if w * h > MAX_PIXELS:
                 raise ParseError(
                     name,
-                    f"frame {index + 1} cannot be decoded ({exc}; truncated or corrupt?)",
-                    "re-save or re-scan it",
-                ) from None
-            frames.append((gray, _dpi(image)))
-    return frames
+                    f"frame {index + 1} is {w:,} × {h:,} pixels, over the "
+                    f"{MAX_PIXELS / 1e6:.0f} megapixel limit (a decompression bomb?)",
+                    _SCALE_DOWN,
+                )
+            gray = np.asarray(image.convert("L"))
+        except ParseError:
+            raise
+        except _PILLOW_ERRORS as exc:
+            raise ParseError(
+                name,
+                f"frame {index + 1} cannot be decoded ({exc}; truncated or corrupt?)",
+                "re-save or re-scan it",
+            ) from None
+    return gray, _dpi(image)
 
 
 def _dpi(image: Any) -> float:
