@@ -105,7 +105,8 @@ def ingest(
     watch: bool,
     password: str | None,
 ) -> None:
-    """Ingest PDF, DOCX, TXT and MD files (or folders, or docs.jsonl) into a collection."""
+    """Ingest PDF, DOCX, PPTX, HTML, EPUB, TXT and MD files, scans and images (by OCR), folders
+    or a docs.jsonl into a collection."""
     from fathom import commands
     from fathom.render import IngestProgress, render_ingest
 

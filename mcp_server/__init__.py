@@ -49,10 +49,11 @@ logger = logging.getLogger("fathom.mcp")
 
 COLLECTION_ARG = "Collection name (see list_collections); may be left out when one is served."
 
-SEARCH_DOC = f"""Search the user's own documents (PDF, DOCX, TXT, Markdown indexed by Fathom on
-this machine) and return the best-matching passages, best first, each with its document title,
-file path, pages, section, relevance score, text (at most 2,000 characters) and a uri
-(fathom://COLLECTION/CHUNK_ID) that reads the whole passage as a resource. Use it to find where
+SEARCH_DOC = f"""Search the user's own documents (PDF, scans, images, DOCX, PPTX, HTML, EPUB, TXT
+and Markdown indexed by Fathom on this machine) and return the best-matching passages, best
+first, each with its document title, file path, pages, section, relevance score, text (at most
+2,000 characters) and a uri (fathom://COLLECTION/CHUNK_ID) that reads the whole passage as a
+resource. Use it to find where
 the documents speak of something; cite passages by title and pages. k is how many passages
 (default 10, at most {MAX_K}); mode is hybrid (default: meaning and keywords), dense (meaning)
 or bm25 (exact words). {UNTRUSTED}"""
@@ -74,7 +75,8 @@ best sentences without a model; auto, llamacpp, ollama and huggingface use a loc
 LIST_DOC = """List the document collections this server searches, with how many documents and
 chunks each holds, when it was last updated, and whether this server may ingest files."""
 
-INGEST_DOC = """Index files or folders (PDF, DOCX, TXT, MD, or a docs.jsonl) into a collection,
+INGEST_DOC = """Index files or folders (PDF, scans and images by OCR, DOCX, PPTX, HTML, EPUB, TXT,
+MD, or a docs.jsonl) into a collection,
 incrementally: new and changed files are read, unchanged ones kept, files gone from a folder
 dropped; one atomic update. Paths must lie inside the folders the server was started with
 (absolute, or relative to one of them; no '..'; symlinks leading out are refused). Returns

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fathom.core.base import cited_text
+from fathom.core.base import SOURCE_TEXT_CHARS, cited_text
 from fathom.core.errors import CollectionNotFound, ConfigError, FathomError, IndexMismatchError
 from fathom.mcp_server.safety import Root, resolve_under
 
@@ -182,15 +182,15 @@ class FathomTools:
 
     # -- pieces ------------------------------------------------------------------------------
 
-    def _text(self, text: str) -> str:
-        """Document text as a tool shows it: filtered as the generator's sources are, and cut
-        at a word boundary with "…" past 2,000 characters."""
+    def _text(self, text: str, limit: int = SOURCE_TEXT_CHARS) -> str:
+        """Document text as every tool and resource shows it: filtered as the generator's
+        sources are, and cut at a word boundary with "…" past ``limit`` characters."""
         from fathom.core.text import safe_terminal_text
         from fathom.stages.generate.prompt import without_instructions
 
         if self.cfg.generator.framing == "filtered":
             text = without_instructions(text)
-        return cited_text(safe_terminal_text(text))
+        return cited_text(safe_terminal_text(text), limit)
 
     @staticmethod
     def uri(collection: str, chunk_id: str) -> str:
@@ -288,9 +288,10 @@ class FathomTools:
             "sources": [
                 {
                     **{k: v for k, v in c.to_dict().items() if k != "doc_id"},
+                    "text": self._text(h.chunk.text),
                     "uri": self.uri(tr.collection, c.chunk_id),
                 }
-                for c in ctx.sources
+                for c, h in zip(ctx.sources, ctx.used, strict=True)
             ],
             "notices": list(tr.notices),
             "stages_ms": {k: round(v, 3) for k, v in tr.stages_ms.items()},
@@ -383,8 +384,6 @@ class FathomTools:
 
     def chunk(self, collection: str, chunk_id: str) -> dict[str, Any]:
         """A chunk in full (the ``fathom://COLLECTION/CHUNK_ID`` resource)."""
-        from fathom.core.text import safe_terminal_text
-
         with self.engine(collection) as (engine, slot):
             row = engine.collection.store.find(chunk_id)
             if row is None:
@@ -394,9 +393,7 @@ class FathomTools:
                 )
             c = engine.collection.chunks([row])[0]
             path = slot.paths.get(c.doc_id, "")
-        text = safe_terminal_text(c.text)
-        if len(text) > CHUNK_CHARS:
-            text = text[:CHUNK_CHARS] + "… [cut at the resource's size limit]"
+        text = self._text(c.text, CHUNK_CHARS)
         return {
             "collection": collection,
             "chunk_id": c.chunk_id,
