@@ -623,6 +623,19 @@ class Engine:
 
         return context_budget(self.generator, self.cfg.generator, question, wanted)
 
+    def _fit(
+        self, question: str, candidates: list[Hit], k: int, budget: int, trace: Trace
+    ) -> list[Hit]:
+        """The top ``k`` candidates compressed into ``budget``; a notice when none fits."""
+        kept = self.compressor.fit(question, candidates[:k], budget) if k > 0 else []
+        if k > 0 and candidates and not kept:
+            trace.notice(
+                f"no source fits the {budget}-token context budget (--budget-tokens, "
+                "compress.budget_tokens): answered without sources",
+                "no source fits",
+            )
+        return kept
+
     def _generate_round(
         self,
         question: str,
@@ -640,13 +653,7 @@ class Engine:
         members without a time window, whose traces start at zero."""
         until = (self.clock.until(trace) if until is None else until) if deadline else None
         t = time.perf_counter()
-        kept = self.compressor.fit(question, candidates[:k], budget) if k > 0 else []
-        if k > 0 and candidates and not kept:
-            trace.notice(
-                f"no source fits the {budget}-token context budget (--budget-tokens, "
-                "compress.budget_tokens): answered without sources",
-                "no source fits",
-            )
+        kept = self._fit(question, candidates, k, budget, trace)
         # Sources whose reading would already pass the deadline are left out.
         kept = self.clock.readable(question, kept, until, trace)
         trace.add_ms("compress", elapsed_ms(t))
@@ -738,7 +745,7 @@ class Engine:
                 f"rung, k = {decision.k}"
             )
         t = time.perf_counter()
-        kept = self.compressor.fit(prepared.question, candidates[: decision.k], budget)
+        kept = self._fit(prepared.question, candidates, decision.k, budget, trace)
         trace.add_ms("compress", elapsed_ms(t))
         trace.set_context([h.chunk.text for h in kept], self._context_tokens(kept))
         sources = tuple(self._citation(i, h) for i, h in enumerate(kept, start=1))
