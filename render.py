@@ -81,7 +81,8 @@ class IngestProgress:
             )
 
             self.progress = Progress(
-                TextColumn("{task.description}"),
+                # Descriptions name files: shown as they are, never parsed as rich markup.
+                TextColumn("{task.description}", markup=False),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TaskProgressColumn(),
@@ -119,13 +120,15 @@ class IngestProgress:
                 description=f"files · {self.pages} pages · {self.chunks} chunks",
             )
         elif event == "ocr_page":
+            from fathom.core.text import safe_terminal_text
+
             # OCR is the slow part of reading a scan: its pages and pages/s while it runs
-            label = f"OCR {Path(info['path']).name}"
+            label = safe_terminal_text(f"OCR {Path(info['path']).name}")
             if self.ocr_task is None:
                 self.ocr_task = p.add_task(label, total=info["total"], rate="")
             p.update(
                 self.ocr_task,
-                description=plain(label),
+                description=label,
                 completed=info["done"],
                 total=info["total"],
                 rate=f"{info['rate']:.2f} pages/s",

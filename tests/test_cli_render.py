@@ -152,3 +152,25 @@ def test_tables_never_cut_a_name_a_user_types_back(
     assert max(len(line) for line in out.splitlines()) <= 80
     assert any(name in line for line in out.splitlines()), out
     assert "…" not in out
+
+
+def test_ingest_progress_shows_file_names_as_they_are_never_as_markup(monkeypatch) -> None:
+    """A scan named ``[red]scan.png`` or ``notes [b] 2.png``: the progress bar shows the name
+    as written, not styled text with the brackets gone."""
+    import io
+
+    from fathom import render
+    from rich.console import Console
+
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, width=120, color_system=None)
+    monkeypatch.setattr(render, "stderr_console", lambda: console)
+    with render.IngestProgress(enabled=True) as progress:
+        progress("discovered", files=2)
+        for name in ("[red]scan.png", "notes [b] 2.png"):
+            progress("ocr_page", path=f"/scans/{name}", done=1, total=2, rate=0.5)
+            progress.progress.refresh()
+            progress("file", path=f"/scans/{name}", status="ok", pages=2, chunks=3)
+    shown = buf.getvalue()
+    assert "OCR [red]scan.png" in shown
+    assert "OCR notes [b] 2.png" in shown
