@@ -142,25 +142,15 @@ def ocr_document_pages(
 def mark_ocr_sections(assembled: Any, ocr_pages: tuple[int, ...]) -> Any:
     """``assembled`` with the text OCR read marked as its own innermost sections, titled
     "<section> (OCR)" (or "OCR text" outside any section), so a chunk, and every source an
-    answer cites, says when its text came from OCR. A run of consecutive OCR pages is marked as
-    one stretch (cut where the document's own sections change), so a paragraph that goes on
-    over a page break is chunked as in a PDF with a text layer, citing both pages; a chunk
-    never mixes OCR text with a text layer's."""
+    answer cites, says when its text came from OCR. Each OCR page is marked on its own, so a
+    chunk of OCR text stays on its page and cites the page of the scan it is on (a heading at
+    the foot of a page still goes with the text it heads, as the chunker keeps them)."""
     if not ocr_pages:
         return assembled
     from dataclasses import replace
 
     wanted = set(ocr_pages)
-    runs: list[tuple[int, int]] = []
-    last = None  # the number of the OCR page the current run ends with
-    for p in assembled.pages:
-        if p.number not in wanted or p.end <= p.start:
-            continue
-        if runs and last == p.number - 1:
-            runs[-1] = (runs[-1][0], p.end)
-        else:
-            runs.append((p.start, p.end))
-        last = p.number
+    runs = [(p.start, p.end) for p in assembled.pages if p.number in wanted and p.end > p.start]
     bounds = sorted({x for s in assembled.sections for x in (s.start, s.end)})
     marks: list[SectionSpan] = []
     for start, end in runs:
