@@ -87,3 +87,15 @@ def test_reopen_moves_to_a_new_generation_and_keeps_the_models(guide, minilm) ->
             engine.reopen()
     finally:
         engine.close()
+
+
+def test_a_context_no_source_fits_says_so(guide) -> None:
+    """A budget that holds no source gives an empty context with the same notice ask gives."""
+    cfg, _ = guide
+    engine = Engine(cfg, "guide")
+    try:
+        ctx = engine.context(QUESTION, k=2, budget_tokens=10)
+    finally:
+        engine.close()
+    assert not ctx.sources and ctx.trace.tokens["context"] == 0
+    assert any(n.startswith("no source fits the 10-token") for n in ctx.trace.notices)
