@@ -21,6 +21,7 @@ from fathom.ingestion.ocr import OCR_INSTALL, OcrSettings, engine, layout_page, 
 from fathom.ingestion.pdf_layout import (
     Page,
     mark_headers_footers,
+    mark_numbered_headings,
     mark_size_headings,
     page_blocks,
     ranges,
@@ -98,6 +99,7 @@ class ImageLoader:
             warnings.append(f"no text on page(s) {ranges(unreadable)}")
         mark_headers_footers(pages)
         mark_size_headings(pages)
+        mark_numbered_headings(pages)
         blocks = [b for page in pages for b in page_blocks(page)]
         assembled = assemble(blocks, n_pages=len(pages))
         read = tuple(p.number for p in pages if p.lines)

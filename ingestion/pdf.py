@@ -34,6 +34,7 @@ from fathom.ingestion.pdf_layout import (
     attach_section_numbers,
     display_title,
     mark_headers_footers,
+    mark_numbered_headings,
     mark_size_headings,
     mark_toc_headings,
     page_blocks,
@@ -106,7 +107,7 @@ class PdfLoader:
             toc = _read_toc(doc, warnings)
             meta_title = (doc.metadata or {}).get("title", "")
 
-        extra_sections = _mark_layout(pages, toc)
+        extra_sections = _mark_layout(pages, toc, ocr_pages)
         blocks = [b for page in pages for b in page_blocks(page)]
         meta_title = sensible_title(meta_title) or sensible_title(display_title(pages))
         assembled = assemble(blocks, n_pages=n_pages, extra_sections=extra_sections)
@@ -216,16 +217,22 @@ def _read_toc(doc: Any, warnings: list[str]) -> list[list[Any]]:
         return []
 
 
-def _mark_layout(pages: list[Page], toc: list[list[Any]]) -> list[tuple[str, int, int]]:
+def _mark_layout(
+    pages: list[Page], toc: list[list[Any]], ocr_pages: tuple[int, ...]
+) -> list[tuple[str, int, int]]:
     """Mark the running headers and footers, the headings (from the outline when there is one,
-    else by font size) and their section numbers; return the outline entries no line matched
-    (each starts at its page)."""
+    else by font size, and on the pages read by OCR also by section number) and their section
+    numbers; return the outline entries no line matched (each starts at its page)."""
     mark_headers_footers(pages)
     extra_sections: list[tuple[str, int, int]] = []
     if toc:
         extra_sections = mark_toc_headings(pages, toc)
     else:
         mark_size_headings(pages)
+        # A scan's text boxes show no font weight: a heading in bold at the body's size is
+        # found by its number. Pages with a text layer keep to the outline and font sizes.
+        scanned = set(ocr_pages)
+        mark_numbered_headings([p for p in pages if p.number in scanned])
     attach_section_numbers(pages)
     return extra_sections
 
