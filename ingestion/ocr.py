@@ -42,6 +42,12 @@ LINE_FLOOR = 0.5  # a detected "line" read with less confidence than this is noi
 # An ink gap this wide (in text heights: a space is about 0.3 of the ascender-to-descender
 # height) between two characters is a space; narrower ones are letter spacing ("l l").
 WORD_GAP_EM = 0.28
+# A line with nothing below the baseline ("REACT: SYNERGIZING", "Table of Content") shows ink
+# only from the capitals' top to the baseline, about three quarters of the ascender-to-descender
+# height its gaps are measured against: without this its word gap would be set too narrow, and
+# wide pairs of capitals ("C T") would split.
+NO_DESCENDER_HEIGHT = 0.75
+_DESCENDERS = frozenset("gjpqyQ,;()[]{}|/@$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,7 +296,8 @@ class OcrEngine:
             # an output step covers REC_STRIDE input columns: its centre in crop pixels
             per_step = REC_STRIDE * crop.shape[0] / (REC_HEIGHT * self.squeeze)
             centres = (steps + 0.5) * per_step
-            chars = _insert_spaces(chars, centres, _word_gaps(crop))
+            descends = any(c in _DESCENDERS for c in chars)
+            chars = _insert_spaces(chars, centres, _word_gaps(crop, descends))
         return "".join(chars), score
 
 
@@ -337,10 +344,11 @@ def _rec_input(crop: Any, squeeze: float) -> Any:
     return np.broadcast_to(x, (3, REC_HEIGHT, width))
 
 
-def _word_gaps(crop: Any) -> list[float]:
+def _word_gaps(crop: Any, descends: bool = True) -> list[float]:
     """Centres (crop pixels) of the column runs without ink that are wide enough to be spaces:
     wider than ``WORD_GAP_EM`` text heights and than 2.5 times the line's typical letter gap
-    (so letter-spaced capitals do not break into letters)."""
+    (so letter-spaced capitals do not break into letters). ``descends``: whether the line's
+    text reaches below the baseline; if not, its ink is that much shorter than a text height."""
     import cv2
     import numpy as np
 
@@ -349,6 +357,8 @@ def _word_gaps(crop: Any) -> list[float]:
     if len(rows) == 0:
         return []
     text_height = rows[-1] - rows[0] + 1
+    if not descends:
+        text_height /= NO_DESCENDER_HEIGHT
     cols = np.flatnonzero(ink.sum(axis=0) > 0)
     if len(cols) < 2:
         return []

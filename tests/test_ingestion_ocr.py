@@ -186,6 +186,20 @@ def test_word_gaps_found_in_a_line_image() -> None:
     assert len(gaps) == 1 and 48 < gaps[0] < 100
 
 
+def test_word_gaps_in_a_line_with_nothing_below_the_baseline() -> None:
+    """A line in capitals ("REACT: SYNERGIZING") shows ink only down to its baseline, so its
+    ink is shorter than the text height its gaps are measured against: a gap that is a word
+    gap in a line with descenders is only a wide pair of capitals ("C T") in it."""
+    line = np.full((40, 240), 255, np.uint8)
+    glyphs = [(10, 20), (22, 32), (34, 44), (51, 61), (63, 73), (120, 130), (132, 142)]
+    for x0, x1 in glyphs:  # ink 20 px high: letter gaps 2 px, a 7 px gap, a 47 px gap
+        line[10:30, x0:x1] = 0
+    with_descenders = ocr._word_gaps(line, descends=True)
+    capitals = ocr._word_gaps(line, descends=False)
+    assert len(with_descenders) == 2 and 44 < with_descenders[0] < 51
+    assert len(capitals) == 1 and 73 < capitals[0] < 120
+
+
 def test_layout_page_blocks_columns_and_sizes() -> None:
     def ln(text: str, x0: float, y0: float, x1: float, h: float = 20) -> OcrLine:
         return OcrLine(text, x0, y0, x1, y0 + h, 0.99)
