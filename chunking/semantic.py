@@ -20,6 +20,8 @@ How a document becomes chunks:
    when it closes, it joins the previous chunk of its section if that stays within ``max_tokens``.
 5. Headings and tiny opening paragraphs never stand alone: if the paragraph after them would not
    fit within ``max_tokens``, that paragraph is split so its first sentences join them. A
+   heading is the first paragraph of a section that opens with one (``SectionSpan.headed``; the
+   text of a page read by OCR is marked as a section of its own that opens with body text). A
    section holding nothing but its heading (a heading directly followed by a subheading) is
    carried into the first chunk of its subsection: the one way a chunk reaches past a section
    start (its ``section`` is then the outer one, the section at the chunk's start).
@@ -378,8 +380,12 @@ def _groups(doc: Document, region_of: list[int], region_starts: list[int]) -> li
     """Paragraphs grouped by region, headings flagged, and a region holding only headings carried
     into the next region when that lies inside the heading's section."""
     n = len(doc.text)
-    section_end_at: dict[int, int] = {}  # region start -> furthest end of a section starting there
+    # region start -> furthest end of a section starting there with its heading (a section
+    # marked without one, as the text of a page read by OCR, opens with body text)
+    section_end_at: dict[int, int] = {}
     for sec in doc.sections:
+        if not sec.headed:
+            continue
         a, b = max(sec.start, 0), min(sec.end, n)
         if b > a:
             section_end_at[a] = max(section_end_at.get(a, 0), b)

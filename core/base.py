@@ -37,12 +37,15 @@ class PageSpan:
 
 @dataclass(frozen=True, slots=True)
 class SectionSpan:
-    """A titled section (heading ``level`` 1 = top) covering ``text[start:end]``."""
+    """A titled section (heading ``level`` 1 = top) covering ``text[start:end]``. ``headed``:
+    whether its text opens with its heading; a section marked without one (the text of a page
+    read by OCR) is not, so its first paragraph is body text, not a heading."""
 
     title: str
     level: int
     start: int
     end: int
+    headed: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +96,7 @@ class Document:
             "format": self.format,
             "source_id": self.source_id,
             "pages": [[p.number, p.start, p.end] for p in self.pages],
-            "sections": [[s.title, s.level, s.start, s.end] for s in self.sections],
+            "sections": [[s.title, s.level, s.start, s.end, s.headed] for s in self.sections],
             "chars": len(self.text),
             "warnings": list(self.warnings),
             "ocr_pages": list(self.ocr_pages),

@@ -158,7 +158,7 @@ def mark_ocr_sections(assembled: Any, ocr_pages: tuple[int, ...]) -> Any:
         for a, b in itertools.pairwise(cuts):
             outer = _innermost(assembled.sections, a)
             title = f"{outer} (OCR)" if outer else "OCR text"
-            marks.append(SectionSpan(title, OCR_SECTION_LEVEL, a, b))
+            marks.append(SectionSpan(title, OCR_SECTION_LEVEL, a, b, headed=False))
     sections = tuple(sorted((*assembled.sections, *marks), key=lambda s: (s.start, s.level)))
     return replace(assembled, sections=sections)
 

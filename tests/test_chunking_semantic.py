@@ -330,6 +330,27 @@ def test_heading_always_joins_the_text_after_it(chunker, counter) -> None:
     assert chunks[-1].section == "Chapter Two"
 
 
+def test_a_section_marked_without_a_heading_opens_with_body_text(chunker, counter) -> None:
+    """The text of a page read by OCR is a section of its own that opens with body text, not
+    a heading: its first paragraph is packed like any other (up to the target), where a
+    heading's section lets the paragraph after its heading join it up to ``max_tokens``."""
+    from dataclasses import replace
+
+    doc = build_doc([("p", paragraph(6, 16, seed=s), 1) for s in (1, 7, 13)])
+    paras = doc.text.split("\n\n")
+    two = sum(counter.count(paras[:2]))
+    assert chunker.target_tokens < two <= chunker.max_tokens  # only a heading's rule joins them
+
+    def together(headed: bool) -> bool:
+        marked = replace(doc, sections=(SectionSpan("Page text", 7, 0, len(doc.text), headed),))
+        chunks = chunker.split(marked)
+        check_chunks(marked, chunks, chunker, counter)
+        return any(paras[0] in c.text and paras[1] in c.text for c in chunks)
+
+    assert together(headed=True)  # the first paragraph taken as a heading
+    assert not together(headed=False)
+
+
 def test_chunks_never_cross_sibling_sections(chunker, counter) -> None:
     doc = build_doc(
         [
