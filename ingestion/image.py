@@ -16,13 +16,21 @@ from typing import Any
 
 from fathom.core.base import Document
 from fathom.core.errors import ParseError
-from fathom.ingestion.clean import DEFAULT_MAX_BYTES, assemble, make_document, read_source
+from fathom.ingestion.clean import (
+    DEFAULT_MAX_BYTES,
+    assemble,
+    make_document,
+    read_source,
+    sensible_title,
+)
 from fathom.ingestion.ocr import OCR_INSTALL, OcrSettings, engine, layout_page, ocr_problem
 from fathom.ingestion.pdf_layout import (
     Page,
+    display_title,
     mark_headers_footers,
     mark_numbered_headings,
     mark_size_headings,
+    opening_title,
     page_blocks,
     ranges,
 )
@@ -104,7 +112,10 @@ class ImageLoader:
         assembled = assemble(blocks, n_pages=len(pages))
         read = tuple(p.number for p in pages if p.lines)
         assembled = mark_ocr_sections(assembled, read)
-        return make_document(path, data, self.format, assembled, warnings=warnings, ocr_pages=read)
+        title = sensible_title(display_title(pages)) or sensible_title(opening_title(pages))
+        return make_document(
+            path, data, self.format, assembled, meta_title=title, warnings=warnings, ocr_pages=read
+        )
 
 
 @contextlib.contextmanager

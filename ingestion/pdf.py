@@ -37,6 +37,7 @@ from fathom.ingestion.pdf_layout import (
     mark_numbered_headings,
     mark_size_headings,
     mark_toc_headings,
+    opening_title,
     page_blocks,
     ranges,
 )
@@ -110,6 +111,9 @@ class PdfLoader:
         extra_sections = _mark_layout(pages, toc, ocr_pages)
         blocks = [b for page in pages for b in page_blocks(page)]
         meta_title = sensible_title(meta_title) or sensible_title(display_title(pages))
+        first = next((p.number for p in pages if p.lines), None)
+        if not meta_title and first is not None and first in ocr_pages:
+            meta_title = sensible_title(opening_title(pages))
         assembled = assemble(blocks, n_pages=n_pages, extra_sections=extra_sections)
         if not assembled.text.strip():
             if self.ocr.mode == "never":

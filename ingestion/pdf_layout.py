@@ -7,6 +7,7 @@ off PyMuPDF; nothing in this module touches a PDF library.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import Counter, defaultdict
@@ -258,6 +259,45 @@ def display_title(pages: list[Page]) -> str:
         return ""
     title = " ".join(" ".join(ln.text.strip() for ln in r) for r in rows)
     return title if len(title) <= _HEADING_MAX_CHARS else ""
+
+
+def opening_title(pages: list[Page]) -> str:
+    """The first page's opening block when it reads as a title ('' if not): at most
+    ``_HEADING_MAX_LINES`` rows, ``_HEADING_MAX_WORDS`` words and ``_HEADING_MAX_CHARS``
+    characters, starting with a capital, ending no sentence, and not a numbered section heading.
+    For a scan, whose text boxes do not tell a title's type size from the body's (a title in
+    capitals measures no taller than a line of body text with descenders)."""
+    first = next((p for p in pages if p.lines), None)
+    if first is None:
+        return ""
+    lines = [ln for ln in first.lines if ln.horizontal and not ln.drop]
+    if not lines:
+        return ""
+    top = min(lines, key=lambda ln: (ln.y0, ln.x0))
+    rows = _rows([ln for ln in lines if ln.block == top.block])
+    # A title in capitals set close above the text it opens shares that text's block: its rows
+    # in capitals are the title.
+    caps = list(itertools.takewhile(lambda row: _in_capitals(row), rows))
+    if caps and len(caps) < len(rows):
+        rows = caps
+    title = " ".join(" ".join(ln.text.strip() for ln in row) for row in rows).strip()
+    if (
+        len(rows) > _HEADING_MAX_LINES
+        or len(title) > _HEADING_MAX_CHARS
+        or len(title.split()) > _HEADING_MAX_WORDS
+        or not title[:1].isupper()
+        or _TERMINAL.search(title)
+        or _NUMBERED.match(title)
+    ):
+        return ""
+    return title
+
+
+def _in_capitals(row: list[Line]) -> bool:
+    letters = [c for ln in row for c in ln.text if c.isalpha()]
+    return len(letters) >= 2 and sum(c.isupper() for c in letters) >= _CAPITALISED_SHARE * len(
+        letters
+    )
 
 
 def mark_size_headings(pages: list[Page]) -> None:

@@ -11,7 +11,13 @@ import pytest
 from fathom.chunking import SemanticChunker
 from fathom.chunking.tokens import WordCounter
 from fathom.ingestion import PdfLoader, ocr
-from fathom.ingestion.pdf_layout import Line, Page, mark_numbered_headings, page_blocks
+from fathom.ingestion.pdf_layout import (
+    Line,
+    Page,
+    mark_numbered_headings,
+    opening_title,
+    page_blocks,
+)
 from fathom.ingestion.scans import OCR_SECTION_LEVEL
 from fathom.tests.support import docgen
 
@@ -32,6 +38,35 @@ def headings(lines: list[Line], width: float = 612.0) -> list[tuple[str, int]]:
 
 
 PROSE = "The harbour master keeps the register of every vessel that enters the port."
+
+
+def test_opening_title() -> None:
+    def title(lines: list[Line]) -> str:
+        return opening_title([Page(1, 612.0, 792.0, lines)])
+
+    # two rows in capitals in a block of their own, the authors below
+    assert (
+        title(
+            [
+                line("REACT: SYNERGIZING REASONING AND", 100, 100, 0),
+                line("ACTING IN LANGUAGE MODELS", 100, 114, 0),
+                line("Shunyu Yao, Jeffrey Zhao", 100, 150, 1),
+            ]
+        )
+        == "REACT: SYNERGIZING REASONING AND ACTING IN LANGUAGE MODELS"
+    )
+    # in capitals, set close above the text it opens (one block)
+    assert title([line("HARBOUR PILOTS", 100, 100, 0), line(PROSE, 100, 114, 0, x1=500)]) == (
+        "HARBOUR PILOTS"
+    )
+    # a short block in title case
+    assert title([line("Annual Report", 100, 100, 0), line(PROSE, 100, 140, 1, x1=500)]) == (
+        "Annual Report"
+    )
+    # not a title: a numbered section heading, a sentence, a paragraph of four rows
+    assert title([line("1 INTRODUCTION", 100, 100, 0), line(PROSE, 100, 140, 1)]) == ""
+    assert title([line(PROSE, 100, 100, 0, x1=500)]) == ""
+    assert title([line(f"Row {i} Of Text", 100, 100 + STEP * i, 0) for i in range(4)]) == ""
 
 
 def test_numbered_headings_and_their_levels() -> None:
@@ -220,3 +255,15 @@ def test_scan_with_body_size_numbered_headings_gets_its_sections(tmp_path: Path)
     assert {"1.1 Boarding The Ship (OCR)", "2 TIDE TABLES (OCR)"} <= by_section
     tide = next(c for c in chunks if "spring tide" in c.text)
     assert tide.section == "2 TIDE TABLES (OCR)" and tide.page_start == 2
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(ocr.ocr_problem() is not None, reason="OCR is not installed")
+def test_a_scan_is_titled_by_its_opening_block(tmp_path: Path) -> None:
+    """A scan's title in capitals at the body's size measures no larger than its text, so the
+    type size cannot tell it: the first page's opening block is the title when it reads as one
+    (a numbered section heading does not)."""
+    titled = [[("h1", "HARBOUR PILOTS OF KESTREL POINT"), *NUMBERED_PAGES[0][1:]]]
+    doc = PdfLoader().load(make_plain_scan(tmp_path / "titled.pdf", titled))
+    assert doc.ocr_pages == (1,)
+    assert doc.title == "HARBOUR PILOTS OF KESTREL POINT"
