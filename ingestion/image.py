@@ -28,12 +28,11 @@ from fathom.ingestion.pdf_layout import (
     Page,
     display_title,
     mark_headers_footers,
-    mark_numbered_headings,
     mark_size_headings,
-    opening_title,
     page_blocks,
     ranges,
 )
+from fathom.ingestion.scan_layout import mark_numbered_headings, opening_title
 from fathom.ingestion.scans import mark_ocr_sections
 
 MAX_PIXELS = 64_000_000  # per frame: about a 300 dpi A1 poster; larger is refused unread

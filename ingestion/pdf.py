@@ -34,13 +34,12 @@ from fathom.ingestion.pdf_layout import (
     attach_section_numbers,
     display_title,
     mark_headers_footers,
-    mark_numbered_headings,
     mark_size_headings,
     mark_toc_headings,
-    opening_title,
     page_blocks,
     ranges,
 )
+from fathom.ingestion.scan_layout import mark_numbered_headings, opening_title
 from fathom.ingestion.scans import mark_ocr_sections, ocr_document_pages
 
 

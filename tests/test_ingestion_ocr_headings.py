@@ -14,10 +14,9 @@ from fathom.ingestion import PdfLoader, ocr
 from fathom.ingestion.pdf_layout import (
     Line,
     Page,
-    mark_numbered_headings,
-    opening_title,
     page_blocks,
 )
+from fathom.ingestion.scan_layout import mark_numbered_headings, opening_title
 from fathom.ingestion.scans import OCR_SECTION_LEVEL
 from fathom.tests.support import docgen
 
