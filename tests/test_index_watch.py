@@ -68,6 +68,13 @@ class Reader(threading.Thread):
                 self.problems.append(repr(exc))
 
 
+def _ctrl_c_as_at_a_terminal() -> None:
+    """SIGINT at its default in the watcher, however the tests were started: a process
+    started in the background of a shell without job control inherits SIGINT ignored, and
+    Python then leaves it ignored, so Ctrl-C (this test's SIGINT) would never reach it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.slow
 def test_watch_follows_the_folder_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     cfg = load_config()
@@ -86,6 +93,7 @@ def test_watch_follows_the_folder_and_stops_on_ctrl_c(tmp_path: Path) -> None:
             stdout=stdout,
             stderr=stderr,
             env=env,
+            preexec_fn=_ctrl_c_as_at_a_terminal,
         )
     reader = Reader(cfg)
     try:
