@@ -26,7 +26,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from fathom.bench.common import default_out, machine_info, print_table, write_json
+from fathom.bench.common import (
+    default_out,
+    eval_rows_by_qid,
+    machine_info,
+    print_table,
+    write_json,
+)
+from fathom.evaluation.metrics import bootstrap_ci
 
 N_BOOT = 2000
 MEASURES: dict[str, Any] = {
@@ -41,12 +48,7 @@ METRICS = ("answer_recall", "f1", "contains")
 
 def load_pairs(run: Path, a: str, b: str) -> tuple[list[str], dict[str, dict[str, dict]]]:
     """The questions both strategies answered, and each strategy's rows by question id."""
-    rows: dict[str, dict[str, dict]] = {a: {}, b: {}}
-    for line in (run / "log.jsonl").read_text().splitlines():
-        if line.strip():
-            r = json.loads(line)
-            if r["strategy"] in rows:
-                rows[r["strategy"]][r["qid"]] = r
+    rows = {s: eval_rows_by_qid(run, s) for s in (a, b)}
     qids = sorted(set(rows[a]) & set(rows[b]))
     if not qids:
         raise SystemExit(f"{run}: no question answered by both {a!r} and {b!r}")
@@ -60,18 +62,16 @@ def compare(run: Path, a: str, b: str, seed: int = 0) -> dict[str, Any]:
     for m in METRICS:
         if first.get(m) is not None:
             measures[m] = lambda r, m=m: r["metrics"].get(m) or 0.0
-    boot = np.random.default_rng(seed).integers(0, len(qids), size=(N_BOOT, len(qids)))
     out: dict[str, Any] = {"n": len(qids), "a": a, "b": b, "measures": {}}
     for name, get in measures.items():
         xa = np.array([float(get(rows[a][q])) for q in qids])
         xb = np.array([float(get(rows[b][q])) for q in qids])
-        d = xb - xa
-        lo, hi = np.percentile(d[boot].mean(axis=1), [2.5, 97.5])
+        d = bootstrap_ci(xb - xa, n_boot=N_BOOT, seed=seed)
         out["measures"][name] = {
             a: float(xa.mean()),
             b: float(xb.mean()),
-            "diff": float(d.mean()),
-            "diff_ci": [float(lo), float(hi)],
+            "diff": d["mean"],
+            "diff_ci": [d["lo"], d["hi"]],
             "ratio": float(xb.mean() / xa.mean()) if xa.mean() else None,
         }
     return out
