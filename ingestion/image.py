@@ -21,18 +21,14 @@ from fathom.ingestion.clean import (
     assemble,
     make_document,
     read_source,
-    sensible_title,
 )
 from fathom.ingestion.ocr import OCR_INSTALL, OcrSettings, engine, layout_page, ocr_problem
+from fathom.ingestion.pdf import layout_title, mark_layout
 from fathom.ingestion.pdf_layout import (
     Page,
-    display_title,
-    mark_headers_footers,
-    mark_size_headings,
     page_blocks,
     ranges,
 )
-from fathom.ingestion.scan_layout import mark_numbered_headings, opening_title
 from fathom.ingestion.scans import mark_ocr_sections
 
 MAX_PIXELS = 64_000_000  # per frame: about a 300 dpi A1 poster; larger is refused unread
@@ -104,14 +100,11 @@ class ImageLoader:
             )
         if unreadable:
             warnings.append(f"no text on page(s) {ranges(unreadable)}")
-        mark_headers_footers(pages)
-        mark_size_headings(pages)
-        mark_numbered_headings(pages)
-        blocks = [b for page in pages for b in page_blocks(page)]
-        assembled = assemble(blocks, n_pages=len(pages))
         read = tuple(p.number for p in pages if p.lines)
-        assembled = mark_ocr_sections(assembled, read)
-        title = sensible_title(display_title(pages)) or sensible_title(opening_title(pages))
+        mark_layout(pages, [], read)
+        blocks = [b for page in pages for b in page_blocks(page)]
+        assembled = mark_ocr_sections(assemble(blocks, n_pages=len(pages)), read)
+        title = layout_title(pages, read)
         return make_document(
             path, data, self.format, assembled, meta_title=title, warnings=warnings, ocr_pages=read
         )

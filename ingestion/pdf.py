@@ -107,12 +107,9 @@ class PdfLoader:
             toc = _read_toc(doc, warnings)
             meta_title = (doc.metadata or {}).get("title", "")
 
-        extra_sections = _mark_layout(pages, toc, ocr_pages)
+        extra_sections = mark_layout(pages, toc, ocr_pages)
         blocks = [b for page in pages for b in page_blocks(page)]
-        meta_title = sensible_title(meta_title) or sensible_title(display_title(pages))
-        first = next((p.number for p in pages if p.lines), None)
-        if not meta_title and first is not None and first in ocr_pages:
-            meta_title = sensible_title(opening_title(pages))
+        meta_title = sensible_title(meta_title) or layout_title(pages, ocr_pages)
         assembled = assemble(blocks, n_pages=n_pages, extra_sections=extra_sections)
         if not assembled.text.strip():
             if self.ocr.mode == "never":
@@ -220,12 +217,13 @@ def _read_toc(doc: Any, warnings: list[str]) -> list[list[Any]]:
         return []
 
 
-def _mark_layout(
+def mark_layout(
     pages: list[Page], toc: list[list[Any]], ocr_pages: tuple[int, ...]
 ) -> list[tuple[str, int, int]]:
     """Mark the running headers and footers, the headings (from the outline when there is one,
     else by font size, and on the pages read by OCR also by section number) and their section
-    numbers; return the outline entries no line matched (each starts at its page)."""
+    numbers; return the outline entries no line matched (each starts at its page). The image
+    loader lays out its OCR pages with this too."""
     mark_headers_footers(pages)
     extra_sections: list[tuple[str, int, int]] = []
     if toc:
@@ -238,6 +236,17 @@ def _mark_layout(
         mark_numbered_headings([p for p in pages if p.number in scanned])
     attach_section_numbers(pages)
     return extra_sections
+
+
+def layout_title(pages: list[Page], ocr_pages: tuple[int, ...]) -> str:
+    """The title the layout shows: the largest short type at the top of the first page, or,
+    when OCR read that page (its boxes do not tell a title in capitals by size), its opening
+    block when that reads as a title; '' for neither."""
+    title = sensible_title(display_title(pages))
+    first = next((p.number for p in pages if p.lines), None)
+    if not title and first is not None and first in ocr_pages:
+        title = sensible_title(opening_title(pages))
+    return title
 
 
 def _find_tables(page: Any, flags: int, warnings: list[str]) -> list[Table]:
