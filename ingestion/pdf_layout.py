@@ -321,16 +321,24 @@ def _page_items(page: Page) -> list[_Item]:
     return ordered
 
 
+_GUTTER = 4.0  # points either side of the page's middle that a column's text may reach into
+
+
+def _two_columns(spans: list[tuple[float, float, int]], mid: float) -> bool:
+    """Whether text spans ``(x0, x1, characters)`` are set in two columns about ``mid``: a
+    fifth of the characters or more on each side of it."""
+    total = sum(n for _, _, n in spans) or 1
+    left = sum(n for _, x1, n in spans if x1 <= mid + _GUTTER)
+    right = sum(n for x0, _, n in spans if x0 >= mid - _GUTTER)
+    return left >= 0.2 * total and right >= 0.2 * total
+
+
 def _reading_order(items: list[_Item], width: float) -> list[_Item]:
     if not items:
         return []
     mid = width / 2 if width else (min(i.x0 for i in items) + max(i.x1 for i in items)) / 2
-    gutter = 4.0
-    total = sum(i.chars for i in items) or 1
-    left = sum(i.chars for i in items if i.x1 <= mid + gutter)
-    right = sum(i.chars for i in items if i.x0 >= mid - gutter)
     by_y = sorted(items, key=lambda i: (round(i.y0 / 3), i.x0))
-    if left < 0.2 * total or right < 0.2 * total:
+    if not _two_columns([(i.x0, i.x1, i.chars) for i in items], mid):
         return by_y  # one column
     # Two columns: blocks that cross the gutter split the page into bands; in each band the
     # left column is read before the right one.
@@ -338,12 +346,12 @@ def _reading_order(items: list[_Item], width: float) -> list[_Item]:
     band: list[_Item] = []
 
     def flush() -> None:
-        band.sort(key=lambda i: (i.x0 >= mid - gutter, i.y0, i.x0))
+        band.sort(key=lambda i: (i.x0 >= mid - _GUTTER, i.y0, i.x0))
         out.extend(band)
         band.clear()
 
     for item in by_y:
-        if item.x0 < mid - gutter and item.x1 > mid + gutter:
+        if item.x0 < mid - _GUTTER and item.x1 > mid + _GUTTER:
             flush()
             out.append(item)
         else:
@@ -405,12 +413,17 @@ def _item_blocks(lines: list[Line], number: int, blocks: list[Block]) -> None:
         _emit(group, number, blocks)
 
 
+def _row_tolerance(line: Line) -> float:
+    """How far apart two baselines may be on one visual row: about a third of the font size."""
+    return max(1.5, 0.35 * line.size)
+
+
 def _rows(lines: list[Line]) -> list[list[Line]]:
     """Lines grouped into visual rows by baseline (tolerance ~ a third of the font size),
     top to bottom, each row left to right."""
     rows: list[list[Line]] = []
     for ln in sorted(lines, key=lambda x: x.base):
-        if rows and abs(ln.base - rows[-1][0].base) <= max(1.5, 0.35 * ln.size):
+        if rows and abs(ln.base - rows[-1][0].base) <= _row_tolerance(ln):
             rows[-1].append(ln)
         else:
             rows.append([ln])

@@ -13,6 +13,7 @@ import itertools
 import re
 
 from fathom.ingestion.pdf_layout import (
+    _GUTTER,
     _HEADING_MAX_CHARS,
     _HEADING_MAX_LINES,
     _HEADING_MAX_WORDS,
@@ -20,7 +21,9 @@ from fathom.ingestion.pdf_layout import (
     Line,
     Page,
     _gap_breaks,
+    _row_tolerance,
     _rows,
+    _two_columns,
 )
 
 # Numbered headings in the body's size ("4 DECISION MAKING TASKS", "3.1 Setup", "A.1 HotpotQA"):
@@ -57,7 +60,9 @@ def mark_numbered_headings(pages: list[Page]) -> None:
             continue
         # id of a row's first line -> (its title line, the number set apart or None, level)
         found: dict[int, tuple[Line, Line | None, int]] = {}
-        middle = page.width / 2 if _two_columns(lines, page.width) else None
+        spans = [(ln.x0, ln.x1, len(ln.text)) for ln in lines]
+        two = page.width and _two_columns(spans, page.width / 2)
+        middle = page.width / 2 if two else None
         for ln in lines:
             if not ln.heading:
                 head = _numbered_title(ln, lines, middle)
@@ -101,7 +106,7 @@ def _numbered_title(
     mates = [x for x in _row_mates(line, lines) if x is not number]
     if any(_same_column(first, line, x, middle) for x in mates):
         return None  # a row of a table or of a list of contents, or text beside it
-    return number, min(6, digits.rstrip(".").count(".") + 1)
+    return number, min(6, _number_depth(digits))
 
 
 def _heading_title(title: str) -> bool:
@@ -118,7 +123,7 @@ def _heading_title(title: str) -> bool:
     alnum = sum(c.isalnum() for c in title)
     if len(letters) < 2 or len(letters) < 0.8 * alnum:
         return False  # mostly figures: a row of numbers, not a title
-    if sum(c.isupper() for c in letters) >= _CAPITALISED_SHARE * len(letters):
+    if _in_capitals(title):
         return True
     major = [w for w in words if re.search(r"[^\W\d_]", w) and w.lower() not in _MINOR_WORDS]
     capitalised = [w for w in major if next(c for c in w if c.isalpha()).isupper()]
@@ -127,7 +132,7 @@ def _heading_title(title: str) -> bool:
 
 def _row_mates(line: Line, lines: list[Line]) -> list[Line]:
     """The other lines on ``line``'s visual row (baselines within a third of the font size)."""
-    tol = max(1.5, 0.35 * line.size)
+    tol = _row_tolerance(line)
     return [x for x in lines if x is not line and abs(x.base - line.base) <= tol]
 
 
@@ -140,26 +145,14 @@ def _number_beside(line: Line, lines: list[Line]) -> Line | None:
     return None
 
 
-def _two_columns(lines: list[Line], width: float) -> bool:
-    """Whether the page's text is set in two columns (as ``_reading_order`` decides)."""
-    if not width:
-        return False
-    mid, gutter = width / 2, 4.0
-    total = sum(len(ln.text) for ln in lines) or 1
-    left = sum(len(ln.text) for ln in lines if ln.x1 <= mid + gutter)
-    right = sum(len(ln.text) for ln in lines if ln.x0 >= mid - gutter)
-    return left >= 0.2 * total and right >= 0.2 * total
-
-
 def _same_column(first: Line, last: Line, other: Line, middle: float | None) -> bool:
     """Whether ``other`` shares the column of the row from ``first`` to ``last``: on a page
     of two columns (split at ``middle``) the other column's lines may share the row."""
-    gutter = 4.0
-    if middle is None or first.x0 < middle - gutter < middle + gutter < last.x1:
+    if middle is None or first.x0 < middle - _GUTTER < middle + _GUTTER < last.x1:
         return True  # one column, or a row across the middle
-    if last.x1 <= middle + gutter:
-        return other.x0 < middle - gutter
-    return other.x1 > middle + gutter
+    if last.x1 <= middle + _GUTTER:
+        return other.x0 < middle - _GUTTER
+    return other.x1 > middle + _GUTTER
 
 
 def _continues_paragraph(
@@ -209,7 +202,11 @@ def _depth(text: str) -> int:
     match = _NUMBERED.match(text) or _NUMBER_ONLY.match(text)
     if match is None:
         return 0
-    digits = match.groupdict().get("num") or text.strip()
+    return _number_depth(match.groupdict().get("num") or text.strip())
+
+
+def _number_depth(digits: str) -> int:
+    """How deep a section number is ("4" -> 1, "3.1" -> 2, "B.2.1." -> 3)."""
     return digits.rstrip(".").count(".") + 1
 
 
@@ -229,7 +226,7 @@ def opening_title(pages: list[Page]) -> str:
     rows = _rows([ln for ln in lines if ln.block == top.block])
     # A title in capitals set close above the text it opens shares that text's block: its rows
     # in capitals are the title.
-    caps = list(itertools.takewhile(lambda row: _in_capitals(row), rows))
+    caps = list(itertools.takewhile(lambda row: _in_capitals(" ".join(x.text for x in row)), rows))
     if caps and len(caps) < len(rows):
         rows = caps
     title = " ".join(" ".join(ln.text.strip() for ln in row) for row in rows).strip()
@@ -245,8 +242,10 @@ def opening_title(pages: list[Page]) -> str:
     return title
 
 
-def _in_capitals(row: list[Line]) -> bool:
-    letters = [c for ln in row for c in ln.text if c.isalpha()]
+def _in_capitals(text: str) -> bool:
+    """Whether ``text`` is set in capitals: at least ``_CAPITALISED_SHARE`` of two or more
+    letters."""
+    letters = [c for c in text if c.isalpha()]
     return len(letters) >= 2 and sum(c.isupper() for c in letters) >= _CAPITALISED_SHARE * len(
         letters
     )
