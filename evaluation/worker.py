@@ -181,11 +181,14 @@ class QuestionWorker:
         chosen = [self.policies[s.name] for s in specs]
         depth = max(requested_depth(k, policy) for policy, k in chosen)
         prepared = self.engine.prepare(q.question, retrieve=retrieve, depth=depth)
-        features = None
+        features = probe_tokens = None
         if self.run.get("features") and retrieve:
             from fathom.router.features import probe_features
 
             features = probe_features(prepared.question, prepared.probe, prepared.type_probs)
+            # What each probed chunk holds, in rank order: a policy prices its depth with the
+            # question's own chunks (``router.cost.ContextTokens``), fitted on these.
+            probe_tokens = [h.chunk.n_tokens for h in prepared.probe.hits]
         out = []
         for spec in specs:
             policy, k = self.policies[spec.name]
@@ -208,6 +211,7 @@ class QuestionWorker:
             row = _row(q, spec, answer, context, prepared, extra, self.run["judge"])
             if features is not None:
                 row["features"] = features
+                row["probe_tokens"] = probe_tokens
             out.append(row)
         return out
 
