@@ -173,6 +173,7 @@ def render_forest_policy(model, priced, as_json: bool) -> None:
         "confidence": model.confidence,
         "cost": model.cost,
         "budget_tokens": list(model.budget_tokens),
+        "context_tokens": model.context_tokens.to_dict() if model.context_tokens else None,
         "n_trees": len(model.trees),
         **model.meta,
     }

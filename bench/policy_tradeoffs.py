@@ -75,6 +75,18 @@ def frontier_tokens(fq: np.ndarray, ft: np.ndarray, q: float) -> float:
     return float("nan")
 
 
+def own_tokens(policy: Any, test: Any, name: str) -> np.ndarray | None:
+    """Each test question's context tokens per budget as ``policy`` prices them at ``ask``
+    (from the question's own probed chunks), or None where it prices at its training means."""
+    if getattr(policy, "context_tokens", None) is None:
+        return None
+    probed = test.probe_sums()
+    if probed is None:
+        log(f"{name}: its rows log no probe tokens; the policy is priced at its training means")
+        return None
+    return policy.question_tokens(*probed)
+
+
 ABOVE = "above frontier"
 AT_ZERO = "at/below k = 0"
 
@@ -220,18 +232,21 @@ def main(argv: list[str] | None = None) -> int:
             rows["none" if b == 0 else f"fixed:{b}"] = score(test, np.full(n, j), boot)
         if forest is not None:
             proba = forest.predict_proba(test.features)
+            own = own_tokens(forest, test, name)
             for lam in lambdas:
-                rows[f"forest λ={lam:g}"] = score(test, forest.choose(proba, cost=lam), boot)
+                choice = forest.choose(proba, cost=lam, tokens=own)
+                rows[f"forest λ={lam:g}"] = score(test, choice, boot)
             for prefer in PREFERENCES:  # the shipped rule as `ask` prices it for the extractive
                 reading = ReadingCost(prefer)
-                choice = forest.choose(proba, cost=args.default_lambda, reading=reading)
+                choice = forest.choose(proba, cost=args.default_lambda, reading=reading, tokens=own)
                 rows[f"forest prefer={prefer}"] = score(test, choice, boot)
             for c in CONFIDENCES:
                 rows[f"forest c={c:g}"] = score(test, forest.choose(proba, confidence=c), boot)
         for path, given in given_policies.items():
             given_proba = given.predict_proba(test.features)
+            given_own = own_tokens(given, test, name)
             for prefer in PREFERENCES:
-                choice = given.choose(given_proba, reading=ReadingCost(prefer))
+                choice = given.choose(given_proba, reading=ReadingCost(prefer), tokens=given_own)
                 rows[f"{Path(path).stem} prefer={prefer}"] = score(test, choice, boot)
         test_q = sweep_query_vectors(cfg, test) if reinforce else None
         for lam, rl in reinforce.items():
@@ -257,12 +272,16 @@ def main(argv: list[str] | None = None) -> int:
         # Depth by query type at the default λ (multi-hop should get more); without a trained
         # forest, the first --policy's at balanced.
         if forest is not None:
-            choice = forest.choose(proba, cost=args.default_lambda)
+            choice = forest.choose(proba, cost=args.default_lambda, tokens=own)
             depth_of = f"forest λ={args.default_lambda:g}"
         else:
             first = next(iter(given_policies))
             given = given_policies[first]
-            choice = given.choose(given.predict_proba(test.features), reading=ReadingCost())
+            choice = given.choose(
+                given.predict_proba(test.features),
+                reading=ReadingCost(),
+                tokens=own_tokens(given, test, name),
+            )
             depth_of = f"{Path(first).stem} prefer=balanced"
         types = np.asarray(test.query_types)
         ks = np.asarray(test.budgets)[choice]

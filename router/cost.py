@@ -19,10 +19,14 @@ the question cost the same at every depth.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fathom.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 PREFERENCES = ("quality", "balanced", "fast")
 
@@ -157,7 +161,8 @@ def explain(policy_lambda: float) -> str:
     )
     return (
         "This policy takes, per question, the depth k that maximises P(the first k chunks hold "
-        "the answer) minus the cost of reading them, in the answering model's own unit: seconds "
+        "the answer) minus the cost of reading them — this question's own chunks, whose lengths "
+        "the first retrieval already knows — in the answering model's own unit: seconds "
         "at the prompt speed measured on this machine (llama.cpp, Ollama; kept in "
         "FATHOM_HOME/models/prompt-speed.json), cents at the input price of prices.models for an "
         "API model, context tokens for the extractive answerer and for a model whose speed is "
@@ -167,3 +172,76 @@ def explain(policy_lambda: float) -> str:
         "the deepest would add. To get deeper answers use --prefer quality, to wait less "
         "--prefer fast, or fix the depth with --k."
     )
+
+
+def probe_sums(
+    chunk_tokens: Sequence[Sequence[int]], budgets: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per question (a list of its probed chunks' token counts, in rank order) and budget b:
+    the tokens of the first b chunks and how many there are (fewer where the probe found
+    fewer). Two ``(n_questions, n_budgets)`` float arrays."""
+    import numpy as np
+
+    sums = np.zeros((len(chunk_tokens), len(budgets)))
+    counts = np.zeros_like(sums)
+    for i, toks in enumerate(chunk_tokens):
+        cum = np.concatenate([[0.0], np.cumsum(np.asarray(toks, dtype=np.float64))])
+        for j, b in enumerate(budgets):
+            n = min(int(b), len(toks))
+            sums[i, j], counts[i, j] = cum[n], n
+    return sums, counts
+
+
+@dataclass(frozen=True, slots=True)
+class ContextTokens:
+    """The context tokens one question's depth k will cost, from its own probe:
+    ``scale`` × the stored token counts of its first k probed chunks + ``per_source`` × k.
+
+    A budget's mean over a training sweep prices every question alike, but a HotpotQA paragraph
+    holds a third fewer tokens than a SQuAD one, and a scientific paper's chunks run long:
+    priced at the mean, a question of short chunks reads too little. The two coefficients are
+    fitted (least squares) on a sweep's measured context tokens, so they absorb what turns a
+    chunk into a source: the answerer's tokenizer against the chunker's count, the source's
+    header, and the reranker's preference for longer chunks among the probe's."""
+
+    scale: float
+    per_source: float
+
+    def estimate(self, sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """Expected context tokens, the shape of ``sums`` (``probe_sums``)."""
+        return self.scale * sums + self.per_source * counts
+
+    def for_probe(self, chunk_tokens: Sequence[int], budgets: Sequence[int]) -> list[float]:
+        """One question's expected context tokens at each budget."""
+        sums, counts = probe_sums([chunk_tokens], budgets)
+        return [float(t) for t in self.estimate(sums, counts)[0]]
+
+    @classmethod
+    def fit(cls, sums: np.ndarray, counts: np.ndarray, tokens: np.ndarray) -> ContextTokens:
+        """Non-negative least squares of measured ``tokens`` on ``sums`` and ``counts`` (same
+        shapes), through the origin (no chunk, no tokens); budgets with no source are left out.
+        Non-negative: where chunks are all of a size the two columns are nearly collinear, and
+        a free fit could price a longer chunk lower."""
+        import numpy as np
+
+        keep = np.asarray(counts, dtype=np.float64).ravel() > 0
+        if not keep.any():
+            raise ConfigError("no question read any chunk: nothing to fit context tokens on")
+        a = np.stack([np.ravel(sums)[keep], np.ravel(counts)[keep]], axis=1).astype(np.float64)
+        y = np.ravel(tokens)[keep].astype(np.float64)
+        coef = np.linalg.lstsq(a, y, rcond=None)[0]
+        if (coef < 0).any():  # the best fit on one column alone, the other at zero
+            fits = [(col, max(0.0, float(a[:, col] @ y / max(a[:, col] @ a[:, col], 1e-12))))
+                    for col in (0, 1)]  # fmt: skip
+            col, c = min(fits, key=lambda f: float(((a[:, f[0]] * f[1] - y) ** 2).sum()))
+            coef = np.array([c, 0.0] if col == 0 else [0.0, c])
+        return cls(float(coef[0]), float(coef[1]))
+
+    def to_dict(self) -> dict[str, float]:
+        return {"scale": self.scale, "per_source": self.per_source}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> ContextTokens | None:
+        if not d:
+            return None
+        return cls(float(d["scale"]), float(d["per_source"]))

@@ -17,14 +17,16 @@ probability:
 
 * ``confidence`` c: the smallest budget with P(enough by b) ≥ c (the deepest when none does).
   Higher c → deeper, safer retrieval; lower → fewer tokens.
-* ``cost`` λ: the budget maximising P(enough by b) − λ · tokens(b) / 1000, with tokens(b) the
-  training sweep's mean context tokens at b — the expected quality bought per 1000 tokens,
-  the same trade-off the REINFORCE reward prices. It goes deep only where the forest expects
-  depth to pay, and stops early on questions that look unanswerable at any depth. At ``ask``
-  the tokens are priced in the answering backend's own unit (``router.cost``: seconds of a
-  local model's measured prompt speed, money from the price table) and λ follows the user's
-  ``retrieval.prefer``; the extractive answerer and backends of unknown speed keep λ per 1000
-  tokens.
+* ``cost`` λ: the budget maximising P(enough by b) − λ · tokens(b) / 1000 — the expected
+  quality bought per 1000 tokens, the same trade-off the REINFORCE reward prices. tokens(b) is
+  this question's own: its first b probed chunks' stored token counts, turned into context
+  tokens by a ``router.cost.ContextTokens`` fitted on the training sweep (a forest trained on a
+  sweep without probe tokens prices every question at the sweep's mean tokens at b). It goes
+  deep only where the forest expects depth to pay, and stops early on questions that look
+  unanswerable at any depth. At ``ask`` the tokens are priced in the answering backend's own
+  unit (``router.cost``: seconds of a local model's measured prompt speed, money from the price
+  table) and λ follows the user's ``retrieval.prefer``; the extractive answerer and backends
+  of unknown speed keep λ per 1000 tokens.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from fathom.core.base import Decision
 from fathom.core.errors import ConfigError
-from fathom.router.cost import ReadingCost, trade_line
+from fathom.router.cost import ContextTokens, ReadingCost, trade_line
 
 if TYPE_CHECKING:
     import numpy as np
@@ -106,6 +108,8 @@ class ForestPolicy:
     meta: dict[str, Any] = field(default_factory=dict)
     cost: float | None = None  # λ per 1000 context tokens: the cost rule; None: confidence
     budget_tokens: tuple[float, ...] = ()  # mean context tokens per budget (the cost rule)
+    # Each question's own context tokens per budget, from its probe (None: the means above).
+    context_tokens: ContextTokens | None = None
     # The most-likely rule: the oracle label the forest finds most probable ("no budget
     # suffices" → the smallest budget). Suits SLO-first labels, whose cumulative probabilities
     # mix fast and slow reasons for a budget; off: the confidence or cost rule.
@@ -149,6 +153,7 @@ class ForestPolicy:
         budget_tokens: tuple[float, ...] = (),
         most_likely: bool = False,
         sample_weight: np.ndarray | None = None,
+        context_tokens: ContextTokens | None = None,
     ) -> ForestPolicy:
         """Fit the forest on ``features`` ``(n, d)`` and labels ``(n,)``: budget indices, or
         ``len(budgets)`` where no budget suffices; ``sample_weight`` ``(n,)`` weighs the
@@ -189,6 +194,7 @@ class ForestPolicy:
         policy.cost = cost
         policy.most_likely = most_likely
         policy.budget_tokens = tuple(float(t) for t in budget_tokens)
+        policy.context_tokens = context_tokens
         return policy
 
     @classmethod
@@ -333,11 +339,13 @@ class ForestPolicy:
         cost: float | None = None,
         most_likely: bool | None = None,
         reading: ReadingCost | None = None,
+        tokens: np.ndarray | None = None,
     ) -> np.ndarray:
         """Budget index per row of ``predict_proba`` under the policy's rule (or the one
         given): with a ``cost`` λ, the argmax of P(enough by b) − λ · tokens(b) / 1000 (with a
         ``reading`` cost, tokens priced in its unit at its preference instead: ``decide``
-        passes the answering backend's); with
+        passes the answering backend's; ``tokens``: each row's own context tokens per budget,
+        ``(n, n_budgets)`` from ``question_tokens``, else the training means); with
         ``most_likely``, the most probable label ("none suffices" → the smallest budget); else
         the smallest budget whose P(enough by b) ≥ ``confidence``, the deepest when none is."""
         import numpy as np
@@ -352,10 +360,16 @@ class ForestPolicy:
         if lam is not None:
             # λ as given per 1000 tokens, or priced in the reader's unit at its preference.
             weight = reading.weight(lam) if reading is not None else lam / 1000.0
-            return np.argmax(cum - weight * self._tokens()[None, :], axis=1)
+            priced = self._tokens()[None, :] if tokens is None else np.asarray(tokens, float)
+            return np.argmax(cum - weight * priced, axis=1)
         c = self.confidence if confidence is None else confidence
         reached = cum >= c - 1e-9
         return np.where(reached.any(axis=1), reached.argmax(axis=1), len(self.budgets) - 1)
+
+    def question_tokens(self, sums: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
+        """Each question's expected context tokens per budget from its probe
+        (``router.cost.probe_sums``), or None when this forest prices at the means."""
+        return None if self.context_tokens is None else self.context_tokens.estimate(sums, counts)
 
     def _tokens(self) -> np.ndarray:
         import numpy as np
@@ -395,8 +409,13 @@ class ForestPolicy:
         proba = self._mean_leaf(leaves)
         # Priced as ask prices it: in the answering backend's unit, balanced when none is said.
         priced = (cost or ReadingCost()) if self.prices_reading else None
-        i = int(self.choose(proba, reading=priced)[0])
         nb = len(self.budgets)
+        own = None  # this question's context tokens per budget, from its own chunks
+        if priced is not None and self.context_tokens is not None:
+            own = self.context_tokens.for_probe(
+                [h.chunk.n_tokens for h in probe.hits], self.budgets
+            )
+        i = int(self.choose(proba, reading=priced, tokens=None if own is None else [own])[0])
         priced_cost: dict[str, Any] | None = None  # set where the cost rule decides
         cum = [float(sum(proba[: j + 1])) for j in range(nb)]
         k = min(self.budgets[i], len(probe.hits))
@@ -411,7 +430,7 @@ class ForestPolicy:
             )
         elif self.cost is not None:
             reading = cost or ReadingCost()
-            tokens = [float(t) for t in self._tokens()]
+            tokens = own if own is not None else [float(t) for t in self._tokens()]
             weight = reading.weight(self.cost)
             utility = [cum[j] - weight * tokens[j] for j in range(nb)]
             runner = max((j for j in range(nb) if j != i), key=lambda j: utility[j])
@@ -482,6 +501,9 @@ class ForestPolicy:
                 "cost": self.cost,
                 "most_likely": self.most_likely,
                 "budget_tokens": list(self.budget_tokens),
+                "context_tokens": (
+                    self.context_tokens.to_dict() if self.context_tokens is not None else None
+                ),
                 "n_trees": len(self.trees),
                 **self.meta,
             },
@@ -518,6 +540,7 @@ class ForestPolicy:
                 "cost",
                 "most_likely",
                 "budget_tokens",
+                "context_tokens",
                 "n_trees",
             )
         }
@@ -529,5 +552,6 @@ class ForestPolicy:
             info,
             cost=meta.get("cost"),
             budget_tokens=tuple(meta.get("budget_tokens") or ()),
+            context_tokens=ContextTokens.from_dict(meta.get("context_tokens")),
             most_likely=bool(meta.get("most_likely", False)),
         )

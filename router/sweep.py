@@ -52,6 +52,15 @@ class Sweep:
     # gold document (questions sharing one belong together when data is split).
     sets: list[str] | None = None
     groups: list[str] | None = None
+    # Per question: its probed chunks' token counts in rank order (None: a sweep made before
+    # rows logged them), what ``router.cost.ContextTokens`` is fitted on and prices.
+    probe_tokens: list[list[int]] | None = None
+
+    def probe_sums(self) -> tuple[Any, Any] | None:
+        """``router.cost.probe_sums`` over this sweep's budgets; None without probe tokens."""
+        from fathom.router.cost import probe_sums
+
+        return None if self.probe_tokens is None else probe_sums(self.probe_tokens, self.budgets)
 
     @property
     def total_tokens(self) -> Any:
@@ -96,6 +105,7 @@ def load_sweep(directory: str | Path, quality: str = "quality") -> Sweep:
     kept: list[str] = []
     texts: list[str] = []
     groups: list[str] = []
+    probed: list[list[int] | None] = []
     for q in qids:
         rows = [by_q[q][s] for s in strategies]
         with_features = next((r for r in rows if r.get("features")), None)
@@ -106,6 +116,7 @@ def load_sweep(directory: str | Path, quality: str = "quality") -> Sweep:
         gold = rows[-1].get("gold_doc_ids") or [q]
         groups.append(str(gold[0]))
         feats.append(with_features["features"])
+        probed.append(with_features.get("probe_tokens"))
         quality.append([float(r["metrics"].get(metric) or 0.0) for r in rows])
         tokens.append([float(r["tokens"]["context"]) for r in rows])
         total.append([float(r["tokens"]["prompt"] + r["tokens"]["completion"]) for r in rows])
@@ -129,6 +140,7 @@ def load_sweep(directory: str | Path, quality: str = "quality") -> Sweep:
         np.asarray(stated, dtype=np.float32),
         [str(run.get("questions") or directory.name)] * len(kept),
         groups,
+        None if any(p is None for p in probed) else [list(p) for p in probed],  # type: ignore[union-attr]
     )
 
 
@@ -178,6 +190,9 @@ def combine_sweeps(sweeps: list[Sweep]) -> Sweep:
         np.concatenate([_confidence(s) for s in sweeps]),
         [name for s in sweeps for name in (s.sets or [""] * len(s.qids))],
         [g for s in sweeps for g in (s.groups or s.qids)],
+        None
+        if any(s.probe_tokens is None for s in sweeps)
+        else [p for s in sweeps for p in s.probe_tokens],  # type: ignore[union-attr]
     )
 
 

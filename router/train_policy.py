@@ -45,7 +45,9 @@ def train_forest(
     balance_sets: bool = False,
 ) -> Any:
     """A ``ForestPolicy`` imitating the sweep's oracle labels, deciding by ``cost`` λ when
-    given (else by ``confidence``), with the sweep's mean context tokens per budget.
+    given (else by ``confidence``), pricing each question's depth with its own probed chunks
+    (``router.cost.ContextTokens`` fitted on the sweep; the sweep's mean context tokens per
+    budget when it logged no probe tokens).
     ``balance_sets``: every document set of a combined sweep weighs the same in training,
     however many questions it has (else each question weighs the same)."""
     import numpy as np
@@ -103,6 +105,18 @@ def train_forest(
     weight = set_weights(sweep) if balance_sets else None
     if weight is not None:
         meta["balance_sets"] = True
+    # Each question priced with its own chunks where the sweep logged them (router.cost).
+    context_tokens = None
+    probed = sweep.probe_sums()
+    if probed is not None:
+        from fathom.router.cost import ContextTokens
+
+        context_tokens = ContextTokens.fit(*probed, sweep.tokens)
+        fitted = context_tokens.estimate(*probed)
+        meta["context_tokens_fit"] = {
+            "mean_abs_error": round(float(np.abs(fitted - sweep.tokens)[:, 1:].mean()), 1),
+            "mean_tokens": round(float(sweep.tokens[:, 1:].mean()), 1),
+        }
     return ForestPolicy.train(
         features,
         labels,
@@ -117,6 +131,7 @@ def train_forest(
         budget_tokens=tuple(float(t) for t in sweep.tokens.mean(axis=0)),
         most_likely=most_likely,
         sample_weight=weight,
+        context_tokens=context_tokens,
     )
 
 

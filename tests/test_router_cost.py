@@ -215,3 +215,38 @@ def test_the_user_guide_with_smollm2_reads_a_few_chunks_when_balanced(tmp_path: 
             assert "measure" not in answer.trace.stages_ms  # kept from the first
     engine.close()
     assert ks["balanced"] <= 5 and ks["quality"] >= ks["balanced"], ks
+
+
+def test_probe_sums_add_the_first_chunks_of_each_question() -> None:
+    from fathom.router.cost import probe_sums
+
+    sums, counts = probe_sums([[100, 50, 25], [10]], (0, 1, 2, 5))
+    assert sums.tolist() == [[0, 100, 150, 175], [0, 10, 10, 10]]
+    # A probe that found fewer chunks than a budget reads what it found.
+    assert counts.tolist() == [[0, 1, 2, 3], [0, 1, 1, 1]]
+
+
+def test_context_tokens_are_fitted_on_what_the_sweep_measured() -> None:
+    import numpy as np
+    from fathom.router.cost import ContextTokens, probe_sums
+
+    rng = np.random.default_rng(0)
+    probes = [rng.integers(20, 300, size=20).tolist() for _ in range(50)]
+    sums, counts = probe_sums(probes, (0, 1, 3, 8, 20))
+    measured = 1.4 * sums + 25 * counts + rng.normal(0, 5, size=sums.shape) * (counts > 0)
+    model = ContextTokens.fit(sums, counts, measured)
+    assert model.scale == pytest.approx(1.4, abs=0.01)
+    assert model.per_source == pytest.approx(25, abs=2)
+    assert ContextTokens.from_dict(model.to_dict()) == model
+    assert ContextTokens.from_dict(None) is None
+    # One question: its own chunks, at each budget; none read, nothing paid.
+    assert model.for_probe([100, 200], (0, 1, 3)) == pytest.approx(
+        [0, model.scale * 100 + model.per_source, model.scale * 300 + 2 * model.per_source]
+    )
+    # Chunks all of a size: the columns are collinear, and no coefficient goes below zero.
+    same = probe_sums([[100] * 20] * 10, (0, 1, 3, 8, 20))
+    flat = ContextTokens.fit(*same, 130 * same[1] + rng.normal(0, 1, size=same[1].shape))
+    assert min(flat.scale, flat.per_source) >= 0
+    assert flat.for_probe([100] * 3, (3,))[0] == pytest.approx(390, rel=0.02)
+    with pytest.raises(ConfigError, match="nothing to fit"):
+        ContextTokens.fit(sums[:, :1], counts[:, :1], measured[:, :1])

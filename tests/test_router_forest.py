@@ -162,6 +162,10 @@ def test_sweep_train_and_evaluate_the_forest(tmp_path, monkeypatch) -> None:
     assert meta["budgets"] == [0, 1, 2, 4] and meta["training_data"]["n_questions"] >= 70
     assert meta["training_data"]["questions"] == f"$FATHOM_DATA/qa/{questions.name}"
     assert set(meta["feature_importances"]) == set(FEATURE_NAMES)
+    # The sweep logged each question's probed chunks: the forest prices depth with them.
+    fit = meta["context_tokens_fit"]
+    assert min(meta["context_tokens"].values()) >= 0 < max(meta["context_tokens"].values())
+    assert fit["mean_abs_error"] < 0.2 * fit["mean_tokens"], fit
     # Several sweeps train one policy (the question sets are concatenated).
     r = runner.invoke(
         main,
@@ -279,3 +283,43 @@ def test_balanced_sets_weigh_each_document_set_the_same() -> None:
     # Weighted, the small set's label (k = 4) carries half the mass instead of a tenth.
     share = lambda p: float(p.predict_proba(both.features)[:, 3].mean())  # noqa: E731
     assert share(balanced) > share(plain) + 0.1
+
+
+def test_each_question_is_priced_with_its_own_chunks(tmp_path) -> None:
+    """With a fitted ContextTokens, the cost rule prices a question's depth by its own probed
+    chunks: the same P(enough) buys more depth where chunks are short; the decision's reason
+    and trade line state the question's tokens, not the training mean."""
+    import dataclasses
+
+    from fathom.core.base import Probe
+    from fathom.router.cost import ContextTokens
+    from fathom.tests.support.generate_support import make_hit
+
+    x, y = _data()
+    model = ContextTokens(scale=1.0, per_source=0.0)
+    policy = ForestPolicy.train(
+        x, y, BUDGETS, FEATURE_NAMES, n_trees=3, cost=0.1, budget_tokens=(0, 100, 200, 400),
+        context_tokens=model,
+    )  # fmt: skip
+    proba = np.array([[0.0, 0.6, 0.3, 0.05, 0.05]] * 2)
+    # Row 0: long chunks (800 tokens each); row 1: short ones (25 each). Utilities at λ = 0.5:
+    # 0.2, 0.1, −0.65 and 0.59, 0.88, 0.90; priced at the means both get 0.55, 0.80, 0.75.
+    own = np.array([[0, 800, 1600, 3200], [0, 25, 50, 100]], dtype=float)
+    assert policy.choose(proba, cost=0.5, tokens=own).tolist() == [1, 3]
+    assert policy.choose(proba, cost=0.5).tolist() == [2, 2]  # the means price both alike
+    again = ForestPolicy.load(policy.save(tmp_path / "p.npz"))
+    assert again.context_tokens == model
+
+    def probe(words: int) -> Probe:
+        hits = tuple(
+            dataclasses.replace(make_hit(i + 1, " ".join(["w"] * words)), score=1 / (i + 1))
+            for i in range(4)
+        )
+        return Probe(query="q", hits=hits, timings_ms={})
+
+    short, long = (policy.decide("q", probe(w), "factual") for w in (5, 500))
+    for d, words in ((short, 5), (long, 500)):
+        k_tokens = model.for_probe([words] * 4, BUDGETS)[BUDGETS.index(d.k)]
+        assert f"~{k_tokens:.0f} tokens" in d.reason, d.reason
+        assert f"about {k_tokens:,.0f} tokens of reading" in d.cost["trade"]
+    assert short.k >= long.k
