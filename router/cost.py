@@ -212,9 +212,16 @@ class ContextTokens:
         return self.scale * sums + self.per_source * counts
 
     def for_probe(self, chunk_tokens: Sequence[int], budgets: Sequence[int]) -> list[float]:
-        """One question's expected context tokens at each budget."""
-        sums, counts = probe_sums([chunk_tokens], budgets)
-        return [float(t) for t in self.estimate(sums, counts)[0]]
+        """One question's expected context tokens at each budget (plain Python: this runs in
+        every decision, where numpy's per-call overhead would be most of the cost)."""
+        cum = [0]
+        for t in chunk_tokens:
+            cum.append(cum[-1] + int(t))
+        out = []
+        for b in budgets:
+            n = min(int(b), len(chunk_tokens))
+            out.append(self.scale * cum[n] + self.per_source * n)
+        return out
 
     @classmethod
     def fit(cls, sums: np.ndarray, counts: np.ndarray, tokens: np.ndarray) -> ContextTokens:
