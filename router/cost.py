@@ -198,11 +198,11 @@ class ContextTokens:
     ``scale`` × the stored token counts of its first k probed chunks + ``per_source`` × k.
 
     A budget's mean over a training sweep prices every question alike, but a HotpotQA paragraph
-    holds a third fewer tokens than a SQuAD one, and a scientific paper's chunks run long:
-    priced at the mean, a question of short chunks reads too little. The two coefficients are
-    fitted (least squares) on a sweep's measured context tokens, so they absorb what turns a
-    chunk into a source: the answerer's tokenizer against the chunker's count, the source's
-    header, and the reranker's preference for longer chunks among the probe's."""
+    holds a third fewer tokens than a SQuAD chunk: priced at the mean, a question of short
+    chunks reads too little, and one of long chunks too much. The two coefficients are fitted
+    (non-negative least squares) on a sweep's measured context tokens, so they absorb what
+    turns a chunk into a source: the answerer's tokenizer against the chunker's count, the
+    source's header, and the reranker's preference for longer chunks among the probe's."""
 
     scale: float
     per_source: float
