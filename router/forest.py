@@ -123,6 +123,10 @@ class ForestPolicy:
     _threshold: Any = field(default=None, repr=False)
     _values: Any = field(default=None, repr=False)  # (all nodes, classes) float64
     _cum: Any = field(default=None, repr=False)  # its cumulative sums over the budgets
+    _step_left: Any = field(default=None, repr=False)  # as _left, a leaf pointing at itself
+    _step_right: Any = field(default=None, repr=False)
+    _step_threshold: Any = field(default=None, repr=False)  # +inf at leaves
+    _depth: int = field(default=0, repr=False)  # the deepest leaf's depth
 
     @property
     def deepest_k(self) -> int:
@@ -271,10 +275,24 @@ class ForestPolicy:
             [shift(t.right, o) for t, o in zip(self.trees, offsets, strict=True)]
         )
         self._features = np.concatenate([t.feature for t in self.trees]).astype(np.intp)
-        self._features[self._left < 0] = 0  # leaves: any valid index, never used
         self._threshold = np.concatenate([t.threshold for t in self.trees])
         self._values = np.concatenate([t.value for t in self.trees]).astype(np.float64)
         self._cum = np.cumsum(self._values, axis=1)
+        # Walking: a leaf steps to itself (feature 0 ≤ +inf → left = itself), so every tree
+        # takes the same number of steps, the deepest leaf's, with no test for leaves.
+        leaf = self._left < 0
+        ids = np.arange(len(leaf), dtype=np.intp)
+        self._step_left = np.where(leaf, ids, self._left)
+        self._step_right = np.where(leaf, ids, self._right)
+        self._features[leaf] = 0
+        self._step_threshold = np.where(leaf, np.inf, self._threshold)
+        level, depth = self._roots, 0
+        while True:
+            inner = level[~leaf[level]]
+            if not len(inner):
+                break
+            level, depth = np.concatenate([self._left[inner], self._right[inner]]), depth + 1
+        self._depth = depth
         self._ready = True
 
     def _walk(self, x: list[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -286,23 +304,17 @@ class ForestPolicy:
 
         xs = np.asarray(x, dtype=np.float32)  # compare as the trees were fitted
         node = self._roots
-        parents, children = [], []
-        while True:
-            left = self._left[node]
-            inner = left >= 0
-            if not inner.any():
-                break
-            go_left = xs[self._features[node]] <= self._threshold[node]
-            nxt = np.where(inner, np.where(go_left, left, self._right[node]), node)
-            parents.append(node[inner])
-            children.append(nxt[inner])
-            node = nxt
-        empty = np.zeros(0, dtype=np.intp)
-        return (
-            node,
-            np.concatenate(parents) if parents else empty,
-            np.concatenate(children) if children else empty,
-        )
+        path = [node]
+        for _ in range(self._depth):
+            go_left = xs[self._features[node]] <= self._step_threshold[node]
+            node = np.where(go_left, self._step_left[node], self._step_right[node])
+            path.append(node)
+        if len(path) == 1:
+            empty = np.zeros(0, dtype=np.intp)
+            return node, empty, empty
+        # A leaf's steps to itself are splits that change nothing: they add 0 to every
+        # contribution.
+        return node, np.concatenate(path[:-1]), np.concatenate(path[1:])
 
     def predict_one(self, x: list[float]) -> list[float]:
         """``predict_proba`` for one feature vector, all trees walked together."""
