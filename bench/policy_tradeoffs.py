@@ -78,13 +78,14 @@ def frontier_tokens(fq: np.ndarray, ft: np.ndarray, q: float) -> float:
 def own_tokens(policy: Any, test: Any, name: str) -> np.ndarray | None:
     """Each test question's context tokens per budget as ``policy`` prices them at ``ask``
     (from the question's own probed chunks), or None where it prices at its training means."""
-    if getattr(policy, "context_tokens", None) is None:
+    model = getattr(policy, "context_tokens", None)
+    if model is None:
         return None
     probed = test.probe_sums()
     if probed is None:
         log(f"{name}: its rows log no probe tokens; the policy is priced at its training means")
         return None
-    return policy.question_tokens(*probed)
+    return model.estimate(*probed)
 
 
 ABOVE = "above frontier"

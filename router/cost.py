@@ -174,22 +174,30 @@ def explain(policy_lambda: float) -> str:
     )
 
 
+def _head_sums(chunk_tokens: Sequence[int], budgets: Sequence[int]) -> list[tuple[int, int]]:
+    """For each budget b: the tokens of the first b chunks and how many there are (fewer where
+    the probe found fewer). Plain Python: it runs in every decision, where numpy's per-call
+    overhead would be most of its cost."""
+    cum = [0]
+    for t in chunk_tokens:
+        cum.append(cum[-1] + int(t))
+    heads = []
+    for b in budgets:
+        n = min(int(b), len(chunk_tokens))
+        heads.append((cum[n], n))
+    return heads
+
+
 def probe_sums(
     chunk_tokens: Sequence[Sequence[int]], budgets: Sequence[int]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per question (a list of its probed chunks' token counts, in rank order) and budget b:
-    the tokens of the first b chunks and how many there are (fewer where the probe found
-    fewer). Two ``(n_questions, n_budgets)`` float arrays."""
+    """``_head_sums`` of many questions (each a list of its probed chunks' token counts, in
+    rank order): sums and counts as two ``(n_questions, n_budgets)`` float arrays."""
     import numpy as np
 
-    sums = np.zeros((len(chunk_tokens), len(budgets)))
-    counts = np.zeros_like(sums)
-    for i, toks in enumerate(chunk_tokens):
-        cum = np.concatenate([[0.0], np.cumsum(np.asarray(toks, dtype=np.float64))])
-        for j, b in enumerate(budgets):
-            n = min(int(b), len(toks))
-            sums[i, j], counts[i, j] = cum[n], n
-    return sums, counts
+    heads = np.array([_head_sums(toks, budgets) for toks in chunk_tokens], dtype=np.float64)
+    heads = heads.reshape(len(chunk_tokens), len(budgets), 2)
+    return heads[:, :, 0], heads[:, :, 1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,16 +220,8 @@ class ContextTokens:
         return self.scale * sums + self.per_source * counts
 
     def for_probe(self, chunk_tokens: Sequence[int], budgets: Sequence[int]) -> list[float]:
-        """One question's expected context tokens at each budget (plain Python: this runs in
-        every decision, where numpy's per-call overhead would be most of the cost)."""
-        cum = [0]
-        for t in chunk_tokens:
-            cum.append(cum[-1] + int(t))
-        out = []
-        for b in budgets:
-            n = min(int(b), len(chunk_tokens))
-            out.append(self.scale * cum[n] + self.per_source * n)
-        return out
+        """One question's expected context tokens at each budget."""
+        return [self.scale * t + self.per_source * n for t, n in _head_sums(chunk_tokens, budgets)]
 
     @classmethod
     def fit(cls, sums: np.ndarray, counts: np.ndarray, tokens: np.ndarray) -> ContextTokens:

@@ -117,16 +117,14 @@ class ForestPolicy:
     name: str = "forest"
     _ready: bool = field(default=False, repr=False)  # the global arrays below are built
     _roots: Any = field(default=None, repr=False)  # each tree's root, global id
-    _left: Any = field(default=None, repr=False)  # (all nodes,) global ids, -1 at leaves
+    # (all nodes,) global ids of each node's children; a leaf is its own left and right child
+    _left: Any = field(default=None, repr=False)
     _right: Any = field(default=None, repr=False)
-    _features: Any = field(default=None, repr=False)  # (all nodes,) split feature
-    _threshold: Any = field(default=None, repr=False)
+    _features: Any = field(default=None, repr=False)  # (all nodes,) split feature, 0 at leaves
+    _threshold: Any = field(default=None, repr=False)  # +inf at leaves: a leaf steps left
     _values: Any = field(default=None, repr=False)  # (all nodes, classes) float64
     _cum: Any = field(default=None, repr=False)  # its cumulative sums over the budgets
-    _step_left: Any = field(default=None, repr=False)  # as _left, a leaf pointing at itself
-    _step_right: Any = field(default=None, repr=False)
-    _step_threshold: Any = field(default=None, repr=False)  # +inf at leaves
-    _depth: int = field(default=0, repr=False)  # the deepest leaf's depth
+    _depth: int = field(default=0, repr=False)  # the deepest leaf's depth: steps in a walk
 
     @property
     def deepest_k(self) -> int:
@@ -251,13 +249,9 @@ class ForestPolicy:
         x = np.atleast_2d(np.asarray(x, dtype=np.float32))
         rows = np.arange(x.shape[0])[:, None]
         node = np.repeat(self._roots[None, :], x.shape[0], axis=0)  # (rows, trees)
-        while True:
-            left = self._left[node]
-            inner = left >= 0
-            if not inner.any():
-                break
+        for _ in range(self._depth):
             go_left = x[rows, self._features[node]] <= self._threshold[node]
-            node = np.where(inner, np.where(go_left, left, self._right[node]), node)
+            node = np.where(go_left, self._left[node], self._right[node])
         return self._values[node].mean(axis=1).astype(np.float32)
 
     def _prepare(self) -> None:
@@ -268,30 +262,27 @@ class ForestPolicy:
         offsets = np.cumsum([0] + [len(t.left) for t in self.trees[:-1]]).astype(np.intp)
         self._roots = offsets
         shift = lambda a, off: np.where(a >= 0, a + off, -1)  # noqa: E731
-        self._left = np.concatenate(
-            [shift(t.left, o) for t, o in zip(self.trees, offsets, strict=True)]
-        )
-        self._right = np.concatenate(
+        left = np.concatenate([shift(t.left, o) for t, o in zip(self.trees, offsets, strict=True)])
+        right = np.concatenate(
             [shift(t.right, o) for t, o in zip(self.trees, offsets, strict=True)]
         )
+        # A leaf steps to itself (feature 0 ≤ +inf → left = itself), so every tree takes the
+        # same number of steps, the deepest leaf's, with no test for leaves.
+        leaf = left < 0
+        ids = np.arange(len(leaf), dtype=np.intp)
+        self._left = np.where(leaf, ids, left)
+        self._right = np.where(leaf, ids, right)
         self._features = np.concatenate([t.feature for t in self.trees]).astype(np.intp)
-        self._threshold = np.concatenate([t.threshold for t in self.trees])
+        self._features[leaf] = 0
+        self._threshold = np.where(leaf, np.inf, np.concatenate([t.threshold for t in self.trees]))
         self._values = np.concatenate([t.value for t in self.trees]).astype(np.float64)
         self._cum = np.cumsum(self._values, axis=1)
-        # Walking: a leaf steps to itself (feature 0 ≤ +inf → left = itself), so every tree
-        # takes the same number of steps, the deepest leaf's, with no test for leaves.
-        leaf = self._left < 0
-        ids = np.arange(len(leaf), dtype=np.intp)
-        self._step_left = np.where(leaf, ids, self._left)
-        self._step_right = np.where(leaf, ids, self._right)
-        self._features[leaf] = 0
-        self._step_threshold = np.where(leaf, np.inf, self._threshold)
         level, depth = self._roots, 0
         while True:
             inner = level[~leaf[level]]
             if not len(inner):
                 break
-            level, depth = np.concatenate([self._left[inner], self._right[inner]]), depth + 1
+            level, depth = np.concatenate([left[inner], right[inner]]), depth + 1
         self._depth = depth
         self._ready = True
 
@@ -306,8 +297,8 @@ class ForestPolicy:
         node = self._roots
         path = [node]
         for _ in range(self._depth):
-            go_left = xs[self._features[node]] <= self._step_threshold[node]
-            node = np.where(go_left, self._step_left[node], self._step_right[node])
+            go_left = xs[self._features[node]] <= self._threshold[node]
+            node = np.where(go_left, self._left[node], self._right[node])
             path.append(node)
         if len(path) == 1:
             empty = np.zeros(0, dtype=np.intp)
@@ -357,7 +348,7 @@ class ForestPolicy:
         given): with a ``cost`` λ, the argmax of P(enough by b) − λ · tokens(b) / 1000 (with a
         ``reading`` cost, tokens priced in its unit at its preference instead: ``decide``
         passes the answering backend's; ``tokens``: each row's own context tokens per budget,
-        ``(n, n_budgets)`` from ``question_tokens``, else the training means); with
+        ``(n, n_budgets)`` from ``context_tokens``, else the training means); with
         ``most_likely``, the most probable label ("none suffices" → the smallest budget); else
         the smallest budget whose P(enough by b) ≥ ``confidence``, the deepest when none is."""
         import numpy as np
@@ -377,11 +368,6 @@ class ForestPolicy:
         c = self.confidence if confidence is None else confidence
         reached = cum >= c - 1e-9
         return np.where(reached.any(axis=1), reached.argmax(axis=1), len(self.budgets) - 1)
-
-    def question_tokens(self, sums: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
-        """Each question's expected context tokens per budget from its probe
-        (``router.cost.probe_sums``), or None when this forest prices at the means."""
-        return None if self.context_tokens is None else self.context_tokens.estimate(sums, counts)
 
     def _tokens(self) -> np.ndarray:
         import numpy as np
