@@ -274,6 +274,14 @@ def test_balanced_sets_weigh_each_document_set_the_same() -> None:
 
     # A big set answered at k = 1 and a small one answered only at k = 4.
     both = combine_sweeps([sweep("big", 90, 1), sweep("small", 10, 3)])
+    assert both.run["questions"] == ["big", "small"] and both.run["doc_split"] is None
+    whole = sweep("whole", 4, 1)
+    whole.run["doc_split"] = "all"
+    halves = [sweep("a", 4, 1), sweep("b", 4, 1)]
+    for s in halves:
+        s.run["doc_split"] = "train"
+    assert combine_sweeps(halves).run["doc_split"] == "train"
+    assert combine_sweeps([*halves, whole]).run["doc_split"] == ["train", "train", "all"]
     w = set_weights(both)
     assert w[:90].sum() == pytest.approx(w[90:].sum()) and w.mean() == pytest.approx(1.0)
     assert set_weights(sweep("one", 5, 1)) is None
