@@ -11,6 +11,7 @@ import math
 import re
 import shutil
 import string
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -479,6 +480,11 @@ def test_ray_executor_finishes_on_the_actors_that_start(ecfg, qa_set, tmp_path):
 
         holder = Holder.remote()
         ray.get(holder.ready.remote())  # placed: one CPU is taken for the run
+        # Ray's resource view is refreshed asynchronously ("may be slightly out of date"):
+        # wait for it to show the held CPU, up to a bound.
+        deadline = time.monotonic() + 30
+        while ray.available_resources().get("CPU", 0) != 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert ray.available_resources().get("CPU", 0) == 1
         run_eval(ecfg, settings(qa_set, tmp_path / "ray", executor="ray", workers=2, **kw))
         ray.kill(holder)
