@@ -176,8 +176,8 @@ def combine_sweeps(sweeps: list[Sweep]) -> Sweep:
     run["docs"] = [s.run.get("docs") for s in sweeps]
     judges = {str(s.run.get("judge")) for s in sweeps}
     run["judge"] = judges.pop() if len(judges) == 1 else sorted(judges)
-    # A set used whole (``--split all``, e.g. a benchmark's own training sample) beside the
-    # training halves of others: the record keeps each sweep's split.
+    # A set used whole (``--split all``, recorded as None; e.g. a benchmark's own training sample)
+    # beside the training halves of others: the record keeps each sweep's split.
     splits = [s.run.get("doc_split") for s in sweeps]
     run["doc_split"] = splits[0] if len(set(map(str, splits))) == 1 else splits
     return Sweep(

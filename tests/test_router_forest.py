@@ -4,7 +4,9 @@ without pickle, determinism, schema checks, and sweep → train → eval end to 
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -250,38 +252,47 @@ def test_explanations_add_up_to_the_prediction() -> None:
         assert policy.explain(row, 1, n=1)[0][0] == FEATURE_NAMES[1]
 
 
+def _set_sweep(name: str, n: int, answer_at: int, doc_split: str | None = None) -> Any:
+    """A sweep of ``n`` questions from document set ``name``, answered from budget index
+    ``answer_at`` on."""
+    from fathom.router.sweep import Sweep
+
+    rng = np.random.default_rng(zlib.crc32(name.encode()))  # each set its own features
+    quality = np.zeros((n, len(BUDGETS)), dtype=np.float32)
+    quality[:, answer_at:] = 1.0
+    return Sweep(
+        run={"judge": "recall", "questions": name, "doc_split": doc_split},
+        budgets=BUDGETS,
+        qids=[f"{name}{i}" for i in range(n)],
+        query_types=["factual"] * n,
+        features=rng.normal(size=(n, len(FEATURE_NAMES))).astype(np.float32),
+        quality=quality,
+        tokens=np.tile(np.array([0, 100, 200, 400], dtype=np.float32), (n, 1)),
+        latency=np.ones((n, len(BUDGETS)), dtype=np.float32),
+        sets=[name] * n,
+        groups=[f"{name}{i}" for i in range(n)],
+    )
+
+
+def test_combined_sweeps_keep_each_sweeps_document_split() -> None:
+    """Training halves beside a set used whole (``--split all``, recorded as None): the
+    combined record, which a trained policy's metadata copies, names each sweep's split."""
+    from fathom.router.sweep import combine_sweeps
+
+    halves = [_set_sweep("a", 4, 1, "train"), _set_sweep("b", 4, 1, "train")]
+    assert combine_sweeps(halves).run["doc_split"] == "train"
+    mixed = combine_sweeps([*halves, _set_sweep("whole", 4, 1)])
+    assert mixed.run["doc_split"] == ["train", "train", None]
+    assert mixed.run["questions"] == ["a", "b", "whole"]
+
+
 def test_balanced_sets_weigh_each_document_set_the_same() -> None:
-    from fathom.router.sweep import Sweep, combine_sweeps
+    from fathom.router.sweep import combine_sweeps
     from fathom.router.train_policy import set_weights, train_forest
 
-    rng = np.random.default_rng(1)
-
-    def sweep(name: str, n: int, answer_at: int) -> Sweep:
-        quality = np.zeros((n, len(BUDGETS)), dtype=np.float32)
-        quality[:, answer_at:] = 1.0
-        return Sweep(
-            run={"judge": "recall", "questions": name},
-            budgets=BUDGETS,
-            qids=[f"{name}{i}" for i in range(n)],
-            query_types=["factual"] * n,
-            features=rng.normal(size=(n, len(FEATURE_NAMES))).astype(np.float32),
-            quality=quality,
-            tokens=np.tile(np.array([0, 100, 200, 400], dtype=np.float32), (n, 1)),
-            latency=np.ones((n, len(BUDGETS)), dtype=np.float32),
-            sets=[name] * n,
-            groups=[f"{name}{i}" for i in range(n)],
-        )
-
+    sweep = _set_sweep
     # A big set answered at k = 1 and a small one answered only at k = 4.
     both = combine_sweeps([sweep("big", 90, 1), sweep("small", 10, 3)])
-    assert both.run["questions"] == ["big", "small"] and both.run["doc_split"] is None
-    whole = sweep("whole", 4, 1)
-    whole.run["doc_split"] = "all"
-    halves = [sweep("a", 4, 1), sweep("b", 4, 1)]
-    for s in halves:
-        s.run["doc_split"] = "train"
-    assert combine_sweeps(halves).run["doc_split"] == "train"
-    assert combine_sweeps([*halves, whole]).run["doc_split"] == ["train", "train", "all"]
     w = set_weights(both)
     assert w[:90].sum() == pytest.approx(w[90:].sum()) and w.mean() == pytest.approx(1.0)
     assert set_weights(sweep("one", 5, 1)) is None
