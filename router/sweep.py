@@ -9,7 +9,7 @@ latency. ``load_sweep`` turns its log into arrays; ``combine_sweeps`` joins seve
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,35 @@ class Sweep:
         from fathom.router.cost import probe_sums
 
         return None if self.probe_tokens is None else probe_sums(self.probe_tokens, self.budgets)
+
+    def subset(self, rows: Any) -> Sweep:
+        """The questions at indices ``rows``, in that order, with everything logged of them
+        (cross-validation folds, one document set of a combined sweep)."""
+        import numpy as np
+
+        idx = np.asarray(rows, dtype=np.int64)
+
+        def pick(xs: list | None) -> list | None:
+            return None if xs is None else [xs[i] for i in idx]
+
+        def take(a: Any) -> Any:
+            return None if a is None else a[idx]
+
+        return replace(
+            self,
+            qids=pick(self.qids),
+            query_types=pick(self.query_types),
+            features=self.features[idx],
+            quality=self.quality[idx],
+            tokens=self.tokens[idx],
+            latency=self.latency[idx],
+            total=take(self.total),
+            questions=pick(self.questions),
+            confidence=take(self.confidence),
+            sets=pick(self.sets),
+            groups=pick(self.groups),
+            probe_tokens=pick(self.probe_tokens),
+        )
 
     @property
     def total_tokens(self) -> Any:
