@@ -23,7 +23,7 @@ question scored by a forest that never saw its document); on the held-out half t
 
     python bench/policy_cv.py --train DIR [--train DIR …] [--test DIR … --policy FILE]
         [--folds 5] [--seeds 0,1,2,3,4] [--trees 100] [--max-depth 10] [--lambda 0.01]
-        [--quality answer_recall] [--out DIR]
+        [--balance-sets] [--quality answer_recall] [--out DIR]
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ def out_of_fold(
     max_depth: int,
     lam: float,
     preferences: tuple[str, ...],
+    balance_sets: bool = False,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Each question's forest probabilities and chosen budget index per preference, from the
     forest trained on the other folds."""
@@ -86,6 +87,7 @@ def out_of_fold(
             max_depth=max_depth,
             seed=seed,
             cost=lam,
+            balance_sets=balance_sets,
         )
         part = sweep.subset(held)
         p = forest.predict_proba(part.features)
@@ -162,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trees", type=int, default=100)
     ap.add_argument("--max-depth", type=int, default=10)
     ap.add_argument("--lambda", dest="lam", type=float, default=0.01, help="the forest's λ")
+    ap.add_argument(
+        "--balance-sets", action="store_true", help="each set weighs the same (as policy train)"
+    )
     ap.add_argument("--out", type=Path, default=default_out("policy_cv"))
     args = ap.parse_args(argv)
     if args.test and args.policy is None:
@@ -183,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"seed {seed}")
         proba, choice = out_of_fold(
             train, folds, seed=seed, trees=args.trees, max_depth=args.max_depth,
-            lam=args.lam, preferences=PREFERENCES,
+            lam=args.lam, preferences=PREFERENCES, balance_sets=args.balance_sets,
         )  # fmt: skip
         if first_proba is None:
             first_proba, first_choice = proba, choice
@@ -202,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         "trees": args.trees,
         "max_depth": args.max_depth,
         "lambda": args.lam,
+        "balance_sets": args.balance_sets,
         "cv": {},
         "shift": {},
     }
