@@ -115,11 +115,9 @@ def outcome(sweep: Any, choice: np.ndarray) -> dict[str, Any]:
 def enough_by(sweep: Any) -> np.ndarray:
     """``(n, n_budgets)`` bool: the first k chunks already reach the question's best quality
     (what the forest's P(enough by k) predicts); all False where no budget answers."""
-    from fathom.router.forest import oracle_labels
+    from fathom.router.train_policy import sweep_labels
 
-    best = sweep.quality.max(axis=1)
-    label = np.where(best > 0, oracle_labels(sweep.quality), len(sweep.budgets))
-    return label[:, None] <= np.arange(len(sweep.budgets))[None, :]
+    return sweep_labels(sweep)[:, None] <= np.arange(len(sweep.budgets))[None, :]
 
 
 def half_profile(sweep: Any, proba: np.ndarray, choice: np.ndarray) -> dict[str, Any]:
@@ -182,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     folds = document_folds(train, args.folds)
     log(f"{len(train.qids)} training questions, {len(set(names))} sets, {args.folds} folds")
 
+    # Each set's questions, in the order the sets were given.
+    parts = {n: train.subset(np.flatnonzero(names == n)) for n in dict.fromkeys(names.tolist())}
     per_seed: dict[int, dict[str, Any]] = {}
     first_proba: np.ndarray | None = None
     for seed in seeds:
@@ -193,10 +193,9 @@ def main(argv: list[str] | None = None) -> int:
         if first_proba is None:
             first_proba, first_choice = proba, choice
         per_seed[seed] = {
-            name: {p: outcome(train.subset(np.flatnonzero(names == name)), c[names == name])
-                   for p, c in choice.items()}
-            for name in dict.fromkeys(names.tolist())
-        }  # fmt: skip
+            name: {p: outcome(part, c[names == name]) for p, c in choice.items()}
+            for name, part in parts.items()
+        }
 
     results: dict[str, Any] = {
         "machine": machine_info(),
@@ -212,8 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         "shift": {},
     }
     table = []
-    for name in dict.fromkeys(names.tolist()):
-        part = train.subset(np.flatnonzero(names == name))
+    for name, part in parts.items():
         fq = part.quality.mean(axis=0)
         kstar = int(np.argmax(fq))
         results["cv"][name] = {
@@ -267,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             halves = {
                 "training half, out of fold": half_profile(
-                    train.subset(rows), first_proba[rows], first_choice["quality"][rows]
+                    parts[name], first_proba[rows], first_choice["quality"][rows]
                 ),
                 "held-out half, --policy": half_profile(test, held_proba, held_choice),
             }

@@ -53,18 +53,12 @@ def train_forest(
     import numpy as np
     from fathom import __version__
     from fathom.router.features import FEATURE_NAMES
-    from fathom.router.forest import ForestPolicy, oracle_labels
+    from fathom.router.forest import ForestPolicy
 
-    # A question no budget answers gets the extra class "none suffices" (index len(budgets)):
-    # as label 0 ("skip") it would teach the policy to skip retrieval for questions that merely
-    # look like it, and dropped it would hide that such questions exist.
     reachable = sweep.quality.max(axis=1) > 0
     features = sweep.features
-    latency, tokens = sweep.latency, sweep.tokens
-    labels = np.full(len(sweep.qids), len(sweep.budgets), dtype=np.int64)
-    labels[reachable] = oracle_labels(
-        sweep.quality[reachable], latency[reachable], epsilon, slo_ms, strict_slo
-    )
+    tokens = sweep.tokens
+    labels = sweep_labels(sweep, epsilon, slo_ms, strict_slo)
     meta = {
         "embedder": embedder,
         "fathom_version": __version__,
@@ -133,6 +127,26 @@ def train_forest(
         sample_weight=weight,
         context_tokens=context_tokens,
     )
+
+
+def sweep_labels(
+    sweep: Sweep, epsilon: float = 0.0, slo_ms: float | None = None, strict_slo: bool = False
+) -> Any:
+    """Each question's oracle label ``(n,)``: the index of its smallest sufficient budget
+    (``router.forest.oracle_labels``), or ``len(budgets)`` where no budget answers it.
+
+    That extra class, "none suffices", is what the forest learns for such questions: as label 0
+    ("skip") it would teach the policy to skip retrieval for questions that merely look like
+    them, and dropped it would hide that such questions exist."""
+    import numpy as np
+    from fathom.router.forest import oracle_labels
+
+    reachable = sweep.quality.max(axis=1) > 0
+    labels = np.full(len(sweep.qids), len(sweep.budgets), dtype=np.int64)
+    labels[reachable] = oracle_labels(
+        sweep.quality[reachable], sweep.latency[reachable], epsilon, slo_ms, strict_slo
+    )
+    return labels
 
 
 def set_weights(sweep: Sweep) -> Any:
