@@ -151,15 +151,11 @@ def depth_policy(path: str | None) -> tuple[Any, Path, dict[str, Any] | None]:
     file it was read from, and, for a policy that prices its choice, what one point of answer
     recall is worth at each preference (``{"pricing", "explain"}``; None otherwise)."""
     from fathom.router.cost import explain, pricing
-    from fathom.router.depth import load_policy
     from fathom.router.forest import default_policy_path
+    from fathom.router.registry import load_policy
 
     target = Path(path) if path else default_policy_path()
-    if target.suffix == ".safetensors" and not target.is_file():
-        from fathom.router.reinforce import ReinforcePolicy
-
-        ReinforcePolicy.load(target)  # fails, naming the two files a REINFORCE policy needs
-    policy = load_policy(target)
+    policy = load_policy(target)  # a missing file fails naming what its kind needs
     priced = None
     if policy.prices_reading:
         priced = {"pricing": pricing(policy.cost), "explain": explain(policy.cost)}

@@ -297,7 +297,7 @@ def _huggingface() -> Check:
 def _policies(cfg: Config) -> list[Check]:
     from fathom.core.errors import FathomError
     from fathom.router.classify import DEFAULT_POLICY, QueryTypePolicy
-    from fathom.router.depth import configured_policy
+    from fathom.router.registry import configured_policy
 
     out = []
     try:

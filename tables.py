@@ -143,74 +143,21 @@ def render_sweep(sweep, budgets: list[int], out: Path, warn_recall: float) -> No
 
 
 def render_policy(policy, path: Path, priced=None, as_json: bool = False) -> None:
-    """A depth policy as ``fathom.router.depth.load_policy`` returns it, by its kind (each
-    policy class names itself after its kind): a forest's metadata and feature importances, a
-    utility policy's bundles and utilities, a REINFORCE policy's metadata as saved beside it;
-    ``priced``: what a priced forest's preferences are worth (``commands.depth_policy``)."""
-    kind = policy.name
-    if kind == "reinforce":
-        render_reinforce_policy(path, as_json)
-    elif kind == "utility":
-        render_utility_policy(policy, as_json)
-    else:
-        render_forest_policy(policy, priced, as_json)
-
-
-def render_utility_policy(util, as_json: bool) -> None:
-    info = {"kind": "utility", "preset": util.preset, "bundles": util.bundles, **util.meta}
-    info["utilities"] = {t: util.utilities(t) for t in util.priors}
-    if as_json:
-        print_json({**info, "priors": util.priors})
-    else:
-        for key, value in info.items():
-            click.echo(f"{key}: {json.dumps(value, ensure_ascii=False)}")
-
-
-def render_forest_policy(model, priced, as_json: bool) -> None:
-    meta = {
-        "budgets": list(model.budgets),
-        "rule": model.rule,
-        "confidence": model.confidence,
-        "cost": model.cost,
-        "budget_tokens": list(model.budget_tokens),
-        "context_tokens": model.context_tokens.to_dict() if model.context_tokens else None,
-        "n_trees": len(model.trees),
-        **model.meta,
-    }
+    """A depth policy as it describes itself (``describe``, whatever its kind): its metadata,
+    a forest's feature importances as a table, a REINFORCE policy's training curve summed up,
+    a utility policy's priors in ``--json`` only; ``priced``: what a priced policy's
+    preferences are worth (``commands.depth_policy``), said in words by the caller."""
+    info = policy.describe(path)
     if priced:
-        meta["pricing"] = priced["pricing"]
+        info["pricing"] = priced["pricing"]
     if as_json:
-        print_json(meta)
+        print_json(info)
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    imp = meta.pop("feature_importances", {})
-    meta.pop("pricing", None)  # said in words below
-    for key, value in meta.items():
-        console.print(
-            f"[bold]{key}[/bold]: {json.dumps(value, ensure_ascii=False)}", highlight=False
-        )
-    table = Table(title="feature importances (mean decrease in impurity)")
-    table.add_column("feature", overflow="fold")
-    table.add_column("importance", justify="right")
-    for name in sorted(imp, key=lambda k: -imp[k])[:15]:
-        table.add_row(name, f"{imp[name]:.3f}")
-    console.print(table)
-    if priced:
-        console.print(f"[bold]Depth and cost[/bold]: {priced['explain']}", highlight=False)
-
-
-def render_reinforce_policy(target: Path, as_json: bool) -> None:
-    """A REINFORCE policy's metadata as saved (budgets, features, embedder, λ, training), its
-    training curve summed up in the text form."""
-    meta = json.loads(target.with_suffix(".json").read_text(encoding="utf-8"))
-    if as_json:
-        print_json(meta)
-        return
-    curves = meta.pop("curves", None) or []
-    for key, value in meta.items():
+    importances = info.pop("feature_importances", None)
+    curves = info.pop("curves", None) or []
+    for key in ("pricing", "priors"):
+        info.pop(key, None)
+    for key, value in info.items():
         click.echo(f"{key}: {json.dumps(value, ensure_ascii=False)}")
     if curves:
         first, last = curves[0], curves[-1]
@@ -219,6 +166,21 @@ def render_reinforce_policy(target: Path, as_json: bool) -> None:
             f"{last['reward']:.4f}; last epoch's budget shares "
             f"{json.dumps(last.get('action_shares'))}"
         )
+    if importances is not None:
+        _render_importances(importances)
+
+
+def _render_importances(imp: dict[str, float]) -> None:
+    """A forest's 15 most important features (mean decrease in impurity)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="feature importances (mean decrease in impurity)")
+    table.add_column("feature", overflow="fold")
+    table.add_column("importance", justify="right")
+    for name in sorted(imp, key=lambda k: -imp[k])[:15]:
+        table.add_row(name, f"{imp[name]:.3f}")
+    Console().print(table)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -71,7 +71,7 @@ def run_asks(cfg, questions: list[str], rerank: bool) -> dict:
     for q in questions:
         # Each ask starts with no remembered sentence vectors, as a `fathom ask` process does
         # (a `chat` session keeps them, and pays less).
-        engine.sentence_vectors.clear()
+        engine.parts.sentence_vectors.clear()
         answer = engine.ask(q, rerank=rerank)
         stages = answer.trace.stages_ms
         for name, ms in stages.items():

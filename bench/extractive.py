@@ -122,12 +122,12 @@ def cold_asks(data: Path, name: str, n: int, home: Path) -> dict[str, Any]:
     for i, q in enumerate([questions[0], *questions]):  # the first is a warm-up
         for label, (on, head) in settings.items():
             engine.cfg.rerank.embedding_candidates = head
-            engine.sentence_vectors.clear()
+            engine.parts.sentence_vectors.clear()
             answer = engine.ask(q.question, rerank=on)
             if i:
                 totals[label].append(answer.trace.total_ms)
                 reranks[label].append(answer.trace.stages_ms.get("rerank", 0.0))
-    reranker = engine.reranker().name
+    reranker = engine.parts.reranker().name
     engine.close()
     return {
         "set": name,

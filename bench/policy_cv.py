@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--test needs --policy: the forest whose held-out probabilities to compare")
 
     from fathom.router.cost import PREFERENCES, ReadingCost
-    from fathom.router.depth import load_policy
+    from fathom.router.registry import load_policy
     from fathom.router.sweep import combine_sweeps, load_sweep
 
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]

@@ -24,6 +24,7 @@ from fathom.bench.common import (
     read_jsonl,
     write_json,
 )
+from fathom.core.base import DepthQuery
 
 TARGET_P99_MS = 1.0
 
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     probe_ms = [p.stages_ms["probe"] for p in prepared]
     feat_ms, decide_ms = [], []
     for p in prepared[:20]:  # warm-up: first-use caches and lazy list conversion
-        policy.decide(p.question, p.probe, p.query_type, type_probs=p.type_probs)
+        policy.decide(DepthQuery(p.question, p.probe, p.query_type, type_probs=p.type_probs))
     from fathom.core.words import content_terms
 
     content_terms.cache_clear()  # first sight of each chunk, as in a real ask
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     content_terms.cache_clear()
     for p in prepared:
         t = time.perf_counter()
-        policy.decide(p.question, p.probe, p.query_type, type_probs=p.type_probs)
+        policy.decide(DepthQuery(p.question, p.probe, p.query_type, type_probs=p.type_probs))
         decide_ms.append((time.perf_counter() - t) * 1000)
     util_ms: list[float] = []
     if args.utility:
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         util = UtilityPolicy.load(args.utility)
         for p in prepared:
             t = time.perf_counter()
-            util.decide(p.question, p.probe, p.query_type)
+            util.decide(DepthQuery(p.question, p.probe, p.query_type))
             util_ms.append((time.perf_counter() - t) * 1000)
     rows = [
         ["features", *percentiles(feat_ms).values()],

@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     from fathom.core.config import load_config
     from fathom.router.cascade import Cascade
     from fathom.router.cost import PREFERENCES, ReadingCost
-    from fathom.router.depth import load_policy
+    from fathom.router.registry import load_policy
     from fathom.router.reinforce import ReinforcePolicy
     from fathom.router.sweep import combine_sweeps, load_sweep
     from fathom.router.train_policy import sweep_query_vectors, train_forest

@@ -218,6 +218,21 @@ class Decision:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class DepthQuery:
+    """What a depth policy decides from: the question, its probe, its query type and the type
+    probabilities, the query vector ``(dim,) float32`` (None where none was embedded) and, for
+    a policy that prices its choice, what a context token costs the answering backend
+    (``router.cost.ReadingCost``; None otherwise)."""
+
+    question: str
+    probe: Probe
+    qtype: QueryType
+    type_probs: dict[str, float] | None = None
+    qvec: Any = None
+    cost: Any = None
+
+
 # ---------------------------------------------------------------------------------------------
 # Stage protocols
 # ---------------------------------------------------------------------------------------------
@@ -261,24 +276,23 @@ class Retriever(Protocol):
 
 @runtime_checkable
 class DepthPolicy(Protocol):
-    """How many chunks go to the generator. One signature for every policy: each reads what it
-    needs of the query-type probabilities, the query vector and the reading cost
-    (``router.cost.ReadingCost``: what a context token costs the backend that will answer)."""
+    """How many chunks go to the generator. One signature for every policy: ``decide`` reads
+    what it needs of one ``DepthQuery`` (the probe, the query type and its probabilities, the
+    query vector, the reading cost).
+
+    Two attributes tell the Engine how the decision is carried out, so it never asks which
+    class a policy is: ``follows_strategy`` (the depth is the query type's strategy default,
+    so that type's context budget and whole-document map-reduce apply) and ``climb`` (a
+    ``router.cascade.Cascade`` whose ladder the answer climbs while its confidence is low;
+    None for a one-shot decision)."""
 
     name: str
     deepest_k: int  # how deep the probe must go for the policy (0: the default depth)
     prices_reading: bool  # whether ``decide`` reads ``cost`` (the Engine then works it out)
+    follows_strategy: bool
+    climb: Any
 
-    def decide(
-        self,
-        question: str,
-        probe: Probe,
-        qtype: QueryType,
-        *,
-        type_probs: dict[str, float] | None = None,
-        qvec: Any = None,
-        cost: Any = None,
-    ) -> Decision: ...
+    def decide(self, query: DepthQuery) -> Decision: ...
 
 
 # ---------------------------------------------------------------------------------------------

@@ -307,7 +307,7 @@ def _resume_run(out: Path, identity: dict[str, Any], mutable: dict[str, Any]) ->
 def _check_policies(cfg: Any, specs: list[StrategySpec]) -> None:
     """Load every learned policy the strategies name, as the workers will (with the
     configured embedder), so a missing or mismatched file is an error before anything runs."""
-    from fathom.router.depth import POLICY_KINDS
+    from fathom.router.registry import POLICY_KINDS
 
     learned = [s for s in specs if s.kind in POLICY_KINDS]
     if not learned:

@@ -17,13 +17,11 @@ climb is the policy itself.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from fathom.core.base import Decision, Probe, QueryType
+from fathom.core.base import Decision, DepthQuery
 from fathom.core.errors import ConfigError
-
-if TYPE_CHECKING:
-    from fathom.router.cost import ReadingCost
+from fathom.router.depth import DepthPolicyBase
 
 LADDER = (1, 2, 3, 5, 8, 12, 20)
 THRESHOLD = 0.5
@@ -60,34 +58,25 @@ class Cascade:
         return np.asarray(cols)[first]
 
 
-class CascadeDepth:
+class CascadeDepth(DepthPolicyBase):
     """The depth policy that starts the cascade at its first rung (``--policy cascade``, the
-    eval strategy ``cascade[@T]``)."""
-
-    prices_reading = False
+    eval strategy ``cascade[@T]``). Its ``climb`` is the ladder the Engine climbs after
+    reading each answer."""
 
     def __init__(self, cascade: Cascade | None = None, name: str = "cascade") -> None:
         self.cascade = cascade or Cascade()
+        self.climb = self.cascade
         self.name = name
         self.deepest_k = self.cascade.ladder[-1]
 
-    def decide(
-        self,
-        question: str,
-        probe: Probe,
-        qtype: QueryType,
-        *,
-        type_probs: dict[str, float] | None = None,
-        qvec: Any = None,
-        cost: ReadingCost | None = None,
-    ) -> Decision:
-        c = self.cascade
-        k = min(c.ladder[0], len(probe.hits))
+    def decide(self, query: DepthQuery) -> Decision:
+        c, found = self.cascade, len(query.probe.hits)
+        k = min(c.ladder[0], found)
         rungs = ", ".join(str(r) for r in c.ladder)
         reason = (
             f"cascade: answer at k = {c.ladder[0]} first, then climb k = {rungs} while the "
             f"answer's confidence is below {c.threshold:g}"
         )
         if k < c.ladder[0]:
-            reason += f"; only {len(probe.hits)} chunks found"
+            reason += f"; only {found} chunks found"
         return Decision(k, self.name, reason, scores={"threshold": c.threshold})

@@ -36,13 +36,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fathom.core.base import Decision
+from fathom.core.base import Decision, DepthQuery
 from fathom.core.errors import ConfigError
 from fathom.router.cost import ContextTokens, ReadingCost, trade_line
+from fathom.router.depth import DepthPolicyBase
 
 if TYPE_CHECKING:
     import numpy as np
-    from fathom.core.base import Probe, QueryType
 
 FORMAT = 2  # 2: an extra "none suffices" class; the cost rule
 
@@ -97,7 +97,7 @@ class TreeArrays:
 
 
 @dataclass
-class ForestPolicy:
+class ForestPolicy(DepthPolicyBase):
     """A random forest over ``feature_names``; classes are indices into ``budgets`` plus
     ``len(budgets)`` for "no budget suffices"."""
 
@@ -389,24 +389,16 @@ class ForestPolicy:
             else f"confidence {self.confidence:g}"
         )
 
-    def decide(
-        self,
-        question: str,
-        probe: Probe,
-        qtype: QueryType,
-        *,
-        type_probs: dict[str, float] | None = None,
-        qvec: Any = None,
-        cost: ReadingCost | None = None,
-    ) -> Decision:
+    def decide(self, query: DepthQuery) -> Decision:
         from fathom.router.features import probe_features
 
         t = time.perf_counter()
-        f = probe_features(question, probe, type_probs)
+        probe = query.probe
+        f = probe_features(query.question, probe, query.type_probs)
         leaves, parents, children = self._walk(f)
         proba = self._mean_leaf(leaves)
         # Priced as ask prices it: in the answering backend's unit, balanced when none is said.
-        priced = (cost or ReadingCost()) if self.prices_reading else None
+        priced = (query.cost or ReadingCost()) if self.prices_reading else None
         nb = len(self.budgets)
         own = None  # this question's context tokens per budget, from its own chunks
         if priced is not None and self.context_tokens is not None:
@@ -418,35 +410,11 @@ class ForestPolicy:
         cum = [float(sum(proba[: j + 1])) for j in range(nb)]
         k = min(self.budgets[i], len(probe.hits))
         if self.most_likely:
-            order = sorted(range(nb + 1), key=lambda j: -proba[j])
-            runner = next(j for j in order if j != i and j < nb) if nb > 1 else i
-            label = "no budget suffices" if proba[nb] > proba[i] else f"k = {self.budgets[i]}"
-            reason = (
-                f"forest: {label} is the most likely oracle label (P = "
-                f"{float(max(proba[i], proba[nb])):.2f}); runner-up k = {self.budgets[runner]} "
-                f"(P = {float(proba[runner]):.2f})"
-            )
+            reason = self._likely_reason(proba, i)
         elif self.cost is not None:
-            reading = cost or ReadingCost()
+            reading = query.cost or ReadingCost()
             tokens = own if own is not None else [float(t) for t in self._tokens()]
-            weight = reading.weight(self.cost)
-            utility = [cum[j] - weight * tokens[j] for j in range(nb)]
-            runner = max((j for j in range(nb) if j != i), key=lambda j: utility[j])
-            if reading.unit == "tokens":
-                reason = (
-                    f"forest: k = {self.budgets[i]} maximises P(enough) − λ·tokens/1000 "
-                    f"(P = {cum[i]:.2f} at ~{tokens[i]:.0f} tokens, λ = {weight * 1000:g}); "
-                    f"runner-up k = {self.budgets[runner]} (P = {cum[runner]:.2f} at "
-                    f"~{tokens[runner]:.0f})"
-                )
-            else:
-                reason = (
-                    f"forest: k = {self.budgets[i]} maximises P(enough) − the cost of reading "
-                    f"(P = {cum[i]:.2f}, ~{tokens[i]:.0f} tokens, about "
-                    f"{reading.format(reading.amount(tokens[i]))}); runner-up "
-                    f"k = {self.budgets[runner]} (P = {cum[runner]:.2f}, about "
-                    f"{reading.format(reading.amount(tokens[runner]))})"
-                )
+            reason = self._cost_reason(reading, cum, tokens, i)
             priced_cost = {
                 **reading.to_dict(),
                 "amount": round(reading.amount(tokens[i]), 6),
@@ -472,6 +440,57 @@ class ForestPolicy:
         scores["p_none_suffices"] = round(float(proba[nb]), 4)
         scores["decide_ms"] = round((time.perf_counter() - t) * 1000, 4)
         return Decision(k, self.name, reason, scores=scores, cost=priced_cost)
+
+    def _likely_reason(self, proba: list[float], i: int) -> str:
+        """Why the most-likely rule chose budget ``i``."""
+        nb = len(self.budgets)
+        order = sorted(range(nb + 1), key=lambda j: -proba[j])
+        runner = next(j for j in order if j != i and j < nb) if nb > 1 else i
+        label = "no budget suffices" if proba[nb] > proba[i] else f"k = {self.budgets[i]}"
+        return (
+            f"forest: {label} is the most likely oracle label (P = "
+            f"{float(max(proba[i], proba[nb])):.2f}); runner-up k = {self.budgets[runner]} "
+            f"(P = {float(proba[runner]):.2f})"
+        )
+
+    def _cost_reason(
+        self, reading: ReadingCost, cum: list[float], tokens: list[float], i: int
+    ) -> str:
+        """Why the cost rule chose budget ``i``: P(enough) against the cost of reading, in
+        tokens or in the answering backend's unit, and the runner-up."""
+        assert self.cost is not None
+        nb = len(self.budgets)
+        weight = reading.weight(self.cost)
+        utility = [cum[j] - weight * tokens[j] for j in range(nb)]
+        runner = max((j for j in range(nb) if j != i), key=lambda j: utility[j])
+        if reading.unit == "tokens":
+            return (
+                f"forest: k = {self.budgets[i]} maximises P(enough) − λ·tokens/1000 "
+                f"(P = {cum[i]:.2f} at ~{tokens[i]:.0f} tokens, λ = {weight * 1000:g}); "
+                f"runner-up k = {self.budgets[runner]} (P = {cum[runner]:.2f} at "
+                f"~{tokens[runner]:.0f})"
+            )
+        return (
+            f"forest: k = {self.budgets[i]} maximises P(enough) − the cost of reading "
+            f"(P = {cum[i]:.2f}, ~{tokens[i]:.0f} tokens, about "
+            f"{reading.format(reading.amount(tokens[i]))}); runner-up "
+            f"k = {self.budgets[runner]} (P = {cum[runner]:.2f}, about "
+            f"{reading.format(reading.amount(tokens[runner]))})"
+        )
+
+    def describe(self, path: Path) -> dict[str, Any]:
+        """What ``fathom policy show`` prints: the rule, budgets, token costs and the metadata
+        saved with it (training, feature importances)."""
+        return {
+            "budgets": list(self.budgets),
+            "rule": self.rule,
+            "confidence": self.confidence,
+            "cost": self.cost,
+            "budget_tokens": list(self.budget_tokens),
+            "context_tokens": self.context_tokens.to_dict() if self.context_tokens else None,
+            "n_trees": len(self.trees),
+            **self.meta,
+        }
 
     # -- persistence -----------------------------------------------------------------------------
 

@@ -25,14 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from fathom.core.base import Decision
+from fathom.core.base import Decision, DepthQuery
 from fathom.core.errors import FathomError
+from fathom.router.depth import DepthPolicyBase
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
-    from fathom.core.base import Probe, QueryType
-    from fathom.router.cost import ReadingCost
     from fathom.router.sweep import Sweep
 
 FORMAT = 1
@@ -61,7 +60,7 @@ def fit_standardisation(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 @dataclass
-class ReinforcePolicy:
+class ReinforcePolicy(DepthPolicyBase):
     budgets: tuple[int, ...]
     feature_names: tuple[str, ...]
     weights: dict[
@@ -95,22 +94,14 @@ class ReinforcePolicy:
         e = np.exp(z)
         return e / e.sum(axis=1, keepdims=True)
 
-    def decide(
-        self,
-        question: str,
-        probe: Probe,
-        qtype: QueryType,
-        *,
-        type_probs: dict[str, float] | None = None,
-        qvec: Any = None,
-        cost: ReadingCost | None = None,
-    ) -> Decision:
+    def decide(self, query: DepthQuery) -> Decision:
         from fathom.router.features import probe_features
 
-        if qvec is None:
+        if query.qvec is None:
             raise FathomError("the reinforce policy needs the query embedding")
         t = time.perf_counter()
-        p = self.proba(qvec, probe_features(question, probe, type_probs))[0]
+        probe = query.probe
+        p = self.proba(query.qvec, probe_features(query.question, probe, query.type_probs))[0]
         order = p.argsort()[::-1]
         i, runner = int(order[0]), int(order[1]) if len(order) > 1 else int(order[0])
         k = min(self.budgets[i], len(probe.hits))
@@ -122,6 +113,13 @@ class ReinforcePolicy:
         scores = {f"p_k{b}": round(float(x), 4) for b, x in zip(self.budgets, p, strict=True)}
         scores["decide_ms"] = round((time.perf_counter() - t) * 1000, 4)
         return Decision(k, self.name, reason, scores=scores)
+
+    def describe(self, path: Path) -> dict[str, Any]:
+        """What ``fathom policy show`` prints: the metadata saved beside the weights (budgets,
+        features, embedder, λ, the training curve)."""
+        import json
+
+        return json.loads(Path(path).with_suffix(".json").read_text(encoding="utf-8"))
 
     # -- training --------------------------------------------------------------------------------
 

@@ -19,12 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from fathom.core.base import Decision
+from fathom.core.base import Decision, DepthQuery
 from fathom.core.errors import ConfigError, FathomError
+from fathom.router.depth import DepthPolicyBase
 
 if TYPE_CHECKING:
-    from fathom.core.base import Probe, QueryType
-    from fathom.router.cost import ReadingCost
     from fathom.router.sweep import Sweep
 
 FORMAT = 1
@@ -38,7 +37,7 @@ DEFAULT_BUNDLES: dict[str, int] = {"skip": 0, "light": 2, "medium": 5, "heavy": 
 
 
 @dataclass
-class UtilityPolicy:
+class UtilityPolicy(DepthPolicyBase):
     """Bundles (name → budget k), priors per query type, and the weights in use."""
 
     bundles: dict[str, int]
@@ -119,21 +118,13 @@ class UtilityPolicy:
             for name, p in pri.items()
         }
 
-    def decide(
-        self,
-        question: str,
-        probe: Probe,
-        qtype: QueryType,
-        *,
-        type_probs: dict[str, float] | None = None,
-        qvec: Any = None,
-        cost: ReadingCost | None = None,
-    ) -> Decision:
+    def decide(self, query: DepthQuery) -> Decision:
+        qtype = query.qtype
         u = self.utilities(qtype)
         # Ties go to the smaller budget.
         order = sorted(u, key=lambda b: (-u[b], self.bundles[b]))
         best, runner = order[0], order[1] if len(order) > 1 else order[0]
-        k = min(self.bundles[best], len(probe.hits))
+        k = min(self.bundles[best], len(query.probe.hits))
         source = qtype if qtype in self.priors else "all types"
         reason = (
             f"utility ({self.preset}): {best} (k = {self.bundles[best]}) has the best "
@@ -141,6 +132,13 @@ class UtilityPolicy:
             f"{runner} ({u[runner]:.3f})"
         )
         return Decision(k, self.name, reason, scores={f"u_{b}": round(v, 4) for b, v in u.items()})
+
+    def describe(self, path: Path) -> dict[str, Any]:
+        """What ``fathom policy show`` prints: the preset, bundles, metadata, each query type's
+        utilities and the priors they come from."""
+        info = {"kind": "utility", "preset": self.preset, "bundles": self.bundles, **self.meta}
+        info["utilities"] = {t: self.utilities(t) for t in self.priors}
+        return {**info, "priors": self.priors}
 
     def save(self, path: str | Path) -> Path:
         path = Path(path).with_suffix(".json")

@@ -142,6 +142,22 @@ class Trace:
 
 
 @dataclass(frozen=True, slots=True)
+class PortfolioLists:
+    """A retriever portfolio's results for one question: its name and mode (``fuse`` or
+    ``select``), the members its router chose, each member's hits, and their fusion."""
+
+    name: str
+    mode: str
+    members: tuple[str, ...]
+    hits: dict[str, tuple[Hit, ...]]
+    fused: tuple[Hit, ...]
+
+    def summary(self) -> dict[str, Any]:
+        """What the trace reports: the name, the mode and the chosen members."""
+        return {"name": self.name, "mode": self.mode, "members": list(self.members)}
+
+
+@dataclass(frozen=True, slots=True)
 class Prepared:
     """A question after the stages every depth shares (``Engine.prepare``)."""
 
@@ -154,9 +170,7 @@ class Prepared:
     stages_ms: dict[str, float]
     embedding_tokens: int
     hops: tuple[str, ...] = ()
-    # With a retriever portfolio: its name and mode, the members the router chose, each
-    # member's hits and their fusion.
-    portfolio: dict[str, Any] | None = None
+    portfolio: PortfolioLists | None = None  # with a retriever portfolio
     # Work later stages share across depths (the reranked candidates), with its cost in ms.
     memo: dict[str, Any] = field(default_factory=dict, compare=False)
 

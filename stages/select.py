@@ -20,30 +20,23 @@ from fathom.core.citations import parse_citations, renumber_citations
 from fathom.stages.deadline import DEADLINE_NOTICES
 from fathom.stages.records import Trace, elapsed_ms
 from fathom.stages.rerank import rerank_behind
+from fathom.stages.rounds import generate_round
 
 if TYPE_CHECKING:
-    from fathom.core.base import Compressor, Generator, Reranker
-    from fathom.stages.deadline import AnswerClock
+    from fathom.stages.parts import Parts
     from fathom.stages.records import Prepared
 
-# generate_round(question, candidates, k, budget, trace, deadline, until) → (used, draft, conf)
-GenerateRound = Callable[..., tuple[list[Hit], Any, Any]]
 # A member's answer: (member name, sources used, draft, confidence).
 Candidate = tuple[str, list[Hit], Any, Any]
 
 
 @dataclass
 class PortfolioSelect:
-    generator: Generator
-    compressor: Compressor
-    scorer: Any  # feedback.confidence.SupportScorer
-    clock: AnswerClock
-    reranker: Callable[[], Reranker]
+    """Select mode over an Engine's ``parts``; each member's results are reranked to its top
+    ``rerank_candidates`` first."""
+
+    parts: Parts
     rerank_candidates: int
-    generate_round: GenerateRound
-    budget_for: Callable[[str, int], int]
-    context_tokens: Callable[[list[Hit]], int]
-    vectors: Callable[[list[Hit]], Any]
 
     def answer(
         self,
@@ -58,9 +51,9 @@ class PortfolioSelect:
         """``(sources, draft, confidence)`` at depth ``k``. ``answered`` carries member answers
         across feedback rounds of one answer, so a member with no deeper results is not asked
         the same prompt again."""
-        names = list(prepared.portfolio["members"]) if prepared.portfolio else []
+        names = list(prepared.portfolio.members) if prepared.portfolio else []
         # A language model selects among two or more answers; else the best-supported stands.
-        selects = self.generator.language_model and len(names) > 1
+        selects = self.parts.generator.language_model and len(names) > 1
         candidates, subs = self._members(
             prepared, names, k, budget, trace, use_rerank, answered, selects
         )
@@ -97,7 +90,7 @@ class PortfolioSelect:
         question = prepared.question
 
         def member_answer(name: str, sub: Trace, until: float | None) -> Candidate:
-            hits = list(pf["hits"][name])
+            hits = list(pf.hits[name])
             # A member with fewer hits than a deeper round asks for gives the same prompt
             # again: its answer from the last round stands (and costs nothing more).
             depth = min(k, len(hits))
@@ -108,21 +101,23 @@ class PortfolioSelect:
                 memo = prepared.memo.get(f"rerank:{name}")
                 if memo is None:
                     t = time.perf_counter()
-                    ranked = rerank_behind(self.reranker(), question, hits, self.rerank_candidates)
+                    reranker = self.parts.reranker()
+                    ranked = rerank_behind(reranker, question, hits, self.rerank_candidates)
                     memo = (ranked, elapsed_ms(t))
                     prepared.memo[f"rerank:{name}"] = memo
                     sub.add_ms("rerank", memo[1])  # charged once, not again per round
                 hits = list(memo[0])
-            used, draft, conf = self.generate_round(
-                question, hits, k, budget, sub, deadline=until is not None, until=until
+            used, draft, conf = generate_round(
+                self.parts, question, hits, k, budget, sub, deadline=until is not None, until=until
             )
             answered[(name, depth)] = (used, draft, conf)
             return name, used, draft, conf
 
         subs = [Trace(question=question, collection=trace.collection) for _ in names]
         # The members' own traces start at zero, so each gets its window as a time.
-        windows = self.clock.windows(self.clock.until(trace), len(names), len(names) + selects)
-        if self.generator.concurrent_requests and len(names) > 1:
+        clock = self.parts.clock
+        windows = clock.windows(clock.until(trace), len(names), len(names) + selects)
+        if self.parts.generator.concurrent_requests and len(names) > 1:
             # A server answers the members' requests concurrently; a stage costs the slowest
             # member's time (they overlap).
             from concurrent.futures import ThreadPoolExecutor
@@ -178,28 +173,29 @@ class PortfolioSelect:
                 if h.chunk.chunk_id not in seen:
                     seen.add(h.chunk.chunk_id)
                     union.append(h)
-        until = self.clock.until(trace)
+        parts, clock = self.parts, self.parts.clock
+        until = clock.until(trace)
         t = time.perf_counter()
         # The selection's prompt holds the candidates as well as the sources: the sources get
         # the budget less what the candidates take of the context window.
-        room = self.budget_for(selection_prompt(question, candidates, union), budget)
-        kept = self.compressor.fit(question, union, room)
+        room = parts.budget(selection_prompt(question, candidates, union), budget)
+        kept = parts.compressor.fit(question, union, room)
         # What the selection must read before the deadline: the sources and the candidates
         # (measured with the numbering before any cut, which changes only citation numbers).
-        kept = self.clock.readable(selection_prompt(question, candidates, kept), kept, until, trace)
+        kept = clock.readable(selection_prompt(question, candidates, kept), kept, until, trace)
         trace.add_ms("compress", elapsed_ms(t))
         selector = selection_prompt(question, candidates, kept)
-        trace.set_context([h.chunk.text for h in kept], self.context_tokens(kept))
+        trace.set_context([h.chunk.text for h in kept], parts.context_tokens(kept))
         t = time.perf_counter()
-        gen = self.generator
-        timing = self.clock.time_budget(trace, until)
+        gen = parts.generator
+        timing = clock.time_budget(trace, until)
         draft = gen.generate(selector, kept, on_token=on_token, **timing)
         trace.add_ms("generate", elapsed_ms(t))
-        self.clock.note_cut(draft, trace)
+        clock.note_cut(draft, trace)
         trace.add_generation(draft)
         draft = replace(draft, citations=parse_citations(draft.text, len(kept)))
         t = time.perf_counter()
-        conf = self.scorer.score(draft, kept, self.vectors(kept))
+        conf = parts.scorer.score(draft, kept, parts.vectors(kept))
         trace.add_ms("feedback", elapsed_ms(t))
         trace.add_round(k, draft, conf, len(kept))
         trace.notice(

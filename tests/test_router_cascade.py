@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fathom.core.base import Chunk, Hit, Probe
+from fathom.core.base import Chunk, DepthQuery, Hit, Probe
 from fathom.core.config import load_config
 from fathom.core.errors import ConfigError
 from fathom.evaluation.strategies import make_policy, parse_strategy
 from fathom.index.targets import resolve_target
 from fathom.router.cascade import LADDER, Cascade, CascadeDepth
-from fathom.router.depth import configured_policy
+from fathom.router.registry import configured_policy
 from fathom.stages.pipeline import Engine
 from fathom.stages.records import Trace
 
@@ -36,9 +36,9 @@ def test_ladder_rules() -> None:
 def test_the_first_decision_is_the_first_rung_and_the_probe_reaches_the_top() -> None:
     policy = CascadeDepth()
     assert policy.deepest_k == LADDER[-1] and not policy.prices_reading
-    d = policy.decide("q", probe_of(30), "factual")
+    d = policy.decide(DepthQuery("q", probe_of(30), "factual"))
     assert d.k == LADDER[0] and d.policy == "cascade" and "climb" in d.reason
-    assert policy.decide("q", probe_of(0), "factual").k == 0
+    assert policy.decide(DepthQuery("q", probe_of(0), "factual")).k == 0
 
 
 def test_eval_spec_and_configured_policy() -> None:

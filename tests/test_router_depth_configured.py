@@ -12,8 +12,8 @@ import pytest
 from fathom.core.config import Config
 from fathom.core.errors import FathomError, IndexMismatchError
 from fathom.router import forest
-from fathom.router.depth import configured_policy
 from fathom.router.forest import ForestPolicy, default_policy_path
+from fathom.router.registry import configured_policy
 
 
 def config(policy: str, embedder: str | None = None) -> Config:

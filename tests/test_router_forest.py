@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from fathom.core.base import DepthQuery
 from fathom.core.errors import FathomError
 from fathom.router.features import FEATURE_NAMES
 from fathom.router.forest import ForestPolicy, oracle_labels
@@ -336,7 +337,7 @@ def test_each_question_is_priced_with_its_own_chunks(tmp_path) -> None:
         )
         return Probe(query="q", hits=hits, timings_ms={})
 
-    short, long = (policy.decide("q", probe(w), "factual") for w in (5, 500))
+    short, long = (policy.decide(DepthQuery("q", probe(w), "factual")) for w in (5, 500))
     for d, words in ((short, 5), (long, 500)):
         k_tokens = model.for_probe([words] * 4, BUDGETS)[BUDGETS.index(d.k)]
         assert f"~{k_tokens:.0f} tokens" in d.reason, d.reason

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fathom.core.base import Probe
+from fathom.core.base import DepthQuery, Probe
 from fathom.core.errors import ConfigError, FathomError
 from fathom.evaluation.strategies import make_policy, parse_strategy
 from fathom.router.sweep import Sweep
@@ -38,17 +38,24 @@ def test_priors_by_type_and_presets_shift_the_choice(tmp_path) -> None:
     pol = UtilityPolicy.fit(sweep(), bundles, preset="balanced")
     assert pol.priors["factual"]["light"]["quality"] == pytest.approx(1.0)
     assert pol.priors["multi_hop"]["heavy"]["quality"] == pytest.approx(1.0)
-    assert pol.decide("q", probe(), "factual").k == 2  # cheapest bundle with full quality
-    assert pol.decide("q", probe(), "multi_hop").k == 12  # the depth it needs
+    assert (
+        pol.decide(DepthQuery("q", probe(), "factual")).k == 2
+    )  # cheapest bundle with full quality
+    assert pol.decide(DepthQuery("q", probe(), "multi_hop")).k == 12  # the depth it needs
     # Pure quality: ties go to the smaller budget; a heavy cost weight gives up multi-hop depth.
-    assert UtilityPolicy.fit(sweep(), bundles, "quality").decide("q", probe(), "multi_hop").k == 12
+    assert (
+        UtilityPolicy.fit(sweep(), bundles, "quality")
+        .decide(DepthQuery("q", probe(), "multi_hop"))
+        .k
+        == 12
+    )
     cost = UtilityPolicy.fit(sweep(), bundles, "cost")
     u = cost.utilities("multi_hop")
     assert (
         u["heavy"] < UtilityPolicy.fit(sweep(), bundles, "quality").utilities("multi_hop")["heavy"]
     )
     # Unknown types fall back to the pooled priors.
-    d = pol.decide("q", probe(), "summarization")
+    d = pol.decide(DepthQuery("q", probe(), "summarization"))
     assert "all types" in d.reason and set(d.scores) == {"u_skip", "u_light", "u_medium", "u_heavy"}
     # JSON round trip, preset overridable at load.
     path = pol.save(tmp_path / "u.json")
@@ -69,8 +76,8 @@ def test_eval_strategy_spec_loads_the_file(tmp_path) -> None:
 
 
 def test_load_policy_dispatches_on_the_file(tmp_path) -> None:
-    from fathom.router.depth import load_policy
     from fathom.router.forest import ForestPolicy
+    from fathom.router.registry import load_policy
     from fathom.router.reinforce import ReinforcePolicy
 
     util = UtilityPolicy.fit(sweep()).save(tmp_path / "u.json")

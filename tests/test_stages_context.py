@@ -68,7 +68,7 @@ def test_reopen_moves_to_a_new_generation_and_keeps_the_models(guide, minilm) ->
     cfg, folder = guide
     engine = Engine(cfg, "guide")
     try:
-        embedder, classifier = engine.embedder, engine.classifier
+        embedder, classifier = engine.embedder, engine.parts.classifier
         assert engine.reopen() is False  # nothing committed since it opened
         docgen.make_text(folder / "pump.txt", "The Zorblax pump impeller is cast from titanium.")
         ingest_paths(cfg, [folder], "guide", embedder=minilm)
@@ -77,7 +77,7 @@ def test_reopen_moves_to_a_new_generation_and_keeps_the_models(guide, minilm) ->
         assert all("Zorblax" not in h.chunk.text for h in hits)
         assert engine.reopen() is True
         assert engine.collection.manifest.generation == before + 1
-        assert engine.embedder is embedder and engine.classifier is classifier
+        assert engine.embedder is embedder and engine.parts.classifier is classifier
         hits = engine.retriever.search("Zorblax impeller", 3)
         assert "Zorblax" in hits[0].chunk.text
         ctx = engine.context("What is the Zorblax pump impeller cast from?")

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from fathom import cli
 from fathom.core.config import load_config
 from fathom.index.targets import resolve_target
+from fathom.router.depth import DepthPolicyBase
 from fathom.stages.pipeline import Engine, ask
 from fathom.tests.support import docgen
 from fathom.tests.support.generate_support import PacedGenerator
@@ -555,7 +556,7 @@ def test_candidates_beyond_the_reranked_head_rank_after_it(tmp_path: Path, extra
     extractive_cfg.feedback.enabled = False
     pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
     engine = Engine(extractive_cfg, resolve_target(extractive_cfg, str(pdf)))
-    engine._reranker, engine._rerank_notice = NegativeLogits(), None
+    engine.parts.use_reranker(NegativeLogits())
     answer = engine.ask("What do chunks keep?", k=4, rerank=True)
     assert answer.trace.reranker == "cross-encoder:stub" and len(answer.used) >= 3
     assert answer.used[0].ranks.get("rerank") == 1  # the reranker's best leads
@@ -581,13 +582,12 @@ def test_the_embedding_fallback_reranks_only_its_head(tmp_path: Path, extractive
     extractive_cfg.feedback.enabled = False
     pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
     engine = Engine(extractive_cfg, resolve_target(extractive_cfg, str(pdf)))
-    engine._reranker = Recording(engine.sentence_vectors)
-    engine._rerank_notice = None
+    engine.parts.use_reranker(Recording(engine.parts.sentence_vectors))
     answer = engine.ask("What do chunks keep?", k=6, rerank=True)
     assert seen == [3]
     assert sum("rerank" in h.ranks for h in answer.used) <= 3
     # the answerer read the sentence vectors the reranker made
-    assert len(engine.sentence_vectors) > 0
+    assert len(engine.parts.sentence_vectors) > 0
     engine.close()
 
 
@@ -603,8 +603,8 @@ def test_feedback_stops_when_deeper_retrieval_gives_the_same_sources(
     one = engine.ask("What do chunks keep?", k=1, rerank=False)
     assert len(one.trace.rounds) == 1
     size = one.trace.tokens["context"]
-    score = engine.scorer.score
-    engine.scorer.score = lambda *a: replace(score(*a), score=0.1)  # unsure: feedback goes on
+    score = engine.parts.scorer.score
+    engine.parts.scorer.score = lambda *a: replace(score(*a), score=0.1)  # unsure: feedback goes on
     answer = engine.ask("What do chunks keep?", k=1, rerank=False, budget_tokens=size + 5)
     assert [r["sources"] for r in answer.trace.rounds] == [1]
     assert any(n.startswith("feedback stopped at k = 1") for n in answer.trace.notices)
@@ -628,17 +628,16 @@ def test_the_probe_goes_as_deep_as_the_policys_deepest_budget(
         )
     )
 
-    class Deep:
+    class Deep(DepthPolicyBase):
         budgets = (0, 5, 40)
         deepest_k = 40  # the probe must go this deep for it
-        prices_reading = False
 
         def __init__(self) -> None:
             self.seen: list[int] = []
 
-        def decide(self, question, probe, qtype, **_):
-            self.seen.append(len(probe.hits))
-            return Decision(k=min(40, len(probe.hits)), policy="deep", reason="deepest")
+        def decide(self, query):
+            self.seen.append(len(query.probe.hits))
+            return Decision(k=min(40, len(query.probe.hits)), policy="deep", reason="deepest")
 
     engine = Engine(extractive_cfg, resolve_target(extractive_cfg, str(docs)))
     policy = Deep()
@@ -758,7 +757,7 @@ def test_an_engine_closes_the_generator_it_made_and_not_one_it_was_given(
 
     engine = Engine(extractive_cfg, name)
     made = Closing(extractive_cfg.generator)
-    engine._generator = made  # as if make_generator had made it
+    engine.parts.replace_generator(made)  # as if make_generator had made it
     engine.close()
     assert made.closed == 1
 

@@ -1,0 +1,167 @@
+"""The third step of an answer: carry out a ``stages.plan.Plan``.
+
+The plan's mode says how: ``map-reduce`` summarises every section of the collection
+(``stages.summary``); every other mode answers at the decided depth in rounds
+(``stages.rounds``) under a feedback loop — the config's rules (deeper while the answer's
+support is low), or for a plan with a ``climb`` the cascade's ladder (deeper while the
+answer's own confidence is low). In ``select`` mode a round is each portfolio member answering
+and the generator picking (``stages.select``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from fathom.core.base import Hit
+from fathom.feedback.loop import FeedbackLoop, LoopResult, answer_confidence, support_score
+from fathom.stages.rounds import TokenSink, generate_round
+
+if TYPE_CHECKING:
+    from fathom.stages.parts import Parts
+    from fathom.stages.plan import Plan
+    from fathom.stages.records import Prepared, Trace
+
+Progress = Callable[..., None]
+
+
+def execute(
+    parts: Parts,
+    prepared: Prepared,
+    plan: Plan,
+    trace: Trace,
+    *,
+    feedback: bool | None = None,
+    on_token: TokenSink | None = None,
+    emit: Progress | None = None,
+) -> tuple[list[Hit], Any, Any]:
+    """``(sources, draft, confidence)`` of the answer ``plan`` describes. ``feedback``
+    (default from the config) lets the feedback loop deepen a low-confidence answer."""
+    emit = emit or (lambda *a, **kw: None)
+    if plan.mode == "map-reduce":
+        return _map_reduce(parts, prepared, plan, trace, on_token)
+    return _with_feedback(parts, prepared, plan, trace, feedback, on_token, emit)
+
+
+def _map_reduce(
+    parts: Parts, prepared: Prepared, plan: Plan, trace: Trace, on_token: TokenSink | None
+) -> tuple[list[Hit], Any, Any]:
+    """A summary of every section of the collection, scored against what it read."""
+    from fathom.stages.summary import CollectionSummary
+
+    summary = CollectionSummary(
+        parts.generator, parts.compressor, parts.clock, parts.budget, parts.context_tokens
+    )
+    draft, used = summary.run(
+        prepared.question, parts.collection.store.all, plan.budget, trace, on_token
+    )
+    conf = parts.scorer.score(draft, used)
+    trace.add_round(plan.decision.k, draft, conf, len(used))
+    return used, draft, conf
+
+
+def _with_feedback(
+    parts: Parts,
+    prepared: Prepared,
+    plan: Plan,
+    trace: Trace,
+    feedback: bool | None,
+    on_token: TokenSink | None,
+    emit: Progress,
+) -> tuple[list[Hit], Any, Any]:
+    """The answer at the decided depth, deepened by the feedback loop's rules, or, with a
+    ``climb`` (the plan's ``router.cascade.Cascade``), up its ladder while the answer's own
+    confidence is low."""
+    question, strategy = prepared.question, prepared.strategy
+    candidates, budget, decision = list(plan.candidates), plan.budget, plan.decision
+    select = plan.mode == "select"
+    attempt, deepest = _attempts(parts, prepared, plan, trace, on_token)
+    kept_at: dict[int, list[str]] = {}
+
+    def sources_at(kk: int) -> list[str]:  # what compression keeps at depth kk
+        if kk not in kept_at:
+            kept = parts.compressor.fit(question, candidates[:kk], budget)
+            kept_at[kk] = [h.chunk.chunk_id for h in kept]
+        return kept_at[kk]
+
+    if plan.climb is not None:
+        loop = FeedbackLoop.climbing(plan.climb.ladder, plan.climb.threshold)
+        score = answer_confidence
+    else:
+        loop = FeedbackLoop.from_config(parts.cfg.feedback, enabled=feedback)
+        score = support_score
+    result = loop.run(
+        decision.k,
+        attempt,
+        deepest=deepest,
+        k_min=strategy.k_min,
+        k_max=strategy.k_max,
+        round_fits=lambda kk, new_k: parts.clock.round_fits(trace, kk, new_k),
+        same_sources=None if select else lambda a, b: sources_at(a) == sources_at(b),
+        on_escalate=lambda score, new_k: emit("escalate", confidence=score, k=new_k),
+        charge=lambda ms: trace.add_ms("feedback", ms),
+        score=score,
+    )
+    _say_why_it_stopped(result, budget, trace)
+    if result.k != decision.k:
+        reason = loop.reason(decision.reason, result.k)
+        trace.decision = replace(decision, k=result.k, reason=reason)
+    return result.used, result.draft, result.conf
+
+
+def _attempts(
+    parts: Parts, prepared: Prepared, plan: Plan, trace: Trace, on_token: TokenSink | None
+) -> tuple[Callable[[int, bool], Any], int]:
+    """``(attempt, deepest)``: one round at depth ``kk`` (``escalated``: not the first), and
+    the deepest depth there is to climb to."""
+    question, candidates, budget = prepared.question, list(plan.candidates), plan.budget
+    if plan.mode != "select":
+
+        def attempt(kk: int, escalated: bool) -> Any:
+            return generate_round(
+                parts, question, candidates, kk, budget, trace, on_token, escalated=escalated
+            )
+
+        return attempt, len(candidates)
+
+    from fathom.stages.rerank import rerank_head
+    from fathom.stages.select import PortfolioSelect
+
+    # Deeper means each member answers from more of its own results.
+    pf = prepared.portfolio
+    assert pf is not None
+    deepest = max(len(pf.hits[name]) for name in pf.members)
+    answered: dict[tuple[str, int], Any] = {}  # (member, depth) → its answer
+    head = (
+        rerank_head(parts.cfg.rerank, parts.reranker())
+        if plan.reranked
+        else parts.cfg.rerank.candidates
+    )
+    selection = PortfolioSelect(parts, rerank_candidates=head)
+
+    def select_attempt(kk: int, escalated: bool) -> Any:
+        if escalated and on_token is not None:
+            on_token("\n")
+        return selection.answer(prepared, kk, budget, trace, on_token, plan.reranked, answered)
+
+    return select_attempt, deepest
+
+
+def _say_why_it_stopped(result: LoopResult, budget: int, trace: Trace) -> None:
+    """The report's notice when the loop stopped before its confidence was reached."""
+    if result.stopped == "same sources":
+        # Deeper retrieval changes nothing the generator reads (the context budget is full
+        # of better sources): regenerating would repeat the same prompt.
+        trace.notice(
+            f"feedback stopped at k = {result.k}: k = {result.stopped_at} gives the "
+            f"generator the same sources (the {budget}-token context budget is full), so "
+            "regenerating would repeat the same prompt",
+            "feedback stopped",
+        )
+    elif result.stopped == "deadline":
+        trace.notice(
+            f"feedback stopped at k = {result.k} (confidence {result.conf.score:.2f}): a "
+            f"round at k = {result.stopped_at} would end past the answer deadline",
+            "feedback stopped",
+        )
