@@ -85,33 +85,10 @@ class PortfolioSelect:
     ) -> tuple[list[Candidate], list[Trace]]:
         """Each member's answer from its own top ``k``, each with its own trace; with
         ``selects``, the deadline keeps a share for the model's choice among them."""
-        pf = prepared.portfolio
-        assert pf is not None
         question = prepared.question
 
         def member_answer(name: str, sub: Trace, until: float | None) -> Candidate:
-            hits = list(pf.hits[name])
-            # A member with fewer hits than a deeper round asks for gives the same prompt
-            # again: its answer from the last round stands (and costs nothing more).
-            depth = min(k, len(hits))
-            done = answered.get((name, depth))
-            if done is not None:
-                return name, *done
-            if use_rerank and len(hits) > 1:
-                memo = prepared.memo.get(f"rerank:{name}")
-                if memo is None:
-                    t = time.perf_counter()
-                    reranker = self.parts.reranker()
-                    ranked = rerank_behind(reranker, question, hits, self.rerank_candidates)
-                    memo = (ranked, elapsed_ms(t))
-                    prepared.memo[f"rerank:{name}"] = memo
-                    sub.add_ms("rerank", memo[1])  # charged once, not again per round
-                hits = list(memo[0])
-            used, draft, conf = generate_round(
-                self.parts, question, hits, k, budget, sub, deadline=until is not None, until=until
-            )
-            answered[(name, depth)] = (used, draft, conf)
-            return name, used, draft, conf
+            return self._member(prepared, name, k, budget, sub, until, use_rerank, answered)
 
         subs = [Trace(question=question, collection=trace.collection) for _ in names]
         # The members' own traces start at zero, so each gets its window as a time.
@@ -134,6 +111,44 @@ class PortfolioSelect:
                 for stage, ms in sub.stages_ms.items():
                     trace.add_ms(stage, ms)
         return candidates, subs
+
+    def _member(
+        self,
+        prepared: Prepared,
+        name: str,
+        k: int,
+        budget: int,
+        sub: Trace,
+        until: float | None,
+        use_rerank: bool,
+        answered: dict[tuple[str, int], Any],
+    ) -> Candidate:
+        """Member ``name``'s answer from its own top ``k`` (reranked once per question), on
+        its own trace ``sub``, held to ``until`` when given."""
+        pf = prepared.portfolio
+        assert pf is not None
+        question, hits = prepared.question, list(pf.hits[name])
+        # A member with fewer hits than a deeper round asks for gives the same prompt
+        # again: its answer from the last round stands (and costs nothing more).
+        depth = min(k, len(hits))
+        done = answered.get((name, depth))
+        if done is not None:
+            return name, *done
+        if use_rerank and len(hits) > 1:
+            memo = prepared.memo.get(f"rerank:{name}")
+            if memo is None:
+                t = time.perf_counter()
+                reranker = self.parts.reranker()
+                ranked = rerank_behind(reranker, question, hits, self.rerank_candidates)
+                memo = (ranked, elapsed_ms(t))
+                prepared.memo[f"rerank:{name}"] = memo
+                sub.add_ms("rerank", memo[1])  # charged once, not again per round
+            hits = list(memo[0])
+        used, draft, conf = generate_round(
+            self.parts, question, hits, k, budget, sub, deadline=until is not None, until=until
+        )
+        answered[(name, depth)] = (used, draft, conf)
+        return name, used, draft, conf
 
     def _merge_member_traces(
         self, names: list[str], subs: list[Trace], trace: Trace, selects: bool
