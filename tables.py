@@ -168,6 +168,10 @@ def render_policy(policy, path: Path, priced=None, as_json: bool = False) -> Non
         )
     if importances is not None:
         _render_importances(importances)
+    if priced:
+        from rich.console import Console
+
+        Console().print(f"[bold]Depth and cost[/bold]: {priced['explain']}", highlight=False)
 
 
 def _render_importances(imp: dict[str, float]) -> None:
