@@ -101,7 +101,7 @@ class Engine:
             self._portfolio = None
             if self.cfg.retrieval.portfolio.strip():
                 from fathom.index.embed import embedder_id_for
-                from fathom.router.portfolio_runtime import PortfolioRuntime
+                from fathom.router.portfolio.runtime import PortfolioRuntime
 
                 self._portfolio = PortfolioRuntime.load(
                     self.cfg,

@@ -15,7 +15,7 @@ from fathom.index.embed import embedder_id_for
 from fathom.index.ingest import ingest_paths
 from fathom.index.targets import resolve_target
 from fathom.index.views import DEFAULT_VIEWS, View, ViewSpec, build_view, list_views, unit_text
-from fathom.router.portfolio_pool import PoolSearcher, pool_for
+from fathom.router.portfolio.pool import PoolSearcher, pool_for
 from fathom.tests.support.docgen import make_qa_set
 
 

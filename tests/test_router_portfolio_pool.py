@@ -13,9 +13,10 @@ from fathom.core.config import load_config
 from fathom.index.collection import Collection
 from fathom.index.embed import embedder_id_for, make_query_embedder
 from fathom.index.targets import resolve_target
-from fathom.ingestion.questions import load_questions
-from fathom.router.portfolio import coverage
-from fathom.router.portfolio_pool import DEFAULT_POOL, PoolSearcher, member_scores
+from fathom.learn.portfolio_runs import member_scores
+from fathom.learn.portfolio_select import coverage
+from fathom.learn.questions import load_questions
+from fathom.router.portfolio.pool import DEFAULT_POOL, PoolSearcher
 from fathom.tests.support.docgen import make_qa_set
 
 

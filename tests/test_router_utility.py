@@ -69,6 +69,7 @@ def test_eval_strategy_spec_loads_the_file(tmp_path) -> None:
 
 
 def test_load_policy_dispatches_on_the_file(tmp_path) -> None:
+    from fathom.learn.forest import fit_forest
     from fathom.router.depth import load_policy
     from fathom.router.forest import ForestPolicy
     from fathom.router.reinforce import ReinforcePolicy
@@ -85,5 +86,5 @@ def test_load_policy_dispatches_on_the_file(tmp_path) -> None:
     assert isinstance(load_policy(rl.save(tmp_path / "r.safetensors")), ReinforcePolicy)
     labels = np.zeros(len(s.qids), dtype=int)
     labels[:10] = 2
-    forest = ForestPolicy.train(s.features, labels, BUDGETS, FEATURE_NAMES, n_trees=2)
+    forest = fit_forest(s.features, labels, BUDGETS, FEATURE_NAMES, n_trees=2)
     assert isinstance(load_policy(forest.save(tmp_path / "f.npz")), ForestPolicy)

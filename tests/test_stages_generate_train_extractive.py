@@ -71,7 +71,7 @@ def test_trained_on_a_generated_set_it_quotes_the_gold_sentence(
     assert code == 0
     cache = json.loads((tmp_path / "work" / "workshops-train-k4.json").read_text())
     assert cache["questions"]  # the training half only: every qid's document is in it
-    from fathom.ingestion.questions import document_half
+    from fathom.learn.questions import document_half
 
     assert {document_half(q[0].split("-")[0], 0) for q in cache["questions"]} == {"train"}
     data_ = T.Data([tmp_path / "work" / "workshops-train-k4.npz"])

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from fathom.cli import main
 from fathom.core.config import load_config
-from fathom.ingestion.questions import load_questions
+from fathom.learn.questions import load_questions
 from fathom.stages.pipeline import Engine
 from fathom.tests.support.docgen import make_qa_set
 from fathom.tests.support.generate_support import FakeOllama, PacedGenerator
