@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from fathom.bench.support.docgen import make_qa_set
 from fathom.core.base import Draft
 from fathom.core.errors import ConfigError, FathomError
 from fathom.evaluation.cache import CachingGenerator
@@ -24,7 +25,6 @@ from fathom.evaluation.runner import EvalSettings, run_eval
 from fathom.evaluation.strategies import parse_strategies, parse_strategy
 from fathom.learn.questions import load_questions, split_questions
 from fathom.stages.generate.base import BaseGenerator
-from fathom.tests.support.docgen import make_qa_set
 
 STRATEGIES = ["none", "fixed:1", "fixed:2", "gap", "threshold:p50"]
 TIMING = {"stages_ms", "total_ms", "cached_generation"}

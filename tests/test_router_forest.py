@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from fathom.bench.support.docgen import make_qa_set
 from fathom.core.errors import FathomError
 from fathom.learn.forest import fit_forest, forest_from_sklearn
 from fathom.router.features import FEATURE_NAMES
 from fathom.router.forest import ForestPolicy, oracle_labels
-from fathom.tests.support.docgen import make_qa_set
 
 BUDGETS = (0, 1, 2, 4)
 
@@ -311,9 +311,9 @@ def test_each_question_is_priced_with_its_own_chunks(tmp_path) -> None:
     and trade line state the question's tokens, not the training mean."""
     import dataclasses
 
+    from fathom.bench.support.hits import make_hit
     from fathom.core.base import Probe
     from fathom.router.cost import ContextTokens
-    from fathom.tests.support.generate_support import make_hit
 
     x, y = _data()
     model = ContextTokens(scale=1.0, per_source=0.0)

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from fathom.bench.support.docgen import make_qa_set
 from fathom.cli import main
 from fathom.core.base import Hit
 from fathom.core.config import load_config
@@ -29,7 +30,6 @@ from fathom.router.portfolio.pool import DEFAULT_POOL, PoolSearcher
 from fathom.router.portfolio.router import LEGACY_PROBE, probe_settings
 from fathom.router.portfolio.runtime import PortfolioRuntime
 from fathom.stages.pipeline import Engine
-from fathom.tests.support.docgen import make_qa_set
 
 # Enough chunks (one per biography) that a probe to 40 or 50 is deeper than one to 20.
 N_DOCS = 60

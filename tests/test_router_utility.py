@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from fathom.bench.support.hits import make_hit
 from fathom.core.base import Probe
 from fathom.core.errors import ConfigError, FathomError
 from fathom.evaluation.strategies import make_policy, parse_strategy
 from fathom.router.sweep import Sweep
 from fathom.router.utility import UtilityPolicy
-from fathom.tests.support.generate_support import make_hit
 
 BUDGETS = (0, 1, 2, 5, 12)
 
