@@ -376,9 +376,10 @@ def eval_cmd(ctx: click.Context, **opts: Any) -> None:
 
 
 def _render_eval(summary: dict[str, Any], out: Path, as_json: bool) -> None:
+    from fathom.evaluation.report import table_data
     from fathom.tables import render_eval
 
-    render_eval(summary, out, as_json)
+    render_eval(summary, out, as_json, table=table_data)
 
 
 @eval_cmd.command("report")

@@ -91,6 +91,12 @@ def summary_rows(summary: dict) -> list[list[str]]:
     return rows
 
 
+def table_data(summary: dict) -> tuple[str, tuple[str, ...], list[list[str]]]:
+    """The per-strategy comparison as the terminal draws it (``tables.eval_table``): its title
+    (the judge and question count), columns and rows."""
+    return title(summary), COLUMNS, summary_rows(summary)
+
+
 def write_report(out_dir: Path, summary: dict, plots: list[Path]) -> Path:
     """Write ``out_dir/report.md``: settings, results, stage latencies, plots, how to read it."""
     out_dir = Path(out_dir)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from fathom.evaluation.plots import cost_per_1000, pareto_front, write_plots
-from fathom.evaluation.report import COLUMNS, MISSING, summary_rows, write_report
+from fathom.evaluation.report import COLUMNS, MISSING, summary_rows, table_data, write_report
 from fathom.tables import eval_table
 
 REPO = Path(__file__).resolve().parent.parent
@@ -276,7 +276,7 @@ def test_eval_table(summary: dict) -> None:
     from rich.console import Console
 
     console = Console(record=True, width=200, file=io.StringIO())
-    console.print(eval_table(summary))
+    console.print(eval_table(*table_data(summary)))
     text = console.export_text()
     for name in STRATEGIES:
         assert name in text
