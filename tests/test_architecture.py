@@ -103,6 +103,7 @@ def test_the_import_contracts_hold(tmp_path) -> None:
         "The runtime never imports training, evaluation, scikit-learn or matplotlib",
         "Nothing below the rendering modules imports rich",
         "Router: decisions above their features and costs",
+        "Router portfolios: the runtime above its parts",
     ):
         assert f"{name} KEPT" in done.stdout
 
