@@ -376,10 +376,10 @@ def eval_cmd(ctx: click.Context, **opts: Any) -> None:
 
 
 def _render_eval(summary: dict[str, Any], out: Path, as_json: bool) -> None:
-    from fathom.evaluation.report import render_table
+    from fathom.evaluation.report import table_data
     from fathom.tables import render_eval
 
-    render_eval(summary, out, as_json, table=render_table)
+    render_eval(summary, out, as_json, table=table_data)
 
 
 @eval_cmd.command("report")
@@ -426,8 +426,8 @@ def policy_sweep(ctx: click.Context, **opts: Any) -> None:
     """Quality, tokens and latency of every budget for every training question (an eval run
     with probe features logged; resumable)."""
     from fathom import commands
+    from fathom.learn.sweep import WARN_RECALL
     from fathom.render import EvalProgress, IngestProgress, stderr_console
-    from fathom.router.sweep import WARN_RECALL
     from fathom.tables import render_sweep
 
     if not opts["docs"] and not opts["collection"]:
@@ -504,7 +504,7 @@ def policy_sweep(ctx: click.Context, **opts: Any) -> None:
 @click.pass_context
 def policy_train(ctx: click.Context, **opts: Any) -> None:
     """Train a depth policy on a sweep's oracle labels."""
-    from fathom.router.train_policy import train_policy
+    from fathom.learn.train_policy import train_policy
 
     path, n_questions = train_policy(_config(ctx), **opts)
     click.echo(f"{opts['kind']} policy on {n_questions} questions → {path}")
@@ -557,7 +557,7 @@ def portfolio() -> None:
 def portfolio_build(ctx: click.Context, **opts: Any) -> None:
     """Score every pool member on the questions (cached beside --out), choose --size members
     greedily by best-of-K coverage and train the router that picks among them per question."""
-    from fathom.router.portfolio_build import build_portfolio_file
+    from fathom.learn.portfolio_build import build_portfolio_file
     from fathom.tables import render_portfolio
 
     collection, docs = opts.pop("collection"), opts.pop("docs")

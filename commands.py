@@ -165,8 +165,7 @@ def depth_policy(path: str | None) -> tuple[Any, Path, dict[str, Any] | None]:
 def portfolio_info(cfg: Any, path: str) -> dict[str, Any]:
     """``fathom portfolio show``: the portfolio a file or a name under $FATHOM_HOME/portfolios
     names."""
-    from fathom.router.portfolio import load_portfolio
-    from fathom.router.portfolio_runtime import resolve_portfolio
+    from fathom.router.portfolio.file import load_portfolio, resolve_portfolio
 
     return load_portfolio(resolve_portfolio(cfg, path))
 

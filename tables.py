@@ -107,10 +107,14 @@ def render_stats(data: dict[str, Any], slo_ms: float | None, as_json: bool = Fal
 
 
 def render_eval(
-    summary: dict[str, Any], out: Path, as_json: bool, *, table: Callable[[dict[str, Any]], Any]
+    summary: dict[str, Any],
+    out: Path,
+    as_json: bool,
+    *,
+    table: Callable[[dict[str, Any]], tuple[str, tuple[str, ...], list[list[str]]]],
 ) -> None:
-    """summary.json, or the comparison ``table(summary)`` draws (the evaluation layer's
-    ``render_table``) and where the run's files are."""
+    """summary.json, or the comparison table and where the run's files are; ``table(summary)``
+    gives its title, columns and rows (the evaluation layer's ``table_data``)."""
     if as_json:
         print_json(summary)
         return
@@ -119,8 +123,22 @@ def render_eval(
     console = Console()
     if not console.is_terminal:  # a file or pipe: wide enough for the whole table
         console = Console(width=220)
-    console.print(table(summary))
+    console.print(eval_table(*table(summary)))
     console.print(f"log, summary, plots and report in {out}/", highlight=False)
+
+
+def eval_table(title: str, columns: tuple[str, ...], rows: list[list[str]]) -> Any:
+    """The per-strategy comparison as a rich table: the first column (the strategy) left
+    aligned, the numbers right."""
+    from fathom.core.text import safe_terminal_text
+    from rich.table import Table
+
+    table = Table(title=title)
+    for i, col in enumerate(columns):
+        table.add_column(col, justify="left" if i == 0 else "right", overflow="fold")
+    for row in rows:
+        table.add_row(safe_terminal_text(row[0]), *row[1:])
+    return table
 
 
 def render_sweep(sweep, budgets: list[int], out: Path, warn_recall: float) -> None:

@@ -108,7 +108,7 @@ def cold_asks(data: Path, name: str, n: int, home: Path) -> dict[str, Any]:
     reranker off / reading 8 / reading 20 candidates, interleaved."""
     from fathom.bench.common import bench_config, percentiles
     from fathom.index.targets import resolve_target
-    from fathom.ingestion.questions import load_questions, split_by_document
+    from fathom.learn.questions import load_questions, split_by_document
     from fathom.stages.pipeline import Engine
 
     cfg = bench_config(home, {"generator.backend": "extractive"})

@@ -373,7 +373,7 @@ def prepare_docs(root: Path, set_key: str, work: Path, questions, scifact_docs: 
 
 
 def load_set(root: Path, set_key: str, n: int, seed: int = 0):
-    from fathom.ingestion.questions import load_questions
+    from fathom.learn.questions import load_questions
 
     path = root / SETS[set_key]
     qs = load_questions(path if set_key == "scifact" else path / "questions.jsonl")

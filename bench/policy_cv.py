@@ -73,8 +73,8 @@ def out_of_fold(
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Each question's forest probabilities and chosen budget index per preference, from the
     forest trained on the other folds."""
+    from fathom.learn.train_policy import train_forest
     from fathom.router.cost import ReadingCost
-    from fathom.router.train_policy import train_forest
 
     n = len(sweep.qids)
     proba = np.zeros((n, len(sweep.budgets) + 1), dtype=np.float64)
@@ -115,7 +115,7 @@ def outcome(sweep: Any, choice: np.ndarray) -> dict[str, Any]:
 def enough_by(sweep: Any) -> np.ndarray:
     """``(n, n_budgets)`` bool: the first k chunks already reach the question's best quality
     (what the forest's P(enough by k) predicts); all False where no budget answers."""
-    from fathom.router.train_policy import sweep_labels
+    from fathom.learn.train_policy import sweep_labels
 
     return sweep_labels(sweep)[:, None] <= np.arange(len(sweep.budgets))[None, :]
 
@@ -170,9 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.test and args.policy is None:
         ap.error("--test needs --policy: the forest whose held-out probabilities to compare")
 
+    from fathom.learn.sweep import combine_sweeps, load_sweep
     from fathom.router.cost import PREFERENCES, ReadingCost
     from fathom.router.registry import load_policy
-    from fathom.router.sweep import combine_sweeps, load_sweep
 
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     train = combine_sweeps([load_sweep(d, quality=args.quality) for d in args.train])

@@ -153,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=default_out("policy_slo"))
     args = ap.parse_args(argv)
 
-    from fathom.router.sweep import combine_sweeps, load_sweep
-    from fathom.router.train_policy import train_forest
+    from fathom.learn.sweep import combine_sweeps, load_sweep
+    from fathom.learn.train_policy import train_forest
 
     train = combine_sweeps([load_sweep(d, quality=args.quality) for d in args.train])
     test = load_sweep(args.test, quality=args.quality)

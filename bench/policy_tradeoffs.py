@@ -172,12 +172,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from fathom.core.config import load_config
+    from fathom.learn.sweep import combine_sweeps, load_sweep
+    from fathom.learn.train_policy import sweep_query_vectors, train_forest
     from fathom.router.cascade import Cascade
     from fathom.router.cost import PREFERENCES, ReadingCost
     from fathom.router.registry import load_policy
     from fathom.router.reinforce import ReinforcePolicy
-    from fathom.router.sweep import combine_sweeps, load_sweep
-    from fathom.router.train_policy import sweep_query_vectors, train_forest
     from fathom.router.utility import UtilityPolicy
 
     lambdas = [float(x) for x in args.lambdas.split(",")]

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     from fathom.core.config import load_config
     from fathom.index.collection import Collection
     from fathom.index.embed import embedder_id_for, query_embedder_for
-    from fathom.router.portfolio_pool import PoolSearcher, pool_for
+    from fathom.router.portfolio.pool import PoolSearcher, pool_for
 
     cfg = load_config()
     names = (
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     # timing; the router's decision is not part of the members' cost).
     chosen = [members] * len(questions)
     if args.ell:
-        from fathom.router.portfolio_runtime import PortfolioRuntime
+        from fathom.router.portfolio.runtime import PortfolioRuntime
         from fathom.stages.pipeline import Engine
 
         if not args.portfolio:

@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from fathom.bench.common import REPO, log, print_table, write_json
-from fathom.tests.support import docgen
-from fathom.tests.support.fault_server import FaultServer
-from fathom.tests.support.injection_corpus import injection_cases
-from fathom.tests.support.reliability_support import pickle_uses, python_files, run_cli
+from fathom.bench.support import docgen
+from fathom.bench.support.fault_server import FaultServer
+from fathom.bench.support.injection_corpus import injection_cases
+from fathom.bench.support.reliability_support import pickle_uses, python_files, run_cli
 
 GOOD = "Solar panels convert sunlight into electricity using photovoltaic cells."
 SECRET = "sk-bench-SECRET-7f3a9c1e5b"
@@ -460,11 +460,12 @@ FAULTS = [
 
 
 def backend_faults(limit: float = 30.0) -> list[dict]:
+    from fathom.bench.support.fault_server import closed_port
+    from fathom.bench.support.hits import eiffel_hits
     from fathom.core.config import GeneratorConfig
     from fathom.core.errors import FathomError
     from fathom.stages.generate.ollama import OllamaGenerator
     from fathom.stages.generate.openai_backend import OpenAIGenerator
-    from fathom.tests.support.generate_support import closed_port, eiffel_hits
 
     base = {
         "model": "m",

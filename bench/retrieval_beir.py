@@ -87,7 +87,7 @@ def evaluate(runs: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> di
 
 
 def load_qrels(path: Path) -> dict[str, dict[str, int]]:
-    from fathom.ingestion.questions import read_qrels
+    from fathom.learn.questions import read_qrels
 
     return read_qrels(path)
 

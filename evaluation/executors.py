@@ -11,7 +11,7 @@ from typing import Any
 
 from fathom.core.errors import ConfigError, FathomError
 from fathom.evaluation.worker import QuestionWorker
-from fathom.ingestion.questions import Question
+from fathom.learn.questions import Question
 
 _WORKER: QuestionWorker | None = None
 

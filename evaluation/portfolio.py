@@ -18,14 +18,15 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fathom.evaluation.metrics import bootstrap_ci
-from fathom.router.portfolio import pool_members
+from fathom.router.portfolio.pool import pool_members
 
 if TYPE_CHECKING:
     import numpy as np
     from fathom.core.base import Embedder
     from fathom.index.collection import Collection
-    from fathom.ingestion.questions import Question
-    from fathom.router.portfolio_pool import Member, MemberRuns
+    from fathom.learn.portfolio_runs import MemberRuns
+    from fathom.learn.questions import Question
+    from fathom.router.portfolio.pool import Member
 
 
 def evaluate_portfolio(
@@ -38,8 +39,8 @@ def evaluate_portfolio(
     n_boot: int = 2000,
 ) -> dict[str, Any]:
     """Coverage rows and paired differences on ``questions`` (see the module docstring)."""
-    from fathom.router.portfolio_pool import member_runs, run_scores
-    from fathom.router.portfolio_router import check_probe
+    from fathom.learn.portfolio_runs import member_runs, run_scores
+    from fathom.router.portfolio.router import check_probe
 
     by, n = info["score"], int(info["top_n"])
     pool = pool_members(collection, [m["name"] for m in info["pool"]])
@@ -109,7 +110,7 @@ def _fuser(
 ) -> Fused:
     """The score of each question's named members, their results fused by reciprocal rank
     fusion to the top ``n``."""
-    from fathom.router.portfolio_pool import fuse_rows, score_rows
+    from fathom.learn.portfolio_runs import fuse_rows, score_rows
 
     rrf_k = collection.cfg.retrieval.rrf_k  # as ask fuses the chosen members' results
 
@@ -137,7 +138,7 @@ def _router_rows(
     ``ell``-subset); at its size all members fused and the top K by average fused, against
     the best single member (``single``, its scores)."""
     import numpy as np
-    from fathom.router.portfolio_router import PortfolioRouter, input_schema, router_inputs
+    from fathom.router.portfolio.router import PortfolioRouter, input_schema, router_inputs
 
     router = PortfolioRouter.from_dict(
         router_info, expect_schema=input_schema(embedder_id, runs.qvecs.shape[1])
@@ -182,10 +183,9 @@ def evaluate_portfolio_file(
     from fathom.index.collection import Collection
     from fathom.index.embed import embedder_id_for, query_embedder_for
     from fathom.index.targets import resolve_target
-    from fathom.ingestion.questions import load_questions, split_by_document
+    from fathom.learn.questions import load_questions, split_by_document
     from fathom.router.classify import QueryClassifier
-    from fathom.router.portfolio import load_portfolio
-    from fathom.router.portfolio_runtime import resolve_portfolio
+    from fathom.router.portfolio.file import load_portfolio, resolve_portfolio
 
     resolved = resolve_portfolio(cfg, path)
     info = load_portfolio(resolved)

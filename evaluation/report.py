@@ -1,15 +1,13 @@
-"""The evaluation summary as a terminal table (rich) and as a self-contained ``report.md``."""
+"""The evaluation summary as table rows (``tables.eval_table`` draws them in the terminal) and as a
+self-contained ``report.md``."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fathom.evaluation.summary import get_path
-
-if TYPE_CHECKING:
-    from rich.table import Table
 
 MISSING = "–"
 
@@ -93,17 +91,10 @@ def summary_rows(summary: dict) -> list[list[str]]:
     return rows
 
 
-def render_table(summary: dict) -> Table:
-    """The per-strategy comparison as a rich table titled with the judge and question count."""
-    from fathom.core.text import safe_terminal_text
-    from rich.table import Table
-
-    table = Table(title=_title(summary))
-    for i, col in enumerate(COLUMNS):
-        table.add_column(col, justify="left" if i == 0 else "right", overflow="fold")
-    for row in summary_rows(summary):
-        table.add_row(safe_terminal_text(row[0]), *row[1:])
-    return table
+def table_data(summary: dict) -> tuple[str, tuple[str, ...], list[list[str]]]:
+    """The per-strategy comparison as the terminal draws it (``tables.eval_table``): its title
+    (the judge and question count), columns and rows."""
+    return title(summary), COLUMNS, summary_rows(summary)
 
 
 def write_report(out_dir: Path, summary: dict, plots: list[Path]) -> Path:
@@ -111,7 +102,7 @@ def write_report(out_dir: Path, summary: dict, plots: list[Path]) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     run = summary.get("run") or {}
-    lines = ["# Fathom evaluation report", "", _title(summary) + ".", ""]
+    lines = ["# Fathom evaluation report", "", title(summary) + ".", ""]
 
     lines += ["## Run settings", "", *_settings_table(summary), ""]
     fitted = run.get("fitted") or {}
@@ -160,7 +151,8 @@ def write_report(out_dir: Path, summary: dict, plots: list[Path]) -> Path:
 # ---------------------------------------------------------------------------------------------
 
 
-def _title(summary: dict) -> str:
+def title(summary: dict) -> str:
+    """The run's title: its judge and how many questions it asked."""
     judge = get_path(summary, "run", "judge") or "?"
     n = summary.get("n_questions")
     if n is None:

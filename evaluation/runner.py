@@ -17,7 +17,7 @@ Resumable: rows already in ``log.jsonl`` are skipped. Parallel: ``workers`` proc
 tasks with ``executor="ray"``) each hold one engine and answer a shard of the questions.
 
 ``fathom policy sweep`` is such a run over fixed budgets (``sweep_settings``, ``run_sweep``);
-``router.train_policy`` turns sweeps into a depth policy of any kind.
+``learn.train_policy`` turns sweeps into a depth policy of any kind.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from fathom.core.errors import ConfigError, FathomError
 from fathom.evaluation.executors import execute, ray_session
 from fathom.evaluation.strategies import StrategySpec, make_policy, parse_strategies
 from fathom.evaluation.worker import config_fingerprint, generator_settings
-from fathom.ingestion.questions import Question, load_questions, split_by_document, split_questions
+from fathom.learn.questions import Question, load_questions, split_by_document, split_questions
 
 if TYPE_CHECKING:
     from fathom.router.sweep import Sweep
@@ -438,7 +438,7 @@ def sweep_settings(
     """The eval run a budget sweep is: one fixed-depth strategy per budget (checked: distinct,
     non-negative, ascending), probe features logged, ``doc_split`` ``train``, ``test`` or
     ``all``."""
-    from fathom.router.sweep import budget_strategies
+    from fathom.learn.sweep import budget_strategies
 
     return EvalSettings(
         questions=questions,
@@ -466,7 +466,7 @@ def run_sweep(
 ) -> Sweep:
     """Run (or resume) the sweep ``settings`` describe (``sweep_settings``) and read it back as
     a ``Sweep``, its answer recall at the deepest budget included."""
-    from fathom.router.sweep import load_sweep
+    from fathom.learn.sweep import load_sweep
 
     run_eval(cfg, settings, progress=progress, on_rows=on_rows)
     return load_sweep(settings.out)

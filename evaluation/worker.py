@@ -14,7 +14,7 @@ from typing import Any
 from fathom.core.base import source_id
 from fathom.evaluation.cache import CachingGenerator
 from fathom.evaluation.strategies import StrategySpec, make_policy, parse_strategies
-from fathom.ingestion.questions import Question
+from fathom.learn.questions import Question
 from fathom.router.depth import requested_depth
 
 MIN_SUPPORT = 0.35  # a sentence counts as supported from this support score (as attribution)

@@ -1,7 +1,7 @@
 """Query-type classification: regex cues plus a small logistic regression, evaluated in numpy.
 
 A question becomes ``[query embedding (dim) ‖ rule features]``; a multinomial logistic regression
-trained by ``router.train_classifier`` maps that to the four ``QueryType`` classes. The rules carry
+trained by ``learn.train_classifier`` maps that to the four ``QueryType`` classes. The rules carry
 the surface cues (summarise, why, how many, "the X of the Y who …"), the embedding carries the
 paraphrases the rules miss. The policy is a JSON file of weights that this module evaluates with
 one matrix-vector product: no sklearn, no torch at query time. The pipeline embeds the question
@@ -268,32 +268,32 @@ class QueryTypePolicy:
 
     @classmethod
     def load(cls, path: Path) -> QueryTypePolicy:
-        """Read and validate a policy file written by ``router.train_classifier``."""
+        """Read and validate a policy file written by ``learn.train_classifier``."""
         import numpy as np
 
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise IndexMismatchError(
-                f"{path}: no query-type policy — run `python -m fathom.router.train_classifier`"
+                f"{path}: no query-type policy — run `python -m fathom.learn.train_classifier`"
             ) from None
         except (OSError, json.JSONDecodeError) as exc:
             raise IndexMismatchError(
                 f"{path}: unreadable query-type policy ({exc}) — run "
-                "`python -m fathom.router.train_classifier` to regenerate it"
+                "`python -m fathom.learn.train_classifier` to regenerate it"
             ) from None
         if data.get("kind") != POLICY_KIND or data.get("format") != POLICY_FORMAT:
             raise IndexMismatchError(
                 f"{path}: not a query-type policy of format {POLICY_FORMAT} "
                 f"(kind={data.get('kind')!r}, format={data.get('format')!r}) — retrain it with "
-                "`python -m fathom.router.train_classifier`"
+                "`python -m fathom.learn.train_classifier`"
             )
         dim = int(data["embedding_dim"])
         names = list(data["feature_names"])
         if names[dim:] != [f"rule:{r}" for r in RULE_FEATURES]:
             raise IndexMismatchError(
                 f"{path}: trained on a different set of rule features than this code computes — "
-                "retrain it with `python -m fathom.router.train_classifier`"
+                "retrain it with `python -m fathom.learn.train_classifier`"
             )
         weights = np.asarray(data["weights"], dtype=np.float64)
         bias = np.asarray(data["bias"], dtype=np.float64)
@@ -363,7 +363,8 @@ class QueryClassifier:
                             f"{self.policy_path}: query-type policy was trained on embeddings "
                             f"of {policy.embedder_id!r} but the embedder in use is "
                             f"{self.embedder_id!r} — retrain it with `python -m "
-                            "router.train_classifier --embedder <name>` or use the policy's "
+                            "fathom.learn.train_classifier --embedder <name>` or use the "
+                            "policy's "
                             "embedder"
                         )
                     self._policy = policy

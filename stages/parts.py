@@ -20,7 +20,7 @@ from fathom.stages.deadline import AnswerClock
 
 if TYPE_CHECKING:
     from fathom.core.config import Config
-    from fathom.router.portfolio_runtime import PortfolioRuntime
+    from fathom.router.portfolio.runtime import PortfolioRuntime
 
 
 class Parts:
@@ -83,7 +83,7 @@ class Parts:
             self._portfolio = None
             if self.cfg.retrieval.portfolio.strip():
                 from fathom.index.embed import embedder_id_for
-                from fathom.router.portfolio_runtime import PortfolioRuntime
+                from fathom.router.portfolio.runtime import PortfolioRuntime
 
                 self._portfolio = PortfolioRuntime.load(
                     self.cfg,

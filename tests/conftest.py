@@ -69,7 +69,8 @@ def data_dir() -> Path:
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``python -m llama_cpp.server`` on a free port; yields its ``/v1`` base URL."""
-    from fathom.tests.support.generate_support import free_port, smollm2_path
+    from fathom.bench.support.fault_server import free_port
+    from fathom.tests.support.generate_support import smollm2_path
 
     pytest.importorskip("uvicorn", reason="needs llama-cpp-python[server]")
     port = free_port()

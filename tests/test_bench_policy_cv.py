@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from fathom.bench.policy_cv import document_folds, enough_by, half_profile, out_of_fold, set_name
+from fathom.learn.sweep import combine_sweeps
 from fathom.router.features import FEATURE_NAMES
-from fathom.router.sweep import Sweep, combine_sweeps
+from fathom.router.sweep import Sweep
 
 BUDGETS = (0, 1, 2, 4)
 TOKENS = np.array([0, 100, 200, 400], dtype=np.float32)
@@ -61,7 +62,7 @@ def test_subset_keeps_every_field_of_a_question_together() -> None:
 def test_out_of_fold_forests_never_see_the_question_document() -> None:
     """Depth here is a property of the document alone. A forest that saw the document ranks its
     questions perfectly; out of fold it can only guess, so its ranking is near chance."""
-    from fathom.router.train_policy import train_forest
+    from fathom.learn.train_policy import train_forest
 
     sweep = _sweep("a", 60, 4, 0)
     enough = enough_by(sweep)

@@ -227,7 +227,7 @@ def test_policy_show_prints_a_reinforce_policy(tmp_path: Path) -> None:
 def test_policy_show_after_policy_train_reinforce(tmp_path: Path, monkeypatch) -> None:
     """The reviewer's path: `policy train --kind reinforce --out P/rl`, then `policy show`."""
     pytest.importorskip("torch")
-    from fathom.tests.support.docgen import make_qa_set
+    from fathom.bench.support.docgen import make_qa_set
 
     monkeypatch.setenv("FATHOM_RERANK__ENABLED", "false")
     monkeypatch.setenv("FATHOM_EMBEDDER__NAME", "hashing:64")  # no model to load
@@ -258,7 +258,7 @@ def test_policy_show_after_policy_train_reinforce(tmp_path: Path, monkeypatch) -
 def test_ask_into_a_pipe_prints_the_final_answer_once_not_a_stream(tmp_path: Path, minilm) -> None:
     """Streaming is for a terminal: redirected, the output is the answer panel (with the
     final answer only), not the drafts of every round as they were generated."""
-    from fathom.tests.support import docgen
+    from fathom.bench.support import docgen
 
     pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
     res = CliRunner().invoke(

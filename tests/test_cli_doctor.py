@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from fathom import cli
-from fathom.tests.support.generate_support import FakeOllama, closed_port
+from fathom.bench.support.fault_server import closed_port
+from fathom.tests.support.generate_support import FakeOllama
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((REPO / "docs" / "doctor.schema.json").read_text())

@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 
 import pytest
+from fathom.bench.support import docgen
 from fathom.core.config import load_config
 from fathom.index.ingest import ingest_paths
-from fathom.tests.support import docgen
 from fathom.tests.support.mcp_support import error, mcp_session, result, run
 
 pytestmark = pytest.mark.slow

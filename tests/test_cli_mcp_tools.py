@@ -10,12 +10,12 @@ import threading
 from pathlib import Path
 
 import pytest
+from fathom.bench.support import docgen
 from fathom.core.config import load_config
 from fathom.core.errors import CollectionNotFound, FathomError
 from fathom.index.ingest import ingest_paths
 from fathom.mcp_server.safety import RedactingFilter, Redactor, Root, resolve_under
 from fathom.mcp_server.tools import FathomTools
-from fathom.tests.support import docgen
 
 
 @pytest.fixture

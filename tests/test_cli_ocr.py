@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from fathom import cli
+from fathom.bench.support import docgen
 from fathom.ingestion import ocr
-from fathom.tests.support import docgen
 
 
 @pytest.mark.slow

@@ -59,7 +59,7 @@ def test_render_imports_only_fathom_core(module, beside_core) -> None:
 
 
 def test_portfolio_path_for_a_bare_name_or_a_path(cfg) -> None:
-    from fathom.router.portfolio_build import portfolio_path
+    from fathom.learn.portfolio_build import portfolio_path
 
     assert portfolio_path(cfg, "mine") == cfg.home_path() / "portfolios" / "mine.json"
     assert portfolio_path(cfg, "out/p") == Path("out/p.json")

@@ -5,6 +5,7 @@ same way by the generators (``parse_citations``), the confidence scorer and
 from __future__ import annotations
 
 import pytest
+from fathom.bench.support.hits import eiffel_hits
 from fathom.core.base import Draft
 from fathom.core.citations import (
     cited_numbers,
@@ -13,7 +14,6 @@ from fathom.core.citations import (
     strip_citations,
 )
 from fathom.feedback.confidence import SupportScorer, answer_sentences, attribute
-from fathom.tests.support.generate_support import eiffel_hits
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 from fathom.evaluation.plots import cost_per_1000, pareto_front, write_plots
-from fathom.evaluation.report import COLUMNS, MISSING, render_table, summary_rows, write_report
+from fathom.evaluation.report import COLUMNS, MISSING, summary_rows, table_data, write_report
+from fathom.tables import eval_table
 
 REPO = Path(__file__).resolve().parent.parent
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -271,11 +272,11 @@ def test_modules_import_without_matplotlib_or_rich() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_render_table(summary: dict) -> None:
+def test_eval_table(summary: dict) -> None:
     from rich.console import Console
 
     console = Console(record=True, width=200, file=io.StringIO())
-    console.print(render_table(summary))
+    console.print(eval_table(*table_data(summary)))
     text = console.export_text()
     for name in STRATEGIES:
         assert name in text

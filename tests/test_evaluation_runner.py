@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from fathom.bench.support.docgen import make_qa_set
 from fathom.core.base import Draft
 from fathom.core.errors import ConfigError, FathomError
 from fathom.evaluation.cache import CachingGenerator
 from fathom.evaluation.runner import EvalSettings, run_eval
 from fathom.evaluation.strategies import parse_strategies, parse_strategy
-from fathom.ingestion.questions import load_questions, split_questions
+from fathom.learn.questions import load_questions, split_questions
 from fathom.stages.generate.base import BaseGenerator
-from fathom.tests.support.docgen import make_qa_set
 
 STRATEGIES = ["none", "fixed:1", "fixed:2", "gap", "threshold:p50"]
 TIMING = {"stages_ms", "total_ms", "cached_generation"}
@@ -529,7 +529,7 @@ def test_worker_processes_match_one_process(ecfg, qa_set, tmp_path):
 
 
 def test_document_split_never_shares_a_document(qa_set):
-    from fathom.ingestion.questions import split_by_document
+    from fathom.learn.questions import split_by_document
 
     qs = load_questions(qa_set[1])
     train = split_by_document(qs, "train", seed=3)
@@ -549,7 +549,7 @@ def test_document_split_never_shares_a_document(qa_set):
 def test_an_empty_document_half_is_an_error(tmp_path):
     """A split that leaves no questions fails (exit 1) rather than reporting an empty table."""
     from fathom.cli import main
-    from fathom.ingestion.questions import document_half
+    from fathom.learn.questions import document_half
 
     qfile = tmp_path / "one.jsonl"
     qfile.write_text('{"qid": "a", "question": "x?", "answers": ["y"], "doc_ids": ["d1"]}\n')
@@ -670,7 +670,7 @@ def test_qrels_judge_scores_the_documents_in_the_context():
     from types import SimpleNamespace as NS
 
     from fathom.evaluation.worker import _row
-    from fathom.ingestion.questions import Question
+    from fathom.learn.questions import Question
 
     probe = [_hit(d) for d in ["x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "g1", "g2"]]
     prepared = NS(probe=NS(hits=probe))
@@ -713,7 +713,7 @@ def test_unanswerable_rows_read_the_abstention_from_the_answer(text, scorer_said
     from types import SimpleNamespace as NS
 
     from fathom.evaluation.worker import _row
-    from fathom.ingestion.questions import Question
+    from fathom.learn.questions import Question
 
     q = Question("u1", "?", (), (), None, unanswerable=True)
     r = _row(
@@ -733,7 +733,7 @@ def test_unanswerable_rows_read_the_abstention_from_the_answer(text, scorer_said
 
 def _first_doc_split(questions, half, seed):
     """The split before multi-document questions were grouped: by the first gold document."""
-    from fathom.ingestion.questions import document_half
+    from fathom.learn.questions import document_half
 
     return [
         q for q in questions if document_half(q.doc_ids[0] if q.doc_ids else q.qid, seed) == half
@@ -741,7 +741,7 @@ def _first_doc_split(questions, half, seed):
 
 
 def test_single_document_questions_split_as_before(qa_set):
-    from fathom.ingestion.questions import split_by_document
+    from fathom.learn.questions import split_by_document
 
     qs = load_questions(qa_set[1])
     assert all(len(q.doc_ids) <= 1 for q in qs)
@@ -752,7 +752,7 @@ def test_single_document_questions_split_as_before(qa_set):
 
 def test_questions_sharing_any_document_stay_on_one_half():
     """A multi-hop question's second document must not reach the other half."""
-    from fathom.ingestion.questions import Question, split_by_document
+    from fathom.learn.questions import Question, split_by_document
 
     qs = [
         Question("a", "?", ("x",), ("A", "B")),

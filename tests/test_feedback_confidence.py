@@ -3,9 +3,9 @@ paraphrases are embedded once and scored against their cited source."""
 
 from __future__ import annotations
 
+from fathom.bench.support.hits import make_hit
 from fathom.core.base import Draft
 from fathom.feedback.confidence import SupportScorer
-from fathom.tests.support.generate_support import make_hit
 
 
 class CountingEmbedder:
@@ -60,7 +60,7 @@ def test_quote_needs_word_boundaries_and_enough_words() -> None:
 
 
 def test_citing_only_missing_sources_earns_no_support() -> None:
-    from fathom.tests.support.generate_support import eiffel_hits
+    from fathom.bench.support.hits import eiffel_hits
 
     hits = eiffel_hits()  # the answer is in source 3 of 3
     scorer = SupportScorer(None)

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from fathom import cli
+from fathom.bench.support import docgen
 from fathom.index.collection import Collection
-from fathom.tests.support import docgen
 
 GOOD = "Solar panels convert sunlight into electricity using photovoltaic cells."
 

@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from fathom.bench.support.docgen import ingest_command
+from fathom.bench.support.docgen import make_versioned_corpus as _write_corpus
 from fathom.core.config import load_config
 from fathom.index.collection import Collection
-from fathom.tests.support.docgen import ingest_command
-from fathom.tests.support.docgen import make_versioned_corpus as _write_corpus
 
 
 @pytest.mark.slow

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from fathom import cli
+from fathom.bench.support import docgen
 from fathom.index.collection import Collection
 from fathom.index.manifest import MANIFEST
 from fathom.ingestion import ocr
-from fathom.tests.support import docgen
 
 GOOD = "Solar panels convert sunlight into electricity using photovoltaic cells."
 needs_ocr = pytest.mark.skipif(ocr.ocr_problem() is not None, reason="OCR is not installed")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fathom.bench.support import docgen
 from fathom.core.config import IndexConfig
 from fathom.index.sparse import Analyzer, Bm25Index
-from fathom.tests.support import docgen
 
 MULTILINGUAL = [
     "Café naïve résumé: Zoë wrote her CV in Köln and Zürich.",

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fathom.bench.support.docgen import make_qa_set
 from fathom.core.base import Chunk
 from fathom.core.config import load_config
 from fathom.core.errors import ConfigError
@@ -15,8 +16,7 @@ from fathom.index.embed import embedder_id_for
 from fathom.index.ingest import ingest_paths
 from fathom.index.targets import resolve_target
 from fathom.index.views import DEFAULT_VIEWS, View, ViewSpec, build_view, list_views, unit_text
-from fathom.router.portfolio_pool import PoolSearcher, pool_for
-from fathom.tests.support.docgen import make_qa_set
+from fathom.router.portfolio.pool import PoolSearcher, pool_for
 
 
 def _chunk(doc: str, text: str, start: int, ordinal: int) -> Chunk:

@@ -14,12 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from fathom.bench.support import docgen
 from fathom.core.config import load_config
 from fathom.index.collection import Collection, collections_root
 from fathom.index.ingest import ingest_paths
 from fathom.index.manifest import read_manifest
 from fathom.index.watch import DocumentFilter, _Root, ingest_batch, wait_until_stable
-from fathom.tests.support import docgen
 
 
 def _until(check: Callable[[], bool], timeout: float, what: str) -> float:

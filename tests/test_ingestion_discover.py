@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fathom.bench.support import docgen
 from fathom.ingestion import SUPPORTED_SUFFIXES, Source, discover, load_document
-from fathom.tests.support import docgen
 
 
 @pytest.fixture

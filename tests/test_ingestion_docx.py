@@ -7,11 +7,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from fathom.bench.support import docgen
 from fathom.core.base import PageSpan
 from fathom.core.errors import ParseError
 from fathom.ingestion import load_document
 from fathom.ingestion.word import DocxLoader
-from fathom.tests.support import docgen
 
 
 def test_headings_paragraphs_and_table_in_order(tmp_path: Path) -> None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fathom.bench.support import docgen
 from fathom.core.errors import ParseError
 from fathom.ingestion import load_document
-from fathom.tests.support import docgen
 
 
 def test_chapters_in_spine_order_as_sections(tmp_path: Path) -> None:

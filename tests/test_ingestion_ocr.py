@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fathom.bench.support import docgen
 from fathom.core.errors import ParseError
 from fathom.ingestion import ImageLoader, OcrSettings, PdfLoader, load_document, ocr
 from fathom.ingestion.ocr import OcrLine, OcrPage, layout_page
 from fathom.ingestion.scans import OCR_SECTION_LEVEL
-from fathom.tests.support import docgen
 
 pytestmark = pytest.mark.skipif(ocr.ocr_problem() is not None, reason="OCR is not installed")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fathom.bench.support import docgen
 from fathom.chunking import SemanticChunker
 from fathom.chunking.tokens import WordCounter
 from fathom.ingestion import PdfLoader, ocr
@@ -18,7 +19,6 @@ from fathom.ingestion.pdf_layout import (
 )
 from fathom.ingestion.scan_layout import mark_numbered_headings, opening_title
 from fathom.ingestion.scans import OCR_SECTION_LEVEL
-from fathom.tests.support import docgen
 
 BODY = 10.0  # points: the body's font size in the hand-built pages
 STEP = 14.0  # points between the baselines of a paragraph's lines

@@ -6,11 +6,11 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from fathom.bench.support import docgen
 from fathom.core.base import Document
 from fathom.core.errors import ParseError
 from fathom.ingestion import load_document
 from fathom.ingestion.pdf import PdfLoader
-from fathom.tests.support import docgen
 
 
 @pytest.fixture

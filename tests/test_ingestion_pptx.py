@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fathom.bench.support import docgen
 from fathom.core.errors import ParseError
 from fathom.ingestion import load_document
 from fathom.ingestion.slides import NOTES_MARK
-from fathom.tests.support import docgen
 
 
 def test_slides_are_pages_with_titles_tables_and_notes(tmp_path: Path) -> None:

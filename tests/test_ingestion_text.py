@@ -8,12 +8,12 @@ import time
 from pathlib import Path
 
 import pytest
+from fathom.bench.support import docgen
 from fathom.core.base import PageSpan
 from fathom.core.errors import ParseError
 from fathom.ingestion import LOADERS, SUPPORTED_SUFFIXES, load_document, load_records
 from fathom.ingestion.clean import clean_text, repair_hyphenation, strip_controls
 from fathom.ingestion.text import MarkdownLoader, TextLoader
-from fathom.tests.support import docgen
 
 NON_ASCII_CLEAN = "Café naïve résumé — “quoted” Straße, Ærø, 東京, emoji ✓.\n\nSecond paragraph ñ."
 

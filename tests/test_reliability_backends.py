@@ -11,12 +11,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from fathom.bench.support.fault_server import ANSWER, FaultServer, closed_port
+from fathom.bench.support.hits import eiffel_hits
 from fathom.core.config import GeneratorConfig
 from fathom.core.errors import BackendUnavailable, FathomError
 from fathom.stages.generate.ollama import OllamaGenerator
 from fathom.stages.generate.openai_backend import OpenAIGenerator
-from fathom.tests.support.fault_server import ANSWER, FaultServer
-from fathom.tests.support.generate_support import closed_port, eiffel_hits
 
 SECRET = "sk-test-SECRET-0123456789abcdef"
 QUESTION = "Where is the Eiffel Tower?"

@@ -16,11 +16,11 @@ import time
 from pathlib import Path
 
 import pytest
+from fathom.bench.support.docgen import ingest_command as _cmd
+from fathom.bench.support.docgen import make_versioned_corpus as _write_corpus
 from fathom.core.config import load_config
 from fathom.index.collection import Collection, collections_root
 from fathom.index.locks import writer_lock
-from fathom.tests.support.docgen import ingest_command as _cmd
-from fathom.tests.support.docgen import make_versioned_corpus as _write_corpus
 
 TRIALS = int(os.environ.get("FATHOM_KILL_TRIALS", "20"))
 

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from fathom import cli, ingestion
+from fathom.bench.support import docgen
+from fathom.bench.support.reliability_support import run_cli
 from fathom.core.config import load_config
 from fathom.core.errors import ParseError
 from fathom.index.collection import Collection
 from fathom.ingestion.word import DocxLoader
-from fathom.tests.support import docgen
-from fathom.tests.support.reliability_support import run_cli
 
 FUZZ_N = int(os.environ.get("FATHOM_FUZZ_N", "60"))
 GOOD = "Solar panels convert sunlight into electricity using photovoltaic cells."

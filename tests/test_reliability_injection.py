@@ -7,6 +7,7 @@ cases run the packaged SmolLM2-135M (marked slow), and the framing is checked st
 from __future__ import annotations
 
 import pytest
+from fathom.bench.support.injection_corpus import ATTACKS, injection_cases
 from fathom.core.config import GeneratorConfig
 from fathom.stages.generate.llamacpp import LlamaCppGenerator
 from fathom.stages.generate.prompt import (
@@ -16,7 +17,6 @@ from fathom.stages.generate.prompt import (
     build_messages,
     without_instructions,
 )
-from fathom.tests.support.injection_corpus import ATTACKS, injection_cases
 
 
 @pytest.fixture(scope="module")

@@ -140,7 +140,7 @@ def test_on_a_sweep_the_climb_ends_at_the_first_sure_rung() -> None:
 def test_a_sweep_row_gives_the_confidence_a_climb_reads() -> None:
     import math
 
-    from fathom.router.sweep import _stated
+    from fathom.learn.sweep import _stated
 
     assert _stated({"answerer_confidence": 0.8, "confidence": 1.0, "abstained": False}) == 0.8
     assert _stated({"answerer_confidence": 0.8, "abstained": True}) == 0.0

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from fathom.core.errors import IndexMismatchError
 from fathom.index.embed import MINILM_ID, HashingEmbedder
+from fathom.learn.train_classifier import load_examples, stratified_folds, train
 from fathom.router.classify import (
     CLASSES,
     DEFAULT_DATA,
@@ -20,7 +21,6 @@ from fathom.router.classify import (
     rule_features,
     rule_label,
 )
-from fathom.router.train_classifier import load_examples, stratified_folds, train
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -130,7 +130,7 @@ def test_shipped_policy_metadata_matches_the_data() -> None:
     meta = policy["training"]
     assert meta["data_sha256"] == hashlib.sha256(DEFAULT_DATA.read_bytes()).hexdigest(), (
         "router/data changed since the policy was trained — run "
-        "python -m fathom.router.train_classifier"
+        "python -m fathom.learn.train_classifier"
     )
     assert meta["cv_accuracy"] >= 0.8
     assert np.asarray(meta["cv_confusion"]).sum() == meta["n_examples"]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from fathom.bench.support import docgen
 from fathom.core.config import load_config
 from fathom.core.errors import ConfigError
 from fathom.index.targets import resolve_target
@@ -18,7 +19,6 @@ from fathom.stages.generate import SPEED_FILE
 from fathom.stages.generate.base import BaseGenerator
 from fathom.stages.pipeline import Engine
 from fathom.stages.pricing import reading_cost
-from fathom.tests.support import docgen
 from fathom.tests.support.generate_support import PacedGenerator
 
 SCHEMA = Path(__file__).resolve().parents[1] / "docs" / "answer.schema.json"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from fathom.bench.support.hits import make_hit
 from fathom.core.base import DepthQuery, Probe
 from fathom.core.errors import ConfigError
 from fathom.router.depth import FixedDepth, ScoreGapDepth, ScoreThresholdDepth, top_similarity
-from fathom.tests.support.generate_support import make_hit
 
 
 def probe_with(dense: list[float], fused: list[float] | None = None) -> Probe:

@@ -11,11 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from fathom.bench.support.docgen import make_qa_set
 from fathom.core.base import DepthQuery
 from fathom.core.errors import FathomError
+from fathom.learn.forest import fit_forest, forest_from_sklearn
 from fathom.router.features import FEATURE_NAMES
 from fathom.router.forest import ForestPolicy, oracle_labels
-from fathom.tests.support.docgen import make_qa_set
 
 BUDGETS = (0, 1, 2, 4)
 
@@ -48,7 +49,7 @@ def test_numpy_inference_equals_sklearn_and_round_trips(tmp_path) -> None:
 
     x, y = _data()
     model = RandomForestClassifier(n_estimators=20, max_depth=6, random_state=3).fit(x, y)
-    policy = ForestPolicy.from_sklearn(model, BUDGETS, FEATURE_NAMES)
+    policy = forest_from_sklearn(model, BUDGETS, FEATURE_NAMES)
     # One column per budget plus "none suffices" (no such label here: always 0).
     expected = np.hstack([model.predict_proba(x), np.zeros((len(x), 1))])
     np.testing.assert_allclose(policy.predict_proba(x), expected, atol=1e-6)
@@ -65,7 +66,7 @@ def test_numpy_inference_equals_sklearn_and_round_trips(tmp_path) -> None:
 
 def test_confidence_picks_the_smallest_budget_reaching_it() -> None:
     x, y = _data()
-    policy = ForestPolicy.train(x, y, BUDGETS, FEATURE_NAMES, n_trees=5, max_depth=3)
+    policy = fit_forest(x, y, BUDGETS, FEATURE_NAMES, n_trees=5, max_depth=3)
     proba = np.array([[0.2, 0.3, 0.4, 0.1, 0.0]])
     assert policy.choose(proba, 0.5).tolist() == [1]
     assert policy.choose(proba, 0.9).tolist() == [2]
@@ -76,7 +77,7 @@ def test_confidence_picks_the_smallest_budget_reaching_it() -> None:
 
 def test_cost_rule_buys_depth_only_where_it_pays() -> None:
     x, y = _data()
-    policy = ForestPolicy.train(
+    policy = fit_forest(
         x, y, BUDGETS, FEATURE_NAMES, n_trees=3, cost=0.1, budget_tokens=(0, 100, 200, 400)
     )
     # P(enough by b) = 0.6, 0.9, 0.95 at 100, 200, 400 tokens: utilities 0.59, 0.88, 0.91.
@@ -88,7 +89,7 @@ def test_cost_rule_buys_depth_only_where_it_pays() -> None:
     assert policy.choose(np.array([[0.0, 0.0, 0.01, 0.01, 0.98]]), cost=0.5).tolist() == [0]
     # An explicit confidence overrides the stored rule.
     assert policy.choose(proba, confidence=0.5).tolist() == [1]
-    no_costs = ForestPolicy.train(x, y, BUDGETS, FEATURE_NAMES, n_trees=3)
+    no_costs = fit_forest(x, y, BUDGETS, FEATURE_NAMES, n_trees=3)
     with pytest.raises(FathomError, match="token costs"):
         no_costs.choose(proba, cost=0.1)
 
@@ -99,7 +100,7 @@ def test_most_likely_rule_takes_the_likeliest_label_and_skips_when_none_suffices
     from fathom.evaluation.strategies import make_policy, parse_strategy
 
     x, y = _data()
-    policy = ForestPolicy.train(x, y, BUDGETS, FEATURE_NAMES, n_trees=5, most_likely=True)
+    policy = fit_forest(x, y, BUDGETS, FEATURE_NAMES, n_trees=5, most_likely=True)
     proba = np.array([[0.2, 0.3, 0.4, 0.1, 0.0], [0.1, 0.1, 0.1, 0.2, 0.5]])
     # Label 2 is likeliest although P(enough by 1) = 0.5; "none suffices" → skip (budget 0).
     assert policy.choose(proba).tolist() == [2, 0]
@@ -108,7 +109,7 @@ def test_most_likely_rule_takes_the_likeliest_label_and_skips_when_none_suffices
     loaded = ForestPolicy.load(policy.save(tmp_path / "ml"))
     assert loaded.most_likely and loaded.choose(proba).tolist() == [2, 0]
     assert not ForestPolicy.load(
-        ForestPolicy.train(x, y, BUDGETS, FEATURE_NAMES, n_trees=2).save(tmp_path / "c")
+        fit_forest(x, y, BUDGETS, FEATURE_NAMES, n_trees=2).save(tmp_path / "c")
     ).most_likely
     # In eval: `forest:PATH@likely` turns it on; `@0.5` on a most-likely forest turns it off.
     spec = parse_strategy(f"forest:{tmp_path / 'c.npz'}@likely")
@@ -118,9 +119,9 @@ def test_most_likely_rule_takes_the_likeliest_label_and_skips_when_none_suffices
 
 def test_training_is_deterministic_for_a_seed(tmp_path) -> None:
     x, y = _data()
-    a = ForestPolicy.train(x, y, BUDGETS, FEATURE_NAMES, n_trees=10, seed=7).save(tmp_path / "a")
-    b = ForestPolicy.train(x, y, BUDGETS, FEATURE_NAMES, n_trees=10, seed=7).save(tmp_path / "b")
-    c = ForestPolicy.train(x, y, BUDGETS, FEATURE_NAMES, n_trees=10, seed=8).save(tmp_path / "c")
+    a = fit_forest(x, y, BUDGETS, FEATURE_NAMES, n_trees=10, seed=7).save(tmp_path / "a")
+    b = fit_forest(x, y, BUDGETS, FEATURE_NAMES, n_trees=10, seed=7).save(tmp_path / "b")
+    c = fit_forest(x, y, BUDGETS, FEATURE_NAMES, n_trees=10, seed=8).save(tmp_path / "c")
     with np.load(a) as da, np.load(b) as db, np.load(c) as dc:
         assert all(np.array_equal(da[k], db[k]) for k in da.files)
         assert not all(
@@ -130,7 +131,7 @@ def test_training_is_deterministic_for_a_seed(tmp_path) -> None:
 
 def test_another_feature_schema_or_embedder_is_refused(tmp_path) -> None:
     x, y = _data()
-    path = ForestPolicy.train(
+    path = fit_forest(
         x, y, BUDGETS, FEATURE_NAMES, n_trees=3, meta={"embedder": "minilm-abc"}
     ).save(tmp_path / "p")
     meta = json.loads(path.with_suffix(".json").read_text())
@@ -213,8 +214,8 @@ def test_sweep_train_and_evaluate_the_forest(tmp_path, monkeypatch) -> None:
 
 
 def test_questions_no_budget_answers_get_their_own_class() -> None:
+    from fathom.learn.train_policy import train_forest
     from fathom.router.sweep import Sweep
-    from fathom.router.train_policy import train_forest
 
     rng = np.random.default_rng(0)
     n = 40
@@ -241,7 +242,7 @@ def test_questions_no_budget_answers_get_their_own_class() -> None:
 
 def test_explanations_add_up_to_the_prediction() -> None:
     x, y = _data()
-    policy = ForestPolicy.train(x, y, BUDGETS, FEATURE_NAMES, n_trees=8, max_depth=5)
+    policy = fit_forest(x, y, BUDGETS, FEATURE_NAMES, n_trees=8, max_depth=5)
     row = x[7].tolist()
     proba = policy.predict_one(row)
     for i in range(len(BUDGETS)):
@@ -278,7 +279,7 @@ def _set_sweep(name: str, n: int, answer_at: int, doc_split: str | None = None) 
 def test_combined_sweeps_keep_each_sweeps_document_split() -> None:
     """Training halves beside a set used whole (``--split all``, recorded as None): the
     combined record, which a trained policy's metadata copies, names each sweep's split."""
-    from fathom.router.sweep import combine_sweeps
+    from fathom.learn.sweep import combine_sweeps
 
     halves = [_set_sweep("a", 4, 1, "train"), _set_sweep("b", 4, 1, "train")]
     assert combine_sweeps(halves).run["doc_split"] == "train"
@@ -288,8 +289,8 @@ def test_combined_sweeps_keep_each_sweeps_document_split() -> None:
 
 
 def test_balanced_sets_weigh_each_document_set_the_same() -> None:
-    from fathom.router.sweep import combine_sweeps
-    from fathom.router.train_policy import set_weights, train_forest
+    from fathom.learn.sweep import combine_sweeps
+    from fathom.learn.train_policy import set_weights, train_forest
 
     sweep = _set_sweep
     # A big set answered at k = 1 and a small one answered only at k = 4.
@@ -311,13 +312,13 @@ def test_each_question_is_priced_with_its_own_chunks(tmp_path) -> None:
     and trade line state the question's tokens, not the training mean."""
     import dataclasses
 
+    from fathom.bench.support.hits import make_hit
     from fathom.core.base import Probe
     from fathom.router.cost import ContextTokens
-    from fathom.tests.support.generate_support import make_hit
 
     x, y = _data()
     model = ContextTokens(scale=1.0, per_source=0.0)
-    policy = ForestPolicy.train(
+    policy = fit_forest(
         x, y, BUDGETS, FEATURE_NAMES, n_trees=3, cost=0.1, budget_tokens=(0, 100, 200, 400),
         context_tokens=model,
     )  # fmt: skip

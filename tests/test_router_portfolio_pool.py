@@ -9,14 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from fathom.bench.support.docgen import make_qa_set
 from fathom.core.config import load_config
 from fathom.index.collection import Collection
 from fathom.index.embed import embedder_id_for, make_query_embedder
 from fathom.index.targets import resolve_target
-from fathom.ingestion.questions import load_questions
-from fathom.router.portfolio import coverage
-from fathom.router.portfolio_pool import DEFAULT_POOL, PoolSearcher, member_scores
-from fathom.tests.support.docgen import make_qa_set
+from fathom.learn.portfolio_runs import member_scores
+from fathom.learn.portfolio_select import coverage
+from fathom.learn.questions import load_questions
+from fathom.router.portfolio.pool import DEFAULT_POOL, PoolSearcher
 
 
 def test_every_member_searches_and_scores(tmp_path: Path, minilm, monkeypatch) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from fathom.bench.support.docgen import make_qa_set
 from fathom.cli import main
 from fathom.core.base import Hit
 from fathom.core.config import load_config
@@ -20,15 +21,15 @@ from fathom.index.collection import Collection
 from fathom.index.embed import embedder_id_for, query_embedder_for
 from fathom.index.retrieve import CollectionRetriever
 from fathom.index.targets import resolve_target
-from fathom.ingestion.questions import load_questions
+from fathom.learn.portfolio_build import build_portfolio
+from fathom.learn.portfolio_runs import member_runs
+from fathom.learn.questions import load_questions
 from fathom.router.classify import QueryClassifier
 from fathom.router.features import FEATURE_NAMES, probe_features
-from fathom.router.portfolio_build import build_portfolio
-from fathom.router.portfolio_pool import DEFAULT_POOL, PoolSearcher, member_runs
-from fathom.router.portfolio_router import LEGACY_PROBE, probe_settings
-from fathom.router.portfolio_runtime import PortfolioRuntime
+from fathom.router.portfolio.pool import DEFAULT_POOL, PoolSearcher
+from fathom.router.portfolio.router import LEGACY_PROBE, probe_settings
+from fathom.router.portfolio.runtime import PortfolioRuntime
 from fathom.stages.pipeline import Engine
-from fathom.tests.support.docgen import make_qa_set
 
 # Enough chunks (one per biography) that a probe to 40 or 50 is deeper than one to 20.
 N_DOCS = 60

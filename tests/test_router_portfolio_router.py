@@ -8,8 +8,9 @@ import json
 import numpy as np
 import pytest
 from fathom.core.errors import ConfigError
-from fathom.router.portfolio_pool import fuse_rows
-from fathom.router.portfolio_router import PortfolioRouter, train_router
+from fathom.learn.portfolio_build import train_router
+from fathom.learn.portfolio_runs import fuse_rows
+from fathom.router.portfolio.router import PortfolioRouter
 
 SCHEMA = {"embedder": "e", "dim": 2, "probe_features": 3, "n_probe_features": 3}
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from fathom.bench.support.hits import make_hit
 from fathom.core.base import DepthQuery, Probe
 from fathom.core.errors import ConfigError, FathomError
 from fathom.evaluation.strategies import make_policy, parse_strategy
 from fathom.router.sweep import Sweep
 from fathom.router.utility import UtilityPolicy
-from fathom.tests.support.generate_support import make_hit
 
 BUDGETS = (0, 1, 2, 5, 12)
 
@@ -76,6 +76,7 @@ def test_eval_strategy_spec_loads_the_file(tmp_path) -> None:
 
 
 def test_load_policy_dispatches_on_the_file(tmp_path) -> None:
+    from fathom.learn.forest import fit_forest
     from fathom.router.forest import ForestPolicy
     from fathom.router.registry import load_policy
     from fathom.router.reinforce import ReinforcePolicy
@@ -92,5 +93,5 @@ def test_load_policy_dispatches_on_the_file(tmp_path) -> None:
     assert isinstance(load_policy(rl.save(tmp_path / "r.safetensors")), ReinforcePolicy)
     labels = np.zeros(len(s.qids), dtype=int)
     labels[:10] = 2
-    forest = ForestPolicy.train(s.features, labels, BUDGETS, FEATURE_NAMES, n_trees=2)
+    forest = fit_forest(s.features, labels, BUDGETS, FEATURE_NAMES, n_trees=2)
     assert isinstance(load_policy(forest.save(tmp_path / "f.npz")), ForestPolicy)

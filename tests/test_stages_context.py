@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fathom.bench.support import docgen
 from fathom.core.config import load_config
 from fathom.core.errors import CollectionNotFound
 from fathom.index.collection import remove_collection
 from fathom.index.ingest import ingest_paths
 from fathom.stages.pipeline import Engine
-from fathom.tests.support import docgen
 
 QUESTION = "Which exit code does Fathom use when the command line itself is wrong?"
 

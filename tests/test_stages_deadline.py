@@ -10,13 +10,13 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from fathom.bench.support.hits import make_hit
 from fathom.core.base import Draft, Hit
 from fathom.core.config import GeneratorConfig
 from fathom.stages import deadline
 from fathom.stages.deadline import AnswerClock
 from fathom.stages.generate.base import BaseGenerator
 from fathom.stages.records import Trace
-from fathom.tests.support.generate_support import make_hit
 
 
 class FakeClock:

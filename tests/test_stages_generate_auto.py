@@ -7,6 +7,7 @@ import time
 from dataclasses import replace
 
 import pytest
+from fathom.bench.support.fault_server import closed_port
 from fathom.core.base import Generator
 from fathom.core.config import GeneratorConfig
 from fathom.core.errors import BackendUnavailable
@@ -18,7 +19,7 @@ from fathom.stages.generate import (
     resolve_backend,
 )
 from fathom.stages.generate.common import packaged_gguf
-from fathom.tests.support.generate_support import FakeOllama, closed_port, smollm2_path
+from fathom.tests.support.generate_support import FakeOllama, smollm2_path
 
 
 @pytest.fixture(autouse=True)

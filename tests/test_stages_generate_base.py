@@ -12,6 +12,7 @@ import time as real_time
 from typing import Any
 
 import pytest
+from fathom.bench.support.hits import eiffel_hits
 from fathom.core.config import GeneratorConfig
 from fathom.core.errors import BackendUnavailable, FathomError
 from fathom.stages.generate import server
@@ -31,7 +32,6 @@ from fathom.stages.generate.server import (
     incomplete_stream,
     refused,
 )
-from fathom.tests.support.generate_support import eiffel_hits
 
 QUESTION = "Where is the Eiffel Tower?"
 

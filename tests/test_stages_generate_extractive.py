@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import time
 
+from fathom.bench.support.hits import make_hit
 from fathom.core.base import Generator
 from fathom.core.config import GeneratorConfig
 from fathom.stages.generate import make_generator
 from fathom.stages.generate.extractive import NO_ANSWER, ExtractiveGenerator
-from fathom.tests.support.generate_support import make_hit
 
 SOURCES = [
     "The tower is repainted every seven years. About 60 tonnes of paint are used each time.",

@@ -7,10 +7,11 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from fathom.bench.support.hits import eiffel_hits, make_hit
 from fathom.core.config import GeneratorConfig
 from fathom.core.errors import BackendUnavailable, FathomError
 from fathom.stages.generate.hf import HuggingFaceGenerator
-from fathom.tests.support.generate_support import eiffel_hits, make_hit, smollm2_path
+from fathom.tests.support.generate_support import smollm2_path
 
 QUESTION = "Where is the Eiffel Tower?"
 CHAT_TEMPLATE = (

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from fathom.bench.support.hits import eiffel_hits, make_hit
 from fathom.core.base import Generator
 from fathom.core.config import GeneratorConfig
 from fathom.core.errors import BackendUnavailable, FathomError
 from fathom.stages.generate.llamacpp import LlamaCppGenerator
 from fathom.stages.generate.prompt import build_messages
-from fathom.tests.support.generate_support import eiffel_hits, make_hit, smollm2_path
+from fathom.tests.support.generate_support import smollm2_path
 
 QUESTION = "Where is the Eiffel Tower?"
 TEXTS = ["Hello world", "", "Ünïcödé façade — naïve café", "東京 1889 [3]", "<|im_end|> x"]
@@ -257,8 +258,8 @@ def test_a_build_that_dies_by_a_signal_is_one_clear_error(signame, tmp_path, mon
 
     from click.testing import CliRunner
     from fathom import cli
+    from fathom.bench.support import docgen
     from fathom.stages.generate import native_check
-    from fathom.tests.support import docgen
 
     def dying(model, n_ctx, n_batch, threads):
         code = f"import os, signal; os.kill(os.getpid(), signal.{signame})"
@@ -287,8 +288,8 @@ def test_auto_gives_way_to_the_fallback_when_the_build_would_crash(tmp_path, mon
     the extractive answerer, and the selection says why."""
     import sys
 
+    from fathom.bench.support.fault_server import closed_port
     from fathom.stages.generate import make_generator, native_check
-    from fathom.tests.support.generate_support import closed_port
 
     def dying(model, n_ctx, n_batch, threads):
         return [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGILL)"]

@@ -7,17 +7,12 @@ import random
 import time
 
 import pytest
+from fathom.bench.support.fault_server import closed_port
+from fathom.bench.support.hits import eiffel_hits, make_hit
 from fathom.core.config import GeneratorConfig
 from fathom.core.errors import BackendUnavailable, FathomError
 from fathom.stages.generate.ollama import OllamaGenerator, ollama_host, same_model
-from fathom.tests.support.generate_support import (
-    CannedServer,
-    FakeOllama,
-    closed_port,
-    eiffel_hits,
-    make_hit,
-    smollm2_path,
-)
+from fathom.tests.support.generate_support import CannedServer, FakeOllama, smollm2_path
 
 QUESTION = "Where is the Eiffel Tower?"
 

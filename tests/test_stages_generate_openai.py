@@ -11,16 +11,12 @@ from threading import Thread
 from typing import Any, ClassVar
 
 import pytest
+from fathom.bench.support.fault_server import closed_port
+from fathom.bench.support.hits import eiffel_hits, make_hit
 from fathom.core.config import GeneratorConfig
 from fathom.core.errors import BackendUnavailable, FathomError
 from fathom.stages.generate.openai_backend import OpenAIGenerator
-from fathom.tests.support.generate_support import (
-    CannedServer,
-    closed_port,
-    eiffel_hits,
-    make_hit,
-    send_json,
-)
+from fathom.tests.support.generate_support import CannedServer, send_json
 
 QUESTION = "Where is the Eiffel Tower?"
 SECRET = "sk-secret-123"

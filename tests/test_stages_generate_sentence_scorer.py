@@ -7,10 +7,10 @@ import zipfile
 
 import numpy as np
 import pytest
+from fathom.bench.support.hits import make_hit
 from fathom.core.words import answer_terms
 from fathom.stages.generate import sentence_scorer as S
 from fathom.stages.generate.extractive import candidates
-from fathom.tests.support.generate_support import make_hit
 
 
 def _x(question: str, texts: list[str], cos=None):

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from fathom import cli
+from fathom.bench.support import docgen
 from fathom.core.config import load_config
 from fathom.index.targets import resolve_target
 from fathom.router.depth import DepthPolicyBase
 from fathom.stages.pipeline import Engine, ask
-from fathom.tests.support import docgen
 from fathom.tests.support.generate_support import PacedGenerator
 
 REPO = Path(__file__).resolve().parent.parent

@@ -13,11 +13,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 from click.testing import CliRunner
+from fathom.bench.support.docgen import make_qa_set
 from fathom.cli import main
 from fathom.core.config import load_config
-from fathom.ingestion.questions import load_questions
+from fathom.learn.questions import load_questions
 from fathom.stages.pipeline import Engine
-from fathom.tests.support.docgen import make_qa_set
 from fathom.tests.support.generate_support import FakeOllama, PacedGenerator
 
 SCHEMA = json.loads((Path(__file__).parents[1] / "docs" / "answer.schema.json").read_text())

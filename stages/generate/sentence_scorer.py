@@ -20,7 +20,7 @@ Every sentence of the sources is a candidate, described by the features in ``FEA
 
 Two linear models score the candidates (``dense`` when every candidate's vector is known, else
 ``lexical``); a softmax over a question's candidates gives each one's share. They are trained by
-``stages/generate/train_extractive.py`` on the training halves of SQuAD 1.1 and COVID-QA, where
+``learn/train_extractive.py`` on the training halves of SQuAD 1.1 and COVID-QA, where
 the gold answer's character offsets mark the sentence that holds it, and shipped as arrays
 (``data/extractive_scorer.npz``, no pickle) and JSON metadata. A logistic ``support`` model on
 the best candidate (its score, share and overlap, and the share of the question no candidate

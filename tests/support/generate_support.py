@@ -1,10 +1,9 @@
-"""Helpers for the generator tests: hits, ports, the shared SmolLM2, and a real HTTP server that
-speaks the Ollama API (``/api/tags``, ``/api/chat``) with replies written by llama.cpp."""
+"""Helpers for the generator tests: the shared SmolLM2, a paced generator, and a real HTTP server
+that speaks the Ollama API (``/api/tags``, ``/api/chat``) with replies written by llama.cpp."""
 
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from functools import lru_cache
@@ -12,38 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from fathom.core.base import Chunk, Hit
+from fathom.core.base import Hit
 from fathom.stages.generate.base import BaseGenerator
 from fathom.stages.generate.common import packaged_gguf
-
-EIFFEL = [
-    ("Paint", "The tower is repainted every seven years with about 60 tonnes of paint.", 1),
-    ("Fuji", "Mount Fuji is the highest mountain in Japan.", 1),
-    ("Eiffel", "The Eiffel Tower is in Paris. It was completed in March 1889.", 2),
-]
-
-
-def make_hit(n: int, text: str, page: int = 1, title: str = "") -> Hit:
-    """A hit on a one-chunk document ``doc<n>`` with the chunk on ``page``."""
-    chunk = Chunk(
-        chunk_id=Chunk.make_id(f"doc{n}", 0, len(text)),
-        doc_id=f"doc{n}",
-        text=text,
-        char_start=0,
-        char_end=len(text),
-        page_start=page,
-        page_end=page,
-        section="",
-        n_tokens=len(text.split()),
-        ordinal=0,
-        title=title or f"Document {n}",
-    )
-    return Hit(chunk=chunk, score=1.0 / n)
-
-
-def eiffel_hits() -> list[Hit]:
-    """Three short sources; the answer to "Where is the Eiffel Tower?" is in source 3, page 2."""
-    return [make_hit(i, text, page, title) for i, (title, text, page) in enumerate(EIFFEL, 1)]
 
 
 def smollm2_path() -> Path:
@@ -65,17 +35,6 @@ def shared_llama() -> Any:
     return Llama(
         str(smollm2_path()), n_ctx=2048, n_threads=1, n_threads_batch=1, seed=0, verbose=False
     )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def closed_port() -> int:
-    """A port nothing listens on (bound and released; the OS does not hand it out again soon)."""
-    return free_port()
 
 
 def _normalised(name: str) -> str:

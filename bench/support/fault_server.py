@@ -21,6 +21,7 @@ Every request's path, headers and JSON body are kept in ``requests`` with its ar
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -229,3 +230,14 @@ def _handler(fake: FaultServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(b"0\r\n\r\n")
 
     return Handler
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def closed_port() -> int:
+    """A port nothing listens on (bound and released; the OS does not hand it out again soon)."""
+    return free_port()

@@ -11,8 +11,9 @@ One ridge regression per member predicts s(q, r) — the member's score on the q
 (gold-document recall or answer containment in its top n) — from the standardised inputs; the
 ``ell`` members with the highest predictions run and their results are fused. The
 regularisation strength is chosen by leave-one-out cross-validation (``RidgeCV``, efficient for
-ridge), so training is deterministic. Inference is one matrix–vector product (numpy only); the
-model is stored as JSON inside the portfolio file, no pickle.
+ridge), so training (``learn.portfolio_build.train_router``) is deterministic. Inference is one
+matrix–vector product (numpy only); the model is stored as JSON inside the portfolio file, no
+pickle.
 
 Members the router cannot tell apart get the same prediction; ties go to the member the greedy
 selection picked first (the one that covers most on its own).
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
     import numpy as np
     from fathom.core.config import Config
 
-ALPHAS = (0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0)
 FORMAT = 1
 # What portfolios built before the probe was recorded were trained on: a default hybrid
 # retriever (convex, w = 0.5, 100 candidates) to depth 20 — the depth rule's with 20 reranker
@@ -177,37 +177,3 @@ def check_probe(info: dict[str, Any], cfg: Config, name: str = "") -> dict[str, 
             f"(`fathom portfolio build … --out {name or 'NAME'}`) or set {back}"
         )
     return trained
-
-
-def train_router(
-    inputs: np.ndarray,
-    scores: np.ndarray,
-    members: list[str] | tuple[str, ...],
-    schema: dict[str, Any],
-) -> PortfolioRouter:
-    """Fit the router on training questions: ``inputs`` ``(N, d)`` and the members' scores
-    ``(N, members)`` (columns in ``members`` order, which is also the tie order)."""
-    import numpy as np
-    from sklearn.linear_model import RidgeCV
-
-    x = np.asarray(inputs, dtype=np.float64)
-    y = np.asarray(scores, dtype=np.float64)
-    if x.ndim != 2 or y.ndim != 2 or x.shape[0] != y.shape[0] or y.shape[1] != len(members):
-        raise ConfigError(
-            f"portfolio router: inputs {x.shape} and scores {y.shape} for {len(members)} members"
-        )
-    if x.shape[0] < 2:
-        raise ConfigError("portfolio router: need at least 2 training questions")
-    mean = x.mean(axis=0)
-    scale = x.std(axis=0)
-    scale[scale < 1e-12] = 1.0  # constant inputs stay 0 after centring
-    model = RidgeCV(alphas=ALPHAS).fit((x - mean) / scale, y)
-    return PortfolioRouter(
-        members=tuple(members),
-        mean=mean,
-        scale=scale,
-        coef=np.asarray(model.coef_, dtype=np.float64).T.reshape(x.shape[1], len(members)),
-        intercept=np.asarray(model.intercept_, dtype=np.float64).reshape(len(members)),
-        alpha=float(model.alpha_),
-        feature_schema=dict(schema),
-    )

@@ -9,7 +9,7 @@ starts at zero and runs a fixed schedule. The L2 strength is picked by cross-val
 training folds; the reported accuracy comes from an outer stratified k-fold around that choice
 (nested), so it is not tuned on the folds it scores.
 
-``python -m fathom.router.train_classifier`` regenerates ``router/policies/query_type.json``
+``python -m fathom.learn.train_classifier`` regenerates ``router/policies/query_type.json``
 with the packaged all-MiniLM-L6-v2.
 """
 
@@ -226,45 +226,60 @@ def train(
 
     # Outer folds score the whole procedure, including the choice of l2 on the inner folds.
     pred, chosen = _nested_cv(x, y, n_classes, l2, l2_grid, folds, seed, **fit)
-    cv_acc = float((pred == y).mean())
     final_l2 = l2 if l2 is not None else _select_l2(x, y, n_classes, l2_grid, folds, seed, **fit)
     weights, bias = fit_logreg(x, y, n_classes, final_l2, **fit)
-    train_acc = float((_predict(x, weights, bias) == y).mean())
-    per_class = {c: float((pred[y == i] == i).mean()) for i, c in enumerate(CLASSES)}
-    policy = {
+    training = {
+        "data_file": data_path.name,
+        "data_sha256": _sha256(data_path),
+        "n_examples": len(y),
+        "class_counts": dict(zip(CLASSES, counts.tolist(), strict=True)),
+        "model": "multinomial logistic regression, class-balanced, L2, Nesterov GD",
+        "l2": final_l2,
+        "l2_grid": list(l2_grid) if l2 is None else [l2],
+        "l2_outer_folds": chosen,
+        "iterations": iterations,
+        "embedding_scale": embedding_scale,
+        "folds": folds,
+        "seed": seed,
+        **_cv_record(y, pred),
+        "train_accuracy": float((_predict(x, weights, bias) == y).mean()),
+        "fathom_version": __version__,
+    }
+    policy = _policy_record(embedder.id, dim, weights, bias, training)
+    if out_path is not None:
+        write_policy(policy, Path(out_path))
+    return policy
+
+
+def _cv_record(y: np.ndarray, pred: np.ndarray) -> dict[str, Any]:
+    """How the outer folds' predictions ``pred`` score against the classes ``y``."""
+    return {
+        "cv_accuracy": float((pred == y).mean()),
+        "cv_per_class_recall": {
+            c: float((pred[y == i] == i).mean()) for i, c in enumerate(CLASSES)
+        },
+        "cv_confusion": confusion_matrix(y, pred, len(CLASSES)),
+        "cv_confusion_axes": "rows = true class, columns = predicted, in `classes` order",
+    }
+
+
+def _policy_record(
+    embedder_id: str, dim: int, weights: np.ndarray, bias: np.ndarray, training: dict[str, Any]
+) -> dict[str, Any]:
+    """The policy file's contents: the classes, what the features are, the fitted weights and
+    bias, and the ``training`` record."""
+    return {
         "format": POLICY_FORMAT,
         "kind": POLICY_KIND,
         "classes": list(CLASSES),
-        "embedder_id": embedder.id,
+        "embedder_id": embedder_id,
         "embedding_dim": int(dim),
         "rules_version": RULES_VERSION,
         "feature_names": [f"emb[{i}]" for i in range(dim)] + [f"rule:{r}" for r in RULE_FEATURES],
         "weights": weights.tolist(),
         "bias": bias.tolist(),
-        "training": {
-            "data_file": data_path.name,
-            "data_sha256": _sha256(data_path),
-            "n_examples": len(y),
-            "class_counts": dict(zip(CLASSES, counts.tolist(), strict=True)),
-            "model": "multinomial logistic regression, class-balanced, L2, Nesterov GD",
-            "l2": final_l2,
-            "l2_grid": list(l2_grid) if l2 is None else [l2],
-            "l2_outer_folds": chosen,
-            "iterations": iterations,
-            "embedding_scale": embedding_scale,
-            "folds": folds,
-            "seed": seed,
-            "cv_accuracy": cv_acc,
-            "cv_per_class_recall": per_class,
-            "cv_confusion": confusion_matrix(y, pred, n_classes),
-            "cv_confusion_axes": "rows = true class, columns = predicted, in `classes` order",
-            "train_accuracy": train_acc,
-            "fathom_version": __version__,
-        },
+        "training": training,
     }
-    if out_path is not None:
-        write_policy(policy, Path(out_path))
-    return policy
 
 
 def _load_classes(data_path: Path, folds: int) -> tuple[list[str], np.ndarray, np.ndarray]:

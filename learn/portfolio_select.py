@@ -19,18 +19,14 @@ costs one pass over the pool: O(K · |pool| · N) in all.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fathom.core.errors import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
-    from fathom.index.collection import Collection
-    from fathom.router.portfolio_pool import Member
 
 GREEDY_BOUND = 1.0 - 1.0 / math.e
 
@@ -120,28 +116,3 @@ def top_k_by_average(scores: np.ndarray, size: int) -> Portfolio:
     values = [coverage(s, order[: i + 1]) for i in range(size)]
     gains = [values[0]] + [b - a for a, b in itertools.pairwise(values)]
     return Portfolio(tuple(order), tuple(gains), tuple(values))
-
-
-def load_portfolio(path: Path) -> dict[str, Any]:
-    """A portfolio file written by ``fathom portfolio build``."""
-    try:
-        info = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: cannot read the portfolio ({exc})") from exc
-    if not isinstance(info, dict) or info.get("kind") != "portfolio":
-        raise ConfigError(f"{path}: not a portfolio (fathom portfolio build writes one)")
-    return info
-
-
-def pool_members(collection: Collection, names: list[str]) -> tuple[Member, ...]:
-    """Pool members by name, in the given order (views must exist and be up to date)."""
-    from fathom.router.portfolio_pool import pool_for
-
-    pool = {m.name: m for m in pool_for(collection)}
-    unknown = [n for n in names if n not in pool]
-    if unknown:
-        raise ConfigError(
-            f"portfolio names pool members {unknown} that collection {collection.name!r} does "
-            "not have (a view that is missing or stale: `fathom collections views`)"
-        )
-    return tuple(pool[n] for n in names)

@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 from fathom.core.errors import ConfigError
-from fathom.router.portfolio import (
+from fathom.learn.portfolio_select import (
     GREEDY_BOUND,
     coverage,
     exhaustive_portfolio,

@@ -27,7 +27,7 @@ Then, numpy only:
   SQuAD 1.1's, and the split is by article (the same hash of the same title), so no article of
   the SQuAD 1.1 test half is seen.
 
-    python -m fathom.stages.generate.train_extractive [--data DIR] \\
+    python -m fathom.learn.train_extractive [--data DIR] \\
         [--sets squad_v1.1_dev,covidqa_200423] [--calibrate squad_v2.0_dev] [--split train] \\
         [--k 4] [--limit N] \\
         [--work DIR] [--out stages/generate/data/extractive_scorer.json]
@@ -130,9 +130,8 @@ def collect(data: Path, name: str, split: str, k: int, limit: int | None, work: 
     """Answer the set's ``split`` questions as ``ask`` would at depth ``k``; cache the
     candidates' features and labels in ``work/<name>-<split>-k<k>.npz``."""
     from fathom.core.config import load_config
-    from fathom.feedback.judges import contains
     from fathom.index.targets import resolve_target
-    from fathom.ingestion.questions import load_questions, split_by_document
+    from fathom.learn.questions import load_questions, split_by_document
     from fathom.stages.pipeline import Engine
 
     out = work / f"{name}-{split}-k{k}.npz"
@@ -140,66 +139,87 @@ def collect(data: Path, name: str, split: str, k: int, limit: int | None, work: 
         return out
     work.mkdir(parents=True, exist_ok=True)
     cfg = load_config()
-    docs = {}
-    with open(data / name / "docs.jsonl", encoding="utf-8") as f:
-        for line in f:
-            d = json.loads(line)
-            docs[str(d["doc_id"])] = d["text"]
-    raw = {}
-    with open(data / name / "questions.jsonl", encoding="utf-8") as f:
-        for line in f:
-            r = json.loads(line)
-            raw[str(r["qid"])] = r
+    docs = {str(d["doc_id"]): d["text"] for d in _read_jsonl(data / name / "docs.jsonl")}
+    raw = {str(r["qid"]): r for r in _read_jsonl(data / name / "questions.jsonl")}
     questions = split_by_document(load_questions(data / name / "questions.jsonl"), split, 0)
     # Unanswerable questions (SQuAD 2.0) only calibrate the confidence: they have no gold.
     questions = [q for q in questions if q.answers or q.unanswerable][: limit or None]
     collection = resolve_target(cfg, str(data / name / "docs.jsonl"))
     recorder = _Recorder(cfg.generator)
     engine = Engine(cfg, collection, generator=recorder)
-    rows: dict[str, list] = {key: [] for key in ("x", "gold", "hit", "quotable", "own", "dense")}
-    offsets, texts, qids = [0], [], []
+    collected = _Collected(raw, docs)
     t0 = time.perf_counter()
     for i, q in enumerate(questions, 1):
         recorder.seen.clear()
         engine.answer(engine.prepare(q.question, depth=k), k=k, feedback=False)
-        if not recorder.seen:
+        if not recorder.seen or not collected.add(q, *recorder.seen[0]):
             continue
-        question, hits, cos = recorder.seen[0]
-        cands = candidates(hits)
-        from fathom.core.words import answer_terms
+        if i % 100 == 0:
+            rate = i / (time.perf_counter() - t0)
+            print(f"{name}: {i}/{len(questions)} questions ({rate:.1f}/s)", file=sys.stderr)
+    engine.close()
+    collected.save(out)
+    return out
 
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+class _Collected:
+    """The candidates collected so far, question by question: their features and labels (the
+    ``.npz``) and their texts (the ``.json`` beside it)."""
+
+    def __init__(self, raw: dict[str, dict[str, Any]], docs: dict[str, str]) -> None:
+        self.raw = raw
+        self.docs = docs
+        self.rows: dict[str, list] = {
+            key: [] for key in ("x", "gold", "hit", "quotable", "own", "dense")
+        }
+        self.offsets: list[int] = [0]
+        self.texts: list[list] = []
+        self.qids: list[list] = []
+
+    def add(self, q: Any, question: str, hits: list, cos: Any) -> bool:
+        """Add the candidates of the context the answerer read for ``q``; False when it has
+        none, or the question no answer terms."""
+        from fathom.core.words import answer_terms
+        from fathom.feedback.judges import contains
+
+        cands = candidates(hits)
         wanted = answer_terms(question)
         if not cands or not wanted:
-            continue
+            return False
         x, own = features(question, wanted, cands, cos)
-        spans = _gold_spans(raw[q.qid], docs.get(q.doc_ids[0], "")) if q.doc_ids else []
+        docs = self.docs
+        spans = _gold_spans(self.raw[q.qid], docs.get(q.doc_ids[0], "")) if q.doc_ids else []
+        rows = self.rows
         rows["x"].append(x)
         rows["gold"].append(_labels(cands, hits, set(q.doc_ids), spans, docs))
         rows["hit"].append(np.array([contains(c.text, q.answers) or 0.0 for c in cands]))
         rows["quotable"].append(np.array([c.quotable for c in cands]))
         rows["own"].append(own)
         rows["dense"].append(np.full(len(cands), cos is not None))
-        offsets.append(offsets[-1] + len(cands))
-        texts.append(
+        self.offsets.append(self.offsets[-1] + len(cands))
+        self.texts.append(
             [
                 [c.n, c.pos, c.text, source_id(hits[c.n - 1].chunk), hits[c.n - 1].chunk.char_start]
                 for c in cands
             ]
         )
-        qids.append([q.qid, list(q.answers), q.question, q.unanswerable])
-        if i % 100 == 0:
-            rate = i / (time.perf_counter() - t0)
-            print(f"{name}: {i}/{len(questions)} questions ({rate:.1f}/s)", file=sys.stderr)
-    engine.close()
-    np.savez(
-        out,
-        **{key: np.concatenate(v) if v else np.zeros(0) for key, v in rows.items()},
-        offsets=np.asarray(offsets, dtype=np.int64),
-    )
-    out.with_suffix(".json").write_text(
-        json.dumps({"questions": qids, "candidates": texts}), encoding="utf-8"
-    )
-    return out
+        self.qids.append([q.qid, list(q.answers), q.question, q.unanswerable])
+        return True
+
+    def save(self, out: Path) -> None:
+        np.savez(
+            out,
+            **{key: np.concatenate(v) if v else np.zeros(0) for key, v in self.rows.items()},
+            offsets=np.asarray(self.offsets, dtype=np.int64),
+        )
+        out.with_suffix(".json").write_text(
+            json.dumps({"questions": self.qids, "candidates": self.texts}), encoding="utf-8"
+        )
 
 
 class Data:
@@ -355,22 +375,8 @@ def train(
     dense = lexical + [FEATURES.index(f) for f in DENSE_FEATURES]
     models = {"lexical": _fit_ranker(data, lexical), "dense": _fit_ranker(data, dense)}
     report: dict[str, Any] = {"questions": len(data)}
-    # min_own: the largest floor that keeps abstentions at most MAX_ABSTAIN / 2
-    best_own = 0.0
-    for floor in np.round(np.arange(0.0, 0.61, 0.05), 2):
-        _, _, abst = evaluate(data, models["dense"], 1.0, float(floor))
-        if abst <= MAX_ABSTAIN / 2:
-            best_own = float(floor)
-    # keep_ratio: contains against the sentences it quotes
-    best_ratio, best_value = 1.0, -1.0
-    grid = {}
-    for ratio in (1.0, 0.8, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05):
-        c, q, _ = evaluate(data, models["dense"], ratio, best_own)
-        grid[str(ratio)] = {"contains": round(c, 4), "quoted": round(q, 3)}
-        value = c - EXTRA_COST * (q - 1)
-        if value > best_value + 1e-9:
-            best_ratio, best_value = ratio, value
-    report["keep_ratio_grid"] = grid
+    best_own = _choose_min_own(data, models["dense"])
+    best_ratio, report["keep_ratio_grid"] = _choose_keep_ratio(data, models["dense"], best_own)
     calib = Data(list(paths) + list(calibrate)) if calibrate else data
     support, thresholds = {}, {}
     for name, model in models.items():
@@ -380,30 +386,7 @@ def train(
             np.asarray([f for f, _ in fitted]), np.asarray([y for _, y in fitted])
         )
         probe = SentenceScorer(models, {name: support[name]}, best_ratio, best_own, 0.0, {})
-
-        def conf(f, probe=probe, name=name):
-            return probe.confidence(name, *f)
-
-        answerable = [(f, y) for f, y, u in rows[: len(data)] if not u]
-        unanswerable = [f for f, _, u in rows if u]
-        # min_confidence: the largest that keeps abstentions on answerable ≤ MAX_ABSTAIN
-        chosen_t = 0.0
-        for t in np.round(np.arange(0.0, 0.61, 0.02), 2):
-            abst = sum(f is None or conf(f) < t for f, _ in answerable) / max(1, len(answerable))
-            if abst <= MAX_ABSTAIN:
-                chosen_t = float(t)
-        thresholds[name] = chosen_t
-        kept = [y for f, y in answerable if f is not None and conf(f) >= chosen_t]
-        report[name] = {
-            "contains": round(sum(kept) / max(1, len(answerable)), 4),
-            "abstained": round(1 - len(kept) / max(1, len(answerable)), 4),
-            "min_confidence": chosen_t,
-            "unanswerable_abstained": round(
-                sum(f is None or conf(f) < chosen_t for f in unanswerable) / len(unanswerable), 4
-            )
-            if unanswerable
-            else None,
-        }
+        thresholds[name], report[name] = _min_confidence(probe, name, rows, len(data))
     scorer = SentenceScorer(
         models=models,
         support=support,
@@ -419,6 +402,61 @@ def train(
         },
     )
     return scorer, report
+
+
+def _choose_min_own(data: Data, model: LinearModel) -> float:
+    """min_own: the largest overlap floor that keeps abstentions at most MAX_ABSTAIN / 2."""
+    best_own = 0.0
+    for floor in np.round(np.arange(0.0, 0.61, 0.05), 2):
+        _, _, abst = evaluate(data, model, 1.0, float(floor))
+        if abst <= MAX_ABSTAIN / 2:
+            best_own = float(floor)
+    return best_own
+
+
+def _choose_keep_ratio(
+    data: Data, model: LinearModel, min_own: float
+) -> tuple[float, dict[str, dict[str, float]]]:
+    """keep_ratio: contains against the sentences it quotes; and every ratio tried."""
+    best_ratio, best_value = 1.0, -1.0
+    grid = {}
+    for ratio in (1.0, 0.8, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05):
+        c, q, _ = evaluate(data, model, ratio, min_own)
+        grid[str(ratio)] = {"contains": round(c, 4), "quoted": round(q, 3)}
+        value = c - EXTRA_COST * (q - 1)
+        if value > best_value + 1e-9:
+            best_ratio, best_value = ratio, value
+    return best_ratio, grid
+
+
+def _min_confidence(
+    probe: SentenceScorer, name: str, rows: list, n_data: int
+) -> tuple[float, dict[str, Any]]:
+    """min_confidence for the ``name`` ranker: the largest that keeps abstentions on the
+    answerable training questions (the first ``n_data`` of ``rows``) at most MAX_ABSTAIN; and
+    its report."""
+
+    def conf(f):
+        return probe.confidence(name, *f)
+
+    answerable = [(f, y) for f, y, u in rows[:n_data] if not u]
+    unanswerable = [f for f, _, u in rows if u]
+    chosen_t = 0.0
+    for t in np.round(np.arange(0.0, 0.61, 0.02), 2):
+        abst = sum(f is None or conf(f) < t for f, _ in answerable) / max(1, len(answerable))
+        if abst <= MAX_ABSTAIN:
+            chosen_t = float(t)
+    kept = [y for f, y in answerable if f is not None and conf(f) >= chosen_t]
+    return chosen_t, {
+        "contains": round(sum(kept) / max(1, len(answerable)), 4),
+        "abstained": round(1 - len(kept) / max(1, len(answerable)), 4),
+        "min_confidence": chosen_t,
+        "unanswerable_abstained": round(
+            sum(f is None or conf(f) < chosen_t for f in unanswerable) / len(unanswerable), 4
+        )
+        if unanswerable
+        else None,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

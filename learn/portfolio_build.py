@@ -1,11 +1,12 @@
 """Build a portfolio from training questions (``fathom portfolio build``).
 
 ``build_portfolio`` runs every pool member on the training questions (one shared dense and BM25
-search per question), scores them, picks ``size`` members greedily by best-of coverage
-(``router.portfolio``) and trains the router that chooses among them per question
-(``router.portfolio_router``). ``build_portfolio_file`` is the whole command: the collection,
-the training questions, the portfolio written to its file. ``fathom.evaluation.portfolio``
-measures one on held-out questions.
+search per question, ``learn.portfolio_runs``), scores them, picks ``size`` members greedily by
+best-of coverage (``learn.portfolio_select``) and trains the router that chooses among them per
+question (``train_router``: the ridge regressions ``router.portfolio.router.PortfolioRouter``
+evaluates at ask time). ``build_portfolio_file`` is the whole command: the collection, the
+training questions, the portfolio written to its file. ``fathom.evaluation.portfolio`` measures
+one on held-out questions.
 """
 
 from __future__ import annotations
@@ -14,12 +15,17 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fathom.core.errors import ConfigError
+
 if TYPE_CHECKING:
     import numpy as np
     from fathom.core.base import Embedder
     from fathom.index.collection import Collection
-    from fathom.ingestion.questions import Question
-    from fathom.router.portfolio_pool import Member
+    from fathom.learn.questions import Question
+    from fathom.router.portfolio.pool import Member
+    from fathom.router.portfolio.router import PortfolioRouter
+
+ALPHAS = (0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0)
 
 
 def _runs_cached(
@@ -36,8 +42,8 @@ def _runs_cached(
     """Member scores ``(N, pool)``, router inputs ``(N, d)`` and the query embedding's
     dimension, from ``cache`` (an ``.npz``) when its key matches, else computed and saved."""
     import numpy as np
-    from fathom.router.portfolio_pool import member_runs, run_scores
-    from fathom.router.portfolio_router import router_inputs
+    from fathom.learn.portfolio_runs import member_runs, run_scores
+    from fathom.router.portfolio.router import router_inputs
 
     if cache is not None and cache.is_file():
         with np.load(cache, allow_pickle=False) as data:
@@ -70,10 +76,10 @@ def build_portfolio(
 ) -> dict[str, Any]:
     """The portfolio file's contents: members in greedy order with their gains, the baselines
     and the router (see the module docstring)."""
-    import numpy as np
-    from fathom.router.portfolio import coverage, greedy_portfolio, top_k_by_average
-    from fathom.router.portfolio_pool import pool_for, resolve_score
-    from fathom.router.portfolio_router import input_schema, probe_settings, train_router
+    from fathom.learn.portfolio_runs import resolve_score
+    from fathom.learn.portfolio_select import greedy_portfolio
+    from fathom.router.portfolio.pool import pool_for
+    from fathom.router.portfolio.router import input_schema, probe_settings
 
     by = resolve_score(questions, by)
     pool = pool_for(collection)
@@ -87,8 +93,6 @@ def build_portfolio(
     )
     size = min(size, len(pool))
     greedy = greedy_portfolio(scores, size)
-    by_avg = top_k_by_average(scores, size)
-    single = int(np.argmax(scores.mean(axis=0)))
     members = [pool[j].name for j in greedy.members]
     router = train_router(
         inputs, scores[:, list(greedy.members)], members, input_schema(embedder_id, int(dim))
@@ -113,18 +117,29 @@ def build_portfolio(
         "members": members,
         "gains": list(greedy.gains),
         "coverage": list(greedy.coverage),
-        "baselines": {
-            "best_single": {
-                "member": pool[single].name,
-                "coverage": float(scores[:, single].mean()),
-            },
-            "top_k_by_average": {
-                "members": [pool[j].name for j in by_avg.members],
-                "coverage": by_avg.value,
-            },
-            "all_members": {"coverage": coverage(scores, list(range(len(pool))))},
-        },
+        "baselines": _baselines(scores, pool, size),
         "router": router.to_dict(),
+    }
+
+
+def _baselines(scores: np.ndarray, pool: tuple[Member, ...], size: int) -> dict[str, Any]:
+    """What the greedy portfolio is compared with: the best single member, the ``size`` best
+    members by average score, and every member together."""
+    import numpy as np
+    from fathom.learn.portfolio_select import coverage, top_k_by_average
+
+    by_avg = top_k_by_average(scores, size)
+    single = int(np.argmax(scores.mean(axis=0)))
+    return {
+        "best_single": {
+            "member": pool[single].name,
+            "coverage": float(scores[:, single].mean()),
+        },
+        "top_k_by_average": {
+            "members": [pool[j].name for j in by_avg.members],
+            "coverage": by_avg.value,
+        },
+        "all_members": {"coverage": coverage(scores, list(range(len(pool))))},
     }
 
 
@@ -153,13 +168,12 @@ def build_portfolio_file(
     answerable questions on the ``split`` half of its documents (``all``: every one), build the
     portfolio and write it to ``out`` (``portfolio_path``), its scores cached beside it.
     Returns the portfolio, its file and how many questions it was built on."""
-    from fathom.core.errors import ConfigError
     from fathom.index.collection import Collection
     from fathom.index.embed import embedder_id_for, query_embedder_for
     from fathom.index.targets import resolve_target
-    from fathom.ingestion.questions import load_questions, split_by_document
+    from fathom.learn.questions import load_questions, split_by_document
+    from fathom.learn.train_policy import portable
     from fathom.router.classify import QueryClassifier
-    from fathom.router.train_policy import portable
 
     if not target:
         raise ConfigError("give --docs PATH or --collection NAME")
@@ -192,3 +206,38 @@ def build_portfolio_file(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return info, path, len(questions)
+
+
+def train_router(
+    inputs: np.ndarray,
+    scores: np.ndarray,
+    members: list[str] | tuple[str, ...],
+    schema: dict[str, Any],
+) -> PortfolioRouter:
+    """Fit the router on training questions: ``inputs`` ``(N, d)`` and the members' scores
+    ``(N, members)`` (columns in ``members`` order, which is also the tie order)."""
+    import numpy as np
+    from fathom.router.portfolio.router import PortfolioRouter
+    from sklearn.linear_model import RidgeCV
+
+    x = np.asarray(inputs, dtype=np.float64)
+    y = np.asarray(scores, dtype=np.float64)
+    if x.ndim != 2 or y.ndim != 2 or x.shape[0] != y.shape[0] or y.shape[1] != len(members):
+        raise ConfigError(
+            f"portfolio router: inputs {x.shape} and scores {y.shape} for {len(members)} members"
+        )
+    if x.shape[0] < 2:
+        raise ConfigError("portfolio router: need at least 2 training questions")
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0)
+    scale[scale < 1e-12] = 1.0  # constant inputs stay 0 after centring
+    model = RidgeCV(alphas=ALPHAS).fit((x - mean) / scale, y)
+    return PortfolioRouter(
+        members=tuple(members),
+        mean=mean,
+        scale=scale,
+        coef=np.asarray(model.coef_, dtype=np.float64).T.reshape(x.shape[1], len(members)),
+        intercept=np.asarray(model.intercept_, dtype=np.float64).reshape(len(members)),
+        alpha=float(model.alpha_),
+        feature_schema=dict(schema),
+    )

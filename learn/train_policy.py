@@ -1,5 +1,5 @@
 """``fathom policy train``: a depth policy from the oracle labels of budget sweeps
-(``router.sweep``): a random forest imitating them, a REINFORCE policy network, or utility
+(``learn.sweep``): a random forest imitating them, a REINFORCE policy network, or utility
 bundles.
 """
 
@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from fathom.core.errors import FathomError
-from fathom.router.sweep import Sweep, combine_sweeps, load_sweep
+from fathom.learn.sweep import combine_sweeps, load_sweep
+from fathom.router.sweep import Sweep
 
 
 def portable(paths: Any) -> Any:
@@ -50,31 +51,62 @@ def train_forest(
     budget when it logged no probe tokens).
     ``balance_sets``: every document set of a combined sweep weighs the same in training,
     however many questions it has (else each question weighs the same)."""
+    from fathom.learn.forest import fit_forest
+    from fathom.router.features import FEATURE_NAMES
+
+    labels = sweep_labels(sweep, epsilon, slo_ms, strict_slo)
+    meta = _forest_meta(sweep, labels, embedder, epsilon, slo_ms, strict_slo)
+    weight = set_weights(sweep) if balance_sets else None
+    if weight is not None:
+        meta["balance_sets"] = True
+    context_tokens = _context_tokens(sweep, meta)
+    return fit_forest(
+        sweep.features,
+        labels,
+        sweep.budgets,
+        FEATURE_NAMES,
+        n_trees=n_trees,
+        max_depth=max_depth,
+        seed=seed,
+        confidence=confidence,
+        meta=meta,
+        cost=cost,
+        budget_tokens=tuple(float(t) for t in sweep.tokens.mean(axis=0)),
+        most_likely=most_likely,
+        sample_weight=weight,
+        context_tokens=context_tokens,
+    )
+
+
+def _forest_meta(
+    sweep: Sweep,
+    labels: Any,
+    embedder: str,
+    epsilon: float,
+    slo_ms: float | None,
+    strict_slo: bool,
+) -> dict[str, Any]:
+    """What a forest records about its training: the retrieval and pipeline the labels were
+    measured with, the labelling rule, the training data and the oracle's quality and tokens."""
     import numpy as np
     from fathom import __version__
-    from fathom.router.features import FEATURE_NAMES
-    from fathom.router.forest import ForestPolicy
 
     reachable = sweep.quality.max(axis=1) > 0
-    features = sweep.features
-    tokens = sweep.tokens
-    labels = sweep_labels(sweep, epsilon, slo_ms, strict_slo)
-    meta = {
+    config = sweep.run.get("config") or {}
+    return {
         "embedder": embedder,
         "fathom_version": __version__,
         "judge": sweep.run.get("judge"),
         # The fused and BM25 features mean what this retrieval made them mean.
         "retrieval": {
-            k: (sweep.run.get("config") or {}).get("retrieval", {}).get(k)
+            k: config.get("retrieval", {}).get(k)
             for k in ("mode", "fusion", "dense_weight", "candidates")
         },
         # What the labels were measured with: the reranker reorders what the first k hold,
         # and a context budget below k's tokens condenses them.
         "pipeline": {
-            "rerank": ((sweep.run.get("config") or {}).get("rerank") or {}).get("enabled"),
-            "budget_tokens": ((sweep.run.get("config") or {}).get("compress") or {}).get(
-                "budget_tokens"
-            ),
+            "rerank": (config.get("rerank") or {}).get("enabled"),
+            "budget_tokens": (config.get("compress") or {}).get("budget_tokens"),
         },
         "epsilon": epsilon,
         "slo_ms": slo_ms,
@@ -91,42 +123,30 @@ def train_forest(
         "oracle": {
             "mean_quality": float(sweep.quality.max(axis=1).mean()),
             "mean_tokens": float(
-                tokens[np.arange(len(labels)), np.where(reachable, labels, 0)].mean()
+                sweep.tokens[np.arange(len(labels)), np.where(reachable, labels, 0)].mean()
             ),
             "deepest_tokens": float(sweep.tokens[:, -1].mean()),
         },
     }
-    weight = set_weights(sweep) if balance_sets else None
-    if weight is not None:
-        meta["balance_sets"] = True
-    # Each question priced with its own chunks where the sweep logged them (router.cost).
-    context_tokens = None
-    probed = sweep.probe_sums()
-    if probed is not None:
-        from fathom.router.cost import ContextTokens
 
-        context_tokens = ContextTokens.fit(*probed, sweep.tokens)
-        fitted = context_tokens.estimate(*probed)
-        meta["context_tokens_fit"] = {
-            "mean_abs_error": round(float(np.abs(fitted - sweep.tokens)[:, 1:].mean()), 1),
-            "mean_tokens": round(float(sweep.tokens[:, 1:].mean()), 1),
-        }
-    return ForestPolicy.train(
-        features,
-        labels,
-        sweep.budgets,
-        FEATURE_NAMES,
-        n_trees=n_trees,
-        max_depth=max_depth,
-        seed=seed,
-        confidence=confidence,
-        meta=meta,
-        cost=cost,
-        budget_tokens=tuple(float(t) for t in sweep.tokens.mean(axis=0)),
-        most_likely=most_likely,
-        sample_weight=weight,
-        context_tokens=context_tokens,
-    )
+
+def _context_tokens(sweep: Sweep, meta: dict[str, Any]) -> Any:
+    """The ``router.cost.ContextTokens`` fitted on the sweep's probed chunks, so each question
+    is priced with its own chunks (its fit's error recorded in ``meta``); None when the sweep
+    logged no probe tokens."""
+    import numpy as np
+    from fathom.router.cost import ContextTokens
+
+    probed = sweep.probe_sums()
+    if probed is None:
+        return None
+    context_tokens = ContextTokens.fit(*probed, sweep.tokens)
+    fitted = context_tokens.estimate(*probed)
+    meta["context_tokens_fit"] = {
+        "mean_abs_error": round(float(np.abs(fitted - sweep.tokens)[:, 1:].mean()), 1),
+        "mean_tokens": round(float(sweep.tokens[:, 1:].mean()), 1),
+    }
+    return context_tokens
 
 
 def sweep_labels(
@@ -199,32 +219,9 @@ def train_policy(
     from fathom.index.embed import embedder_id_for
 
     sweep = combine_sweeps([load_sweep(d, quality=quality) for d in sweep_dirs])
-    # What a reinforce or utility policy records about its training.
-    meta = {
-        "judge": sweep.run.get("judge"),
-        "embedder": embedder_id_for(cfg.embedder),
-        "training_data": {
-            "questions": portable(sweep.run.get("questions")),
-            "n_questions": len(sweep.qids),
-        },
-    }
-    if kind == "reinforce":
-        from fathom.router.reinforce import ReinforcePolicy
-
-        rl = ReinforcePolicy.train(
-            sweep,
-            sweep_query_vectors(cfg, sweep),
-            lam=0.1 if lam is None else lam,
-            epochs=epochs,
-            seed=seed,
-            meta=meta,
-        )
-        return rl.save(out), len(sweep.qids)
-    if kind == "utility":
-        from fathom.router.utility import UtilityPolicy
-
-        util = UtilityPolicy.fit(sweep, preset=preset, meta=meta)
-        return util.save(out), len(sweep.qids)
+    if kind in ("reinforce", "utility"):
+        policy = _train_other(cfg, kind, sweep, lam=lam, epochs=epochs, preset=preset, seed=seed)
+        return policy.save(out), len(sweep.qids)
     model = train_forest(
         sweep,
         epsilon=epsilon,
@@ -240,3 +237,34 @@ def train_policy(
         cost=lam,
     )
     return model.save(out), len(sweep.qids)
+
+
+def _train_other(
+    cfg: Any, kind: str, sweep: Sweep, *, lam: float | None, epochs: int, preset: str, seed: int
+) -> Any:
+    """A reinforce or utility policy trained on ``sweep``, with what it records about its
+    training."""
+    from fathom.index.embed import embedder_id_for
+
+    meta = {
+        "judge": sweep.run.get("judge"),
+        "embedder": embedder_id_for(cfg.embedder),
+        "training_data": {
+            "questions": portable(sweep.run.get("questions")),
+            "n_questions": len(sweep.qids),
+        },
+    }
+    if kind == "reinforce":
+        from fathom.router.reinforce import ReinforcePolicy
+
+        return ReinforcePolicy.train(
+            sweep,
+            sweep_query_vectors(cfg, sweep),
+            lam=0.1 if lam is None else lam,
+            epochs=epochs,
+            seed=seed,
+            meta=meta,
+        )
+    from fathom.router.utility import UtilityPolicy
+
+    return UtilityPolicy.fit(sweep, preset=preset, meta=meta)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from fathom.stages.generate import train_extractive as T
+from fathom.learn import train_extractive as T
 from fathom.stages.generate.extractive import NO_ANSWER, ExtractiveGenerator
 from fathom.stages.generate.sentence_scorer import SentenceScorer
 
@@ -71,7 +71,7 @@ def test_trained_on_a_generated_set_it_quotes_the_gold_sentence(
     assert code == 0
     cache = json.loads((tmp_path / "work" / "workshops-train-k4.json").read_text())
     assert cache["questions"]  # the training half only: every qid's document is in it
-    from fathom.ingestion.questions import document_half
+    from fathom.learn.questions import document_half
 
     assert {document_half(q[0].split("-")[0], 0) for q in cache["questions"]} == {"train"}
     data_ = T.Data([tmp_path / "work" / "workshops-train-k4.npz"])
@@ -80,7 +80,7 @@ def test_trained_on_a_generated_set_it_quotes_the_gold_sentence(
     scorer = SentenceScorer.load(out)
     assert scorer.meta["trained_on"]["split"] == "train"
     gen = ExtractiveGenerator(scorer=scorer)
-    from fathom.tests.support.generate_support import make_hit
+    from fathom.bench.support.hits import make_hit
 
     hit = make_hit(
         1,

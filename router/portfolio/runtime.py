@@ -12,7 +12,6 @@ what that costs against the slowest member alone.
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fathom.core.base import Hit
@@ -25,20 +24,6 @@ if TYPE_CHECKING:
     from fathom.index.collection import Collection
 
 MODES = ("fuse", "select")
-
-
-def resolve_portfolio(cfg: Config, spec: str) -> Path:
-    """A portfolio file: ``spec`` as a path, else ``FATHOM_HOME/portfolios/<spec>.json``."""
-    path = Path(spec).expanduser()
-    if path.is_file():
-        return path
-    named = Path(cfg.home).expanduser() / "portfolios" / f"{spec}.json"
-    if named.is_file():
-        return named
-    raise ConfigError(
-        f"portfolio {spec!r}: no such file, and no {named} — build one with "
-        "`fathom portfolio build … --out NAME`"
-    )
 
 
 class PortfolioRuntime:
@@ -58,9 +43,8 @@ class PortfolioRuntime:
         """``cfg`` is the run's configuration: the portfolio's probe settings must be its
         (``check_probe``), and its ``retrieval.rrf_k`` fuses the members' results (60 without
         one; then the probe is not checked)."""
-        from fathom.router.portfolio import pool_members
-        from fathom.router.portfolio_pool import PoolSearcher
-        from fathom.router.portfolio_router import (
+        from fathom.router.portfolio.pool import PoolSearcher, pool_members
+        from fathom.router.portfolio.router import (
             LEGACY_PROBE,
             PortfolioRouter,
             check_probe,
@@ -99,7 +83,7 @@ class PortfolioRuntime:
 
     @classmethod
     def load(cls, cfg: Config, collection: Collection, embedder_id: str, dim: int):
-        from fathom.router.portfolio import load_portfolio
+        from fathom.router.portfolio.file import load_portfolio, resolve_portfolio
 
         path = resolve_portfolio(cfg, cfg.retrieval.portfolio)
         r = cfg.retrieval
@@ -124,7 +108,7 @@ class PortfolioRuntime:
         again at the trained depth."""
         import numpy as np
         from fathom.router.features import probe_features
-        from fathom.router.portfolio_router import probe_depth
+        from fathom.router.portfolio.router import probe_depth
 
         qtype = max(type_probs, key=type_probs.__getitem__) if type_probs else None
         depth = probe_depth(self.probe, question, qtype)
@@ -153,7 +137,7 @@ class PortfolioRuntime:
         self, question: str, qvec: np.ndarray, probe: Probe, type_probs: dict[str, float]
     ) -> list[str]:
         """The router's ``ell`` members for this question, best first."""
-        from fathom.router.portfolio_router import router_inputs
+        from fathom.router.portfolio.router import router_inputs
 
         feats = self.features(question, qvec, probe, type_probs)[None, :]
         return self.router.choose(router_inputs(qvec[None, :], feats), self.ell)[0]
