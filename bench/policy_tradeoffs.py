@@ -50,6 +50,8 @@ from typing import Any
 
 import numpy as np
 from fathom.bench.common import default_out, log, machine_info, print_table, write_json
+from fathom.learn.reinforce import train_reinforce
+from fathom.learn.utility import fit_utility
 
 CONFIDENCES = (0.9, 0.95, 0.98)
 PRESETS = ("quality", "balanced", "latency", "cost")
@@ -177,8 +179,6 @@ def main(argv: list[str] | None = None) -> int:
     from fathom.router.cascade import Cascade
     from fathom.router.cost import PREFERENCES, ReadingCost
     from fathom.router.registry import load_policy
-    from fathom.router.reinforce import ReinforcePolicy
-    from fathom.router.utility import UtilityPolicy
 
     lambdas = [float(x) for x in args.lambdas.split(",")]
     thresholds = [float(x) for x in args.thresholds.split(",") if x.strip()]
@@ -201,11 +201,11 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         forest = train_forest(train, seed=args.seed, cost=args.default_lambda)
         forest_s = time.perf_counter() - t0
-        utility = UtilityPolicy.fit(train)
+        utility = fit_utility(train)
         train_q = sweep_query_vectors(cfg, train)
         for lam in lambdas:
             log(f"REINFORCE λ = {lam}")
-            reinforce[lam] = ReinforcePolicy.train(
+            reinforce[lam] = train_reinforce(
                 train, train_q, lam=lam, epochs=args.epochs, seed=args.seed
             )
 

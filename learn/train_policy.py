@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from fathom.core.errors import FathomError
+from fathom.learn.reinforce import train_reinforce
 from fathom.learn.sweep import combine_sweeps, load_sweep
+from fathom.learn.utility import fit_utility
 from fathom.router.sweep import Sweep
 
 
@@ -255,9 +257,8 @@ def _train_other(
         },
     }
     if kind == "reinforce":
-        from fathom.router.reinforce import ReinforcePolicy
 
-        return ReinforcePolicy.train(
+        return train_reinforce(
             sweep,
             sweep_query_vectors(cfg, sweep),
             lam=0.1 if lam is None else lam,
@@ -265,6 +266,5 @@ def _train_other(
             seed=seed,
             meta=meta,
         )
-    from fathom.router.utility import UtilityPolicy
 
-    return UtilityPolicy.fit(sweep, preset=preset, meta=meta)
+    return fit_utility(sweep, preset=preset, meta=meta)

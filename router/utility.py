@@ -17,14 +17,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from fathom.core.base import Decision, DepthQuery
 from fathom.core.errors import ConfigError, FathomError
 from fathom.router.depth import DepthPolicyBase
-
-if TYPE_CHECKING:
-    from fathom.router.sweep import Sweep
 
 FORMAT = 1
 PRESETS: dict[str, tuple[float, float]] = {
@@ -60,53 +57,6 @@ class UtilityPolicy(DepthPolicyBase):
         if self.preset not in PRESETS:
             raise ConfigError(f"utility preset {self.preset!r}: one of {', '.join(PRESETS)}")
         return PRESETS[self.preset]
-
-    @classmethod
-    def fit(
-        cls,
-        sweep: Sweep,
-        bundles: dict[str, int] | None = None,
-        preset: str = "balanced",
-        min_questions: int = 20,
-        meta: dict[str, Any] | None = None,
-    ) -> UtilityPolicy:
-        """Priors from ``sweep`` for each query type with at least ``min_questions`` (else the
-        pooled ``*`` priors stand in for it)."""
-        import numpy as np
-
-        bundles = dict(bundles or DEFAULT_BUNDLES)
-        missing = [k for k in bundles.values() if k not in sweep.budgets]
-        if missing:
-            raise FathomError(f"bundle budgets {missing} are not in the sweep {sweep.budgets}")
-        cols = {name: sweep.budgets.index(k) for name, k in bundles.items()}
-        types = np.asarray(sweep.query_types)
-        total = sweep.total_tokens
-
-        def priors_for(mask: np.ndarray) -> dict[str, dict[str, float]]:
-            return {
-                name: {
-                    "quality": float(sweep.quality[mask, c].mean()),
-                    "latency_ms": float(sweep.latency[mask, c].mean()),
-                    "tokens": float(total[mask, c].mean()),
-                    "n": int(mask.sum()),
-                }
-                for name, c in cols.items()
-            }
-
-        priors = {"*": priors_for(np.ones(len(types), dtype=bool))}
-        for t in sorted(set(types.tolist())):
-            mask = types == t
-            if mask.sum() >= min_questions:
-                priors[t] = priors_for(mask)
-        deepest = max(cols.values())
-        return cls(
-            bundles,
-            priors,
-            latency_scale=max(1e-9, float(sweep.latency[:, deepest].mean())),
-            token_scale=max(1e-9, float(total[:, deepest].mean())),
-            preset=preset,
-            meta=dict(meta or {}),
-        )
 
     def utilities(self, qtype: str) -> dict[str, float]:
         w_lat, w_cost = self.weights

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from fathom.core.errors import FathomError
+from fathom.learn.reinforce import train_reinforce
 from fathom.router.features import FEATURE_NAMES
 from fathom.router.reinforce import ReinforcePolicy
 from fathom.router.sweep import Sweep
@@ -32,7 +33,7 @@ def synthetic(n: int = 256, seed: int = 0):
 
 def test_learns_to_go_deep_only_for_hard_questions(tmp_path) -> None:
     sweep, qvecs, hard = synthetic()
-    policy = ReinforcePolicy.train(
+    policy = train_reinforce(
         sweep, qvecs, lam=0.3, epochs=40, seed=1, meta={"embedder": "minilm-test"}
     )
     choice = policy.proba(qvecs, sweep.features).argmax(axis=1)
@@ -52,9 +53,9 @@ def test_learns_to_go_deep_only_for_hard_questions(tmp_path) -> None:
 
 def test_training_is_deterministic_for_a_seed() -> None:
     sweep, qvecs, _ = synthetic(128)
-    a = ReinforcePolicy.train(sweep, qvecs, epochs=5, seed=3)
-    b = ReinforcePolicy.train(sweep, qvecs, epochs=5, seed=3)
-    c = ReinforcePolicy.train(sweep, qvecs, epochs=5, seed=4)
+    a = train_reinforce(sweep, qvecs, epochs=5, seed=3)
+    b = train_reinforce(sweep, qvecs, epochs=5, seed=3)
+    c = train_reinforce(sweep, qvecs, epochs=5, seed=4)
     assert all(np.array_equal(a.weights[k], b.weights[k]) for k in a.weights)
     assert not all(np.array_equal(a.weights[k], c.weights[k]) for k in a.weights)
 
@@ -68,7 +69,7 @@ def test_constant_features_are_neutral_at_ask_time() -> None:
     big = 1 if j == 0 else 0
     sweep.features[:, j] = 0.0
     sweep.features[:, big] = 1000.1
-    policy = ReinforcePolicy.train(sweep, qvecs, epochs=3, seed=1)
+    policy = train_reinforce(sweep, qvecs, epochs=3, seed=1)
     assert policy.std[j] == policy.std[big] == 1.0
     assert policy.mean[j] == 0.0 and policy.mean[big] == np.float32(1000.1)
     varying = [i for i in range(len(FEATURE_NAMES)) if i not in (j, big)]
@@ -88,7 +89,7 @@ def test_constant_features_are_neutral_at_ask_time() -> None:
 def test_loading_keeps_a_saved_tiny_std(tmp_path) -> None:
     """Policies saved before the std floor keep their stored standardisation when loaded."""
     sweep, qvecs, _ = synthetic(64)
-    policy = ReinforcePolicy.train(sweep, qvecs, epochs=1, seed=0)
+    policy = train_reinforce(sweep, qvecs, epochs=1, seed=0)
     policy.std[0] = 1e-6  # as ``std + 1e-6`` saved it for a constant feature
     again = ReinforcePolicy.load(policy.save(tmp_path / "old.safetensors"))
     np.testing.assert_array_equal(again.std, policy.std)

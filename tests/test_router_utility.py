@@ -9,6 +9,8 @@ from fathom.bench.support.hits import make_hit
 from fathom.core.base import DepthQuery, Probe
 from fathom.core.errors import ConfigError, FathomError
 from fathom.evaluation.strategies import make_policy, parse_strategy
+from fathom.learn.reinforce import train_reinforce
+from fathom.learn.utility import fit_utility
 from fathom.router.sweep import Sweep
 from fathom.router.utility import UtilityPolicy
 
@@ -35,7 +37,7 @@ def probe() -> Probe:
 
 def test_priors_by_type_and_presets_shift_the_choice(tmp_path) -> None:
     bundles = {"skip": 0, "light": 2, "medium": 5, "heavy": 12}
-    pol = UtilityPolicy.fit(sweep(), bundles, preset="balanced")
+    pol = fit_utility(sweep(), bundles, preset="balanced")
     assert pol.priors["factual"]["light"]["quality"] == pytest.approx(1.0)
     assert pol.priors["multi_hop"]["heavy"]["quality"] == pytest.approx(1.0)
     assert (
@@ -44,15 +46,15 @@ def test_priors_by_type_and_presets_shift_the_choice(tmp_path) -> None:
     assert pol.decide(DepthQuery("q", probe(), "multi_hop")).k == 12  # the depth it needs
     # Pure quality: ties go to the smaller budget; a heavy cost weight gives up multi-hop depth.
     assert (
-        UtilityPolicy.fit(sweep(), bundles, "quality")
+        fit_utility(sweep(), bundles, "quality")
         .decide(DepthQuery("q", probe(), "multi_hop"))
         .k
         == 12
     )
-    cost = UtilityPolicy.fit(sweep(), bundles, "cost")
+    cost = fit_utility(sweep(), bundles, "cost")
     u = cost.utilities("multi_hop")
     assert (
-        u["heavy"] < UtilityPolicy.fit(sweep(), bundles, "quality").utilities("multi_hop")["heavy"]
+        u["heavy"] < fit_utility(sweep(), bundles, "quality").utilities("multi_hop")["heavy"]
     )
     # Unknown types fall back to the pooled priors.
     d = pol.decide(DepthQuery("q", probe(), "summarization"))
@@ -64,11 +66,11 @@ def test_priors_by_type_and_presets_shift_the_choice(tmp_path) -> None:
     with pytest.raises(ConfigError):
         UtilityPolicy.load(path, preset="fastest")
     with pytest.raises(FathomError):
-        UtilityPolicy.fit(sweep(), {"odd": 3})
+        fit_utility(sweep(), {"odd": 3})
 
 
 def test_eval_strategy_spec_loads_the_file(tmp_path) -> None:
-    path = UtilityPolicy.fit(sweep()).save(tmp_path / "u.json")
+    path = fit_utility(sweep()).save(tmp_path / "u.json")
     spec = parse_strategy(f"utility:{path}@cost")
     assert spec.kind == "utility" and spec.preset == "cost"
     policy, k = make_policy(spec)
@@ -81,7 +83,7 @@ def test_load_policy_dispatches_on_the_file(tmp_path) -> None:
     from fathom.router.registry import load_policy
     from fathom.router.reinforce import ReinforcePolicy
 
-    util = UtilityPolicy.fit(sweep()).save(tmp_path / "u.json")
+    util = fit_utility(sweep()).save(tmp_path / "u.json")
     assert isinstance(load_policy(util), UtilityPolicy)
     with pytest.raises(FathomError):
         load_policy(tmp_path / "missing.npz")
@@ -89,7 +91,7 @@ def test_load_policy_dispatches_on_the_file(tmp_path) -> None:
     from fathom.router.features import FEATURE_NAMES
 
     s.features = np.zeros((len(s.qids), len(FEATURE_NAMES)), np.float32)
-    rl = ReinforcePolicy.train(s, np.zeros((len(s.qids), 8), np.float32), epochs=1)
+    rl = train_reinforce(s, np.zeros((len(s.qids), 8), np.float32), epochs=1)
     assert isinstance(load_policy(rl.save(tmp_path / "r.safetensors")), ReinforcePolicy)
     labels = np.zeros(len(s.qids), dtype=int)
     labels[:10] = 2
