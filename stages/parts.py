@@ -18,6 +18,10 @@ from fathom.core.base import Citation, DepthPolicy, Generator, Hit, cited_text
 from fathom.core.errors import IndexMismatchError
 from fathom.stages.deadline import AnswerClock
 
+# The generator backends' registry: with it imported, a configuration read for this Engine
+# checks generator.backend against every registered backend.
+from fathom.stages.generate import make_generator
+
 if TYPE_CHECKING:
     from fathom.core.config import Config
     from fathom.router.portfolio.runtime import PortfolioRuntime
@@ -61,8 +65,6 @@ class Parts:
     @property
     def generator(self) -> Generator:
         if self._generator is None:
-            from fathom.stages.generate import make_generator
-
             self._generator = make_generator(self.cfg.generator, self.cfg.models_path())
         if not self._vectors_given:
             self._generator.use_vectors(self.sentence_vectors)

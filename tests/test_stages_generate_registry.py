@@ -13,6 +13,7 @@ import click
 import pytest
 from click.testing import CliRunner
 from fathom import cli
+from fathom.bench.support.fault_server import closed_port
 from fathom.core.checks import Check
 from fathom.core.config import Config, GeneratorConfig, load_config
 from fathom.core.errors import CollectionNotFound, ConfigError, FathomError
@@ -26,7 +27,6 @@ from fathom.stages.generate.registry import (
     local_choices,
     remote_names,
 )
-from fathom.tests.support.generate_support import closed_port
 
 COMMANDS = (("ask",), ("chat",), ("eval",), ("mcp",))
 BUILT_IN = ("auto", "llamacpp", "ollama", "openai", "huggingface", "extractive")
