@@ -380,17 +380,19 @@ class _Run:
         try:
             doc = ingestion.load_document(
                 path,
-                max_bytes=max_bytes,
-                password=self.password,
-                timeout_s=ing.file_timeout_s,
-                max_text_chars=ing.max_text_mb << 20,
-                ocr=ingestion.OcrSettings(
-                    ing.ocr,
-                    ing.ocr_min_confidence,
-                    ing.ocr_dpi,
-                    page_timeout_s=ing.ocr_page_timeout_s,
+                ingestion.LoadOptions(
+                    max_bytes=max_bytes,
+                    password=self.password,
+                    ocr=ingestion.OcrSettings(
+                        ing.ocr,
+                        ing.ocr_min_confidence,
+                        ing.ocr_dpi,
+                        page_timeout_s=ing.ocr_page_timeout_s,
+                    ),
+                    on_page=on_page,
+                    timeout_s=ing.file_timeout_s,
+                    max_text_chars=ing.max_text_mb << 20,
                 ),
-                on_page=on_page,
             )
         except ParseError as exc:
             self.fail(spath, str(exc), sha)

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import codecs
+import contextlib
+import os
 import re
 from pathlib import Path
 
 from fathom.core.base import Document
 from fathom.core.errors import ParseError
 from fathom.ingestion.clean import (
-    DEFAULT_MAX_BYTES,
     Block,
     assemble,
+    check_text_size,
     make_document,
     read_source,
     table_row,
 )
+from fathom.ingestion.options import LoadOptions
 
 # Tried in this order for files without a UTF-16 byte-order mark; the first that decodes wins.
 ENCODINGS = ("utf-8", "cp1252")
@@ -119,9 +122,14 @@ def _utf16_without_bom(head: bytes) -> str | None:
     return None
 
 
-def _read_text(path: str | Path, max_bytes: int) -> tuple[bytes, str, list[str]]:
+def _read_text(path: str | Path, options: LoadOptions) -> tuple[bytes, str, list[str]]:
+    """The file's bytes, its decoded text and the decoding's warnings. A file whose size is
+    over ``options.max_text_chars`` is refused before it is read (its text would be too)."""
     name = str(path)
-    data = read_source(path, max_bytes)
+    if options.max_text_chars is not None:
+        with contextlib.suppress(OSError):  # read_source reports an unreadable file
+            check_text_size(name, os.stat(path).st_size, options.max_text_chars)
+    data = read_source(path, options.max_bytes)
     text, _, warnings = decode_text_with_warnings(name, data)
     if not text.strip():
         raise ParseError(name, "empty file", "remove it or give it some content")
@@ -133,12 +141,12 @@ class TextLoader:
 
     format = "txt"
 
-    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
-        self.max_bytes = max_bytes
+    def __init__(self, options: LoadOptions | None = None) -> None:
+        self.options = options or LoadOptions()
 
     def load(self, path: str | Path) -> Document:
         """Read and decode the file into a Document with one page and no sections."""
-        data, text, warnings = _read_text(path, self.max_bytes)
+        data, text, warnings = _read_text(path, self.options)
         text = text.replace("\r\n", "\n").replace("\r", "\n")
         blocks = [Block(p) for p in re.split(r"\n[ \t]*\n", text)]
         assembled = assemble(blocks)
@@ -267,12 +275,12 @@ class MarkdownLoader:
 
     format = "md"
 
-    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
-        self.max_bytes = max_bytes
+    def __init__(self, options: LoadOptions | None = None) -> None:
+        self.options = options or LoadOptions()
 
     def load(self, path: str | Path) -> Document:
         """Read, decode and parse the Markdown file into a Document with sections."""
-        data, text, warnings = _read_text(path, self.max_bytes)
+        data, text, warnings = _read_text(path, self.options)
         blocks, title = parse_markdown(text)
         assembled = assemble(blocks)
         if not assembled.text:
