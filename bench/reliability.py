@@ -238,7 +238,7 @@ crashes = []
 for path in sys.argv[1:]:
     t0 = time.perf_counter()
     try:
-        ingestion.load_document(path, timeout_s=60)
+        ingestion.load_document(path, ingestion.LoadOptions(timeout_s=60))
         kinds["loaded"] += 1
     except ParseError as exc:
         ok = str(exc).startswith(path) and "\\n" not in str(exc)

@@ -132,7 +132,6 @@ class SupportScorer:
         sentences = answer_sentences(text)
         if not sentences:
             return Confidence(0.0, 0.0, abstained=False, mean_token_prob=mean_prob)
-        chunk_words = [content_words(h.chunk.text) for h in hits]
         flat_chunks = [" ".join(h.chunk.text.split()) for h in hits]
         # A sentence that cites only sources that do not exist has no evidence (support 0): its
         # citation is false, and scoring it against every source would reward it like a
@@ -148,18 +147,51 @@ class SupportScorer:
             for (s, _), ev in zip(sentences, evidences, strict=True)
         ]
         todo = [i for i, q in enumerate(quoted) if q is None and evidences[i]]
-        sims = None
-        if self.embedder is not None and todo:
-            import numpy as np
+        sims = self._similarities([s for s, _ in sentences], todo, hits, chunk_vectors)
+        supports, details = self._supports(sentences, evidences, quoted, sims, hits)
+        support = sum(supports) / len(supports)
+        score = support
+        if mean_prob is not None:
+            score = (1 - self.w_lp) * support + self.w_lp * mean_prob
+        return Confidence(
+            score, support, abstained=False, mean_token_prob=mean_prob, sentences=details
+        )
 
-            texts = [sentences[i][0] for i in todo]
-            if chunk_vectors is not None and len(chunk_vectors) == len(hits):
-                part = self._embed(texts) @ chunk_vectors.T
-            else:
-                vecs = self.embedder.embed(texts + [h.chunk.text for h in hits])
-                part = vecs[: len(texts)] @ vecs[len(texts) :].T
-            sims = np.zeros((len(sentences), len(hits)), dtype=np.float32)
-            sims[todo] = part
+    def _similarities(
+        self,
+        sentences: list[str],
+        todo: list[int],
+        hits: list[Hit],
+        chunk_vectors: np.ndarray | None,
+    ) -> np.ndarray | None:
+        """Similarities ``(len(sentences), len(hits))`` float32 (embedding dot products) of the
+        sentences in ``todo`` to every hit (other rows 0); None without an embedder or anything
+        to embed."""
+        if self.embedder is None or not todo:
+            return None
+        import numpy as np
+
+        texts = [sentences[i] for i in todo]
+        if chunk_vectors is not None and len(chunk_vectors) == len(hits):
+            part = self._embed(texts) @ chunk_vectors.T
+        else:
+            vecs = self.embedder.embed(texts + [h.chunk.text for h in hits])
+            part = vecs[: len(texts)] @ vecs[len(texts) :].T
+        sims = np.zeros((len(sentences), len(hits)), dtype=np.float32)
+        sims[todo] = part
+        return sims
+
+    def _supports(
+        self,
+        sentences: list[tuple[str, tuple[int, ...]]],
+        evidences: list[list[int]],
+        quoted: list[int | None],
+        sims: np.ndarray | None,
+        hits: list[Hit],
+    ) -> tuple[list[float], list[dict[str, Any]]]:
+        """Each sentence's support (its best evidence: a quote is 1, else word overlap and
+        embedding similarity weighed by ``w_emb``) and its detail record."""
+        chunk_words = [content_words(h.chunk.text) for h in hits]
         details = []
         supports = []
         for i, (sentence, cites) in enumerate(sentences):
@@ -184,13 +216,7 @@ class SupportScorer:
                     "best_source": best_j + 1,
                 }
             )
-        support = sum(supports) / len(supports)
-        score = support
-        if mean_prob is not None:
-            score = (1 - self.w_lp) * support + self.w_lp * mean_prob
-        return Confidence(
-            score, support, abstained=False, mean_token_prob=mean_prob, sentences=details
-        )
+        return supports, details
 
 
 def attribute(draft: Draft, conf: Confidence, min_support: float = 0.35) -> Draft | None:

@@ -73,6 +73,29 @@ def assemble_generation(
     import numpy as np
 
     old_chunks, old_dense = _read_old(old_dir) if kept else ([], None)
+    chunks, vec_parts, entries = _in_path_order(kept, pending, new_vecs, old_chunks, old_dense)
+    entries.extend(sorted(failed, key=lambda d: d.path))
+    dim = embedder.dim
+    vectors = (
+        np.concatenate(vec_parts, axis=0).astype(np.float32, copy=False)
+        if vec_parts
+        else np.zeros((0, dim), dtype=np.float32)
+    )
+    manifest = _new_manifest(
+        cfg, name, generation, old, embedder, chunker_params, len(chunks), entries
+    )
+    return manifest, chunks, vectors
+
+
+def _in_path_order(
+    kept: dict[str, DocEntry],
+    pending: list[Pending],
+    new_vecs: np.ndarray,
+    old_chunks: list[Chunk],
+    old_dense: DenseIndex | None,
+) -> tuple[list[Chunk], list[np.ndarray], list[DocEntry]]:
+    """Every kept and pending document by path: its chunks, its vectors (rows of the old
+    generation, or of ``new_vecs``) and its entry with its rows in the new generation."""
     new_offsets: dict[str, int] = {}
     pos = 0
     for p in pending:
@@ -101,17 +124,7 @@ def assemble_generation(
         entries.append(entry)
         chunks.extend(doc_chunks)
         row += len(doc_chunks)
-    entries.extend(sorted(failed, key=lambda d: d.path))
-    dim = embedder.dim
-    vectors = (
-        np.concatenate(vec_parts, axis=0).astype(np.float32, copy=False)
-        if vec_parts
-        else np.zeros((0, dim), dtype=np.float32)
-    )
-    manifest = _new_manifest(
-        cfg, name, generation, old, embedder, chunker_params, len(chunks), entries
-    )
-    return manifest, chunks, vectors
+    return chunks, vec_parts, entries
 
 
 def _read_old(old_dir: Path | None) -> tuple[list[Chunk], DenseIndex | None]:

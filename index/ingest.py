@@ -188,23 +188,7 @@ def ingest(
             emit("done", committed=False)
             return report
 
-        # Embed new chunks in one stream of batches.
-        t1 = time.perf_counter()
-        new_chunks = [c for p in run.pending for c in p.chunks]
-        emit("embed_start", total=len(new_chunks))
-        new_vecs = _embed_all(embedder, new_chunks, cfg, emit)
-        timings["embed"] = time.perf_counter() - t1
-        report.embedded_chunks = len(new_chunks)
-
-        t2 = time.perf_counter()
-        generation = (old.generation if old else max_generation(directory)) + 1
-        report.generation = generation
-        manifest, chunks, vectors = assemble_generation(
-            cfg, name, generation, old, old_dir, run.kept, run.pending, run.failed, new_vecs,
-            embedder, chunker_params,
-        )  # fmt: skip
-        write_generation(directory, manifest, chunks, vectors, cfg, emit)
-        timings["write"] = time.perf_counter() - t2
+        manifest = _write_next(run, directory, name, old_dir, embedder, chunker_params, timings)
         report.committed = True
         report.total_chunks = manifest.n_chunks
         collect_garbage(directory, keep=manifest.data_dir_name)
@@ -212,6 +196,37 @@ def ingest(
     report.seconds = timings
     emit("done", committed=True)
     return report
+
+
+def _write_next(
+    run: _Run,
+    directory: Path,
+    name: str,
+    old_dir: Path | None,
+    embedder: Embedder,
+    chunker_params: dict[str, Any],
+    timings: dict[str, float],
+) -> Manifest:
+    """Embed the run's new chunks in one stream of batches and write the next generation of
+    collection ``name`` (the old one's kept rows copied over); its manifest."""
+    cfg, old, emit, report = run.cfg, run.old, run.emit, run.report
+    t1 = time.perf_counter()
+    new_chunks = [c for p in run.pending for c in p.chunks]
+    emit("embed_start", total=len(new_chunks))
+    new_vecs = _embed_all(embedder, new_chunks, cfg, emit)
+    timings["embed"] = time.perf_counter() - t1
+    report.embedded_chunks = len(new_chunks)
+
+    t2 = time.perf_counter()
+    generation = (old.generation if old else max_generation(directory)) + 1
+    report.generation = generation
+    manifest, chunks, vectors = assemble_generation(
+        cfg, name, generation, old, old_dir, run.kept, run.pending, run.failed, new_vecs,
+        embedder, chunker_params,
+    )  # fmt: skip
+    write_generation(directory, manifest, chunks, vectors, cfg, emit)
+    timings["write"] = time.perf_counter() - t2
+    return manifest
 
 
 class _Run:
@@ -380,17 +395,19 @@ class _Run:
         try:
             doc = ingestion.load_document(
                 path,
-                max_bytes=max_bytes,
-                password=self.password,
-                timeout_s=ing.file_timeout_s,
-                max_text_chars=ing.max_text_mb << 20,
-                ocr=ingestion.OcrSettings(
-                    ing.ocr,
-                    ing.ocr_min_confidence,
-                    ing.ocr_dpi,
-                    page_timeout_s=ing.ocr_page_timeout_s,
+                ingestion.LoadOptions(
+                    max_bytes=max_bytes,
+                    password=self.password,
+                    ocr=ingestion.OcrSettings(
+                        ing.ocr,
+                        ing.ocr_min_confidence,
+                        ing.ocr_dpi,
+                        page_timeout_s=ing.ocr_page_timeout_s,
+                    ),
+                    on_page=on_page,
+                    timeout_s=ing.file_timeout_s,
+                    max_text_chars=ing.max_text_mb << 20,
                 ),
-                on_page=on_page,
             )
         except ParseError as exc:
             self.fail(spath, str(exc), sha)

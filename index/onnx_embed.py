@@ -68,7 +68,6 @@ def export_onnx(st_model: Any, model_dir: Path, embedder_id: str, out_dir: Path)
 
     Written to a temporary folder and renamed into place, so a reader never sees half an export.
     """
-    import torch
 
     pooling = _pooling_from(model_dir)
     transformer = st_model[0].auto_model.eval()
@@ -79,6 +78,27 @@ def export_onnx(st_model: Any, model_dir: Path, embedder_id: str, out_dir: Path)
     if not tok.exists():
         raise BackendUnavailable(f"{model_dir}: no tokenizer.json, cannot build the ONNX path")
     shutil.copyfile(tok, tmp / "tokenizer.json")
+    names = _trace_to_onnx(transformer, tmp / "model.onnx")
+    meta = {
+        "format": FORMAT,
+        "embedder_id": embedder_id,
+        "inputs": names,
+        "dim": int(transformer.config.hidden_size),
+        **pooling,
+        "sha256": {f: file_sha256(tmp / f) for f in ("model.onnx", "tokenizer.json")},
+    }
+    (tmp / META).write_text(json.dumps(meta, indent=1))
+    shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(tmp, out_dir)
+    return out_dir
+
+
+def _trace_to_onnx(transformer: Any, path: Path) -> list[str]:
+    """Write ``transformer``'s last hidden state as an ONNX graph to ``path``, batch and
+    sequence length dynamic; the input names it takes."""
+    import torch
+
     names = ["input_ids", "attention_mask", "token_type_ids"]
     sample = {
         "input_ids": torch.ones((2, 8), dtype=torch.long),
@@ -105,7 +125,7 @@ def export_onnx(st_model: Any, model_dir: Path, embedder_id: str, out_dir: Path)
         torch.onnx.export(
             _Wrapper(transformer),
             tuple(sample[n] for n in names),
-            str(tmp / "model.onnx"),
+            str(path),
             input_names=names,
             output_names=["last_hidden_state"],
             dynamic_axes={
@@ -115,19 +135,7 @@ def export_onnx(st_model: Any, model_dir: Path, embedder_id: str, out_dir: Path)
             opset_version=17,
             dynamo=False,
         )
-    meta = {
-        "format": FORMAT,
-        "embedder_id": embedder_id,
-        "inputs": names,
-        "dim": int(transformer.config.hidden_size),
-        **pooling,
-        "sha256": {f: file_sha256(tmp / f) for f in ("model.onnx", "tokenizer.json")},
-    }
-    (tmp / META).write_text(json.dumps(meta, indent=1))
-    shutil.rmtree(out_dir, ignore_errors=True)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(tmp, out_dir)
-    return out_dir
+    return names
 
 
 def quantize_int8(directory: Path) -> Path:

@@ -18,17 +18,18 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, TextIO
 
 from fathom.core.base import Document, Loader, PageSpan, SectionSpan
 from fathom.core.errors import ParseError
-from fathom.ingestion.clean import DEFAULT_MAX_BYTES, sections_from_headings, strip_controls
+from fathom.ingestion.clean import check_text_size, sections_from_headings, strip_controls
 from fathom.ingestion.epub import EpubLoader
 from fathom.ingestion.html import HtmlLoader
 from fathom.ingestion.image import ImageLoader
 from fathom.ingestion.ocr import OcrSettings
+from fathom.ingestion.options import LoadOptions
 from fathom.ingestion.pdf import PdfLoader
 from fathom.ingestion.slides import PptxLoader
 from fathom.ingestion.text import MarkdownLoader, TextLoader
@@ -41,6 +42,7 @@ __all__ = [
     "EpubLoader",
     "HtmlLoader",
     "ImageLoader",
+    "LoadOptions",
     "MarkdownLoader",
     "OcrSettings",
     "PdfLoader",
@@ -52,9 +54,8 @@ __all__ = [
     "load_records",
 ]
 
-# suffix (lower-case, with the dot) -> loader class; each takes ``max_bytes=`` (PdfLoader also
-# ``password=``; the loaders that OCR, ``ocr=`` and ``on_page=``).
-LOADERS: dict[str, Callable[..., Loader]] = {
+# suffix (lower-case, with the dot) -> loader class; each is built with one ``LoadOptions``.
+LOADERS: dict[str, Callable[[LoadOptions], Loader]] = {
     ".pdf": PdfLoader,
     ".png": ImageLoader,
     ".jpg": ImageLoader,
@@ -73,29 +74,35 @@ LOADERS: dict[str, Callable[..., Loader]] = {
 SUPPORTED_SUFFIXES: frozenset[str] = frozenset(LOADERS)
 
 
-def load_document(
-    path: str | Path,
-    *,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    password: str | None = None,
-    timeout_s: float | None = None,
-    max_text_chars: int | None = None,
-    ocr: OcrSettings | None = None,
-    on_page: Callable[[int, int], None] | None = None,
-) -> Document:
-    """Load one file with the loader for its (lower-cased) suffix; ParseError if unsupported.
+def load_document(path: str | Path, options: LoadOptions | None = None) -> Document:
+    """Load one file with the loader for its (lower-cased) suffix, built with ``options``;
+    ParseError if unsupported.
 
-    ``timeout_s`` limits the time spent on the file (a ParseError when it runs out): in the
-    main thread of a POSIX process by SIGALRM, elsewhere (another thread, or a platform with no
-    interval timer) by parsing in a child process that is killed when the time is up
-    (``ingestion.child``). ``max_text_chars`` refuses a document with more text than that
-    (plain text and Markdown are refused by their size, before they are read), since indexing
-    holds a document's text several times over. ``ocr`` says how pages without a text layer
-    are read; ``on_page(done, total)`` is called after each page OCR read (not when the file
-    is parsed in a child process).
+    ``options.timeout_s`` limits the time spent on the file (a ParseError when it runs out): in
+    the main thread of a POSIX process by SIGALRM, elsewhere (another thread, or a platform with
+    no interval timer) by parsing in a child process that is killed when the time is up
+    (``ingestion.child``). ``options.max_text_chars`` refuses a document with more text than
+    that (plain text and Markdown are refused by their size, before they are read), since
+    indexing holds a document's text several times over. ``options.ocr`` says how pages
+    without a text layer are read; ``options.on_page(done, total)`` is called after each page
+    OCR read (not when the file is parsed in a child process).
     """
+    options = options or LoadOptions()
     name = str(path)
-    suffix = Path(path).suffix.lower()
+    factory = _loader_for(name, Path(path).suffix.lower())
+    seconds = options.timeout_s
+    if seconds is not None and seconds > 0 and not _alarm_usable():
+        from fathom.ingestion.child import load_in_child
+
+        return load_in_child(path, options, lambda extra: _out_of_time(name, seconds, extra))
+    with time_limit(name, seconds) as limit:
+        doc = factory(replace(options, on_page=_pages_done(limit, options))).load(path)
+    if options.max_text_chars is not None:
+        check_text_size(name, len(doc.text), options.max_text_chars)
+    return doc
+
+
+def _loader_for(name: str, suffix: str) -> Callable[[LoadOptions], Loader]:
     factory = LOADERS.get(suffix)
     if factory is None:
         raise ParseError(
@@ -103,51 +110,20 @@ def load_document(
             f"unsupported file type {suffix or '(no suffix)'!r}",
             f"supported: {', '.join(sorted(SUPPORTED_SUFFIXES))}",
         )
-    if max_text_chars is not None and factory in (TextLoader, MarkdownLoader):
-        with contextlib.suppress(OSError):  # the loader reports an unreadable file
-            _check_text_size(name, os.stat(path).st_size, max_text_chars)
-    ocr = ocr or OcrSettings()
-    if timeout_s is not None and timeout_s > 0 and not _alarm_usable():
-        from fathom.ingestion.child import load_in_child
-
-        return load_in_child(
-            path,
-            max_bytes=max_bytes,
-            password=password,
-            max_text_chars=max_text_chars,
-            timeout_s=timeout_s,
-            out_of_time=lambda extra: _out_of_time(name, timeout_s, extra),
-            ocr=ocr,
-            on_page=on_page,
-        )
-    with time_limit(name, timeout_s) as limit:
-
-        def pages_done(done: int, total: int) -> None:
-            if done == 0:  # OCR is about to read ``total`` pages: each adds to the limit
-                limit.extend(total * ocr.page_timeout_s)
-            if on_page is not None:
-                on_page(done, total)
-
-        if factory is PdfLoader:
-            loader = PdfLoader(max_bytes=max_bytes, password=password, ocr=ocr, on_page=pages_done)
-            doc = loader.load(path)
-        elif factory is ImageLoader:
-            doc = ImageLoader(max_bytes=max_bytes, ocr=ocr, on_page=pages_done).load(path)
-        else:
-            doc = factory(max_bytes=max_bytes).load(path)
-    if max_text_chars is not None:
-        _check_text_size(name, len(doc.text), max_text_chars)
-    return doc
+    return factory
 
 
-def _check_text_size(name: str, size: int, limit: int) -> None:
-    if size > limit:
-        raise ParseError(
-            name,
-            f"holds {size / 2**20:.0f} MiB of text, over the {limit / 2**20:.0f} MiB limit "
-            "(ingest.max_text_mb)",
-            "split the file, or raise ingest.max_text_mb (indexing needs about 20x that in memory)",
-        )
+def _pages_done(limit: TimeLimit, options: LoadOptions) -> Callable[[int, int], None]:
+    """The loader's ``on_page``: the pages OCR is about to read extend the time limit, and
+    ``options.on_page`` hears each one."""
+
+    def pages_done(done: int, total: int) -> None:
+        if done == 0:  # OCR is about to read ``total`` pages: each adds to the limit
+            limit.extend(total * options.ocr.page_timeout_s)
+        if options.on_page is not None:
+            options.on_page(done, total)
+
+    return pages_done
 
 
 class _OutOfTime(BaseException):
@@ -294,65 +270,81 @@ def _visit(
     active_dirs: set[tuple[int, int]],
     top: bool = False,
 ) -> Iterator[Source]:
-    st = lst
+    st: os.stat_result | Source = lst
     if stat.S_ISLNK(lst.st_mode):
-        if not follow and not top:
-            yield _skipped(path, "symlink (not followed)")
+        st = _follow_link(path, follow, top)
+        if isinstance(st, Source):
+            yield st
             return
-        try:
-            st = os.stat(path)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                yield _failed(path, "symlink loop (too many levels of symbolic links)")
-            elif isinstance(exc, FileNotFoundError):
-                target = _readlink(path)
-                yield _failed(path, f"broken symlink (target {target!r} does not exist)")
-            else:
-                yield _failed(path, f"cannot follow symlink: {_os_reason(exc)}")
-            return
-
     if stat.S_ISDIR(st.st_mode):
-        key = (st.st_dev, st.st_ino)
-        if key in active_dirs:
-            yield _failed(path, "symlink loop (points back to a parent folder)")
-            return
-        try:
-            with os.scandir(path) as it:
-                entries = sorted(it, key=lambda e: e.name)
-        except OSError as exc:
-            yield _failed(path, f"cannot read folder: {_os_reason(exc)}")
-            return
-        active_dirs.add(key)
-        for entry in entries:
-            child = path / entry.name
-            if entry.name.startswith("."):
-                yield _skipped(child, "hidden")
-                continue
-            try:
-                child_lst = entry.stat(follow_symlinks=False)
-            except OSError as exc:
-                yield _failed(child, _os_reason(exc))
-                continue
-            yield from _visit(child, child_lst, follow, seen_files, active_dirs)
-        active_dirs.discard(key)
-        return
+        yield from _visit_folder(path, st, follow, seen_files, active_dirs)
+    else:
+        yield _file_source(path, st, seen_files)
 
-    if not stat.S_ISREG(st.st_mode):
-        yield _skipped(path, "not a regular file")
+
+def _follow_link(path: Path, follow: bool, top: bool) -> os.stat_result | Source:
+    """What the symlink ``path`` points at, or the Source saying why it is not followed."""
+    if not follow and not top:
+        return _skipped(path, "symlink (not followed)")
+    try:
+        return os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return _failed(path, "symlink loop (too many levels of symbolic links)")
+        if isinstance(exc, FileNotFoundError):
+            target = _readlink(path)
+            return _failed(path, f"broken symlink (target {target!r} does not exist)")
+        return _failed(path, f"cannot follow symlink: {_os_reason(exc)}")
+
+
+def _visit_folder(
+    path: Path,
+    st: os.stat_result,
+    follow: bool,
+    seen_files: set[tuple[int, int]],
+    active_dirs: set[tuple[int, int]],
+) -> Iterator[Source]:
+    """The folder's entries by name, hidden ones skipped; a folder inside itself is a loop."""
+    key = (st.st_dev, st.st_ino)
+    if key in active_dirs:
+        yield _failed(path, "symlink loop (points back to a parent folder)")
         return
+    try:
+        with os.scandir(path) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError as exc:
+        yield _failed(path, f"cannot read folder: {_os_reason(exc)}")
+        return
+    active_dirs.add(key)
+    for entry in entries:
+        child = path / entry.name
+        if entry.name.startswith("."):
+            yield _skipped(child, "hidden")
+            continue
+        try:
+            child_lst = entry.stat(follow_symlinks=False)
+        except OSError as exc:
+            yield _failed(child, _os_reason(exc))
+            continue
+        yield from _visit(child, child_lst, follow, seen_files, active_dirs)
+    active_dirs.discard(key)
+
+
+def _file_source(path: Path, st: os.stat_result, seen_files: set[tuple[int, int]]) -> Source:
+    """A file to load, or why not: not a regular file, an unsupported type, a duplicate or
+    unreadable."""
+    if not stat.S_ISREG(st.st_mode):
+        return _skipped(path, "not a regular file")
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED_SUFFIXES:
-        yield _skipped(path, f"unsupported file type {suffix or '(no suffix)'!r}")
-        return
+        return _skipped(path, f"unsupported file type {suffix or '(no suffix)'!r}")
     key = (st.st_dev, st.st_ino)
     if key in seen_files:
-        yield _skipped(path, "duplicate (same file already listed)")
-        return
+        return _skipped(path, "duplicate (same file already listed)")
     seen_files.add(key)
     if not os.access(path, os.R_OK):
-        yield _failed(path, "cannot read: permission denied")
-        return
-    yield Source(path)
+        return _failed(path, "cannot read: permission denied")
+    return Source(path)
 
 
 def _readlink(path: Path) -> str:

@@ -23,6 +23,7 @@ from typing import Any
 from fathom.core.base import Document, PageSpan, SectionSpan
 from fathom.core.errors import ParseError
 from fathom.ingestion.ocr import OcrSettings
+from fathom.ingestion.options import LoadOptions
 
 CHILD_CODE = (
     "import importlib.util as u, os, sys\n"
@@ -62,6 +63,29 @@ def document_from_json(d: dict[str, Any]) -> Document:
 PROGRESS = "fathom-ocr-pages"  # a stderr line: "<PROGRESS> <done> <total>"
 
 
+def options_json(options: LoadOptions) -> dict[str, Any]:
+    """What the child needs of ``options``, as JSON types: no callback, and no time limit of its
+    own (the parent holds it)."""
+    return {
+        "max_bytes": options.max_bytes,
+        "password": options.password,
+        "max_text_chars": options.max_text_chars,
+        "ocr": dataclasses.asdict(options.ocr),
+    }
+
+
+def options_from_json(
+    d: dict[str, Any], on_page: Callable[[int, int], None] | None = None
+) -> LoadOptions:
+    return LoadOptions(
+        max_bytes=d["max_bytes"],
+        password=d["password"],
+        max_text_chars=d["max_text_chars"],
+        ocr=OcrSettings(**d["ocr"]),
+        on_page=on_page,
+    )
+
+
 def serve(load_document: Callable[..., Document]) -> None:
     """The child's side: one request on stdin, one reply on stdout (``load_document`` is
     ``fathom.ingestion.load_document``, passed in: this module is below the package's own).
@@ -73,14 +97,7 @@ def serve(load_document: Callable[..., Document]) -> None:
         sys.stderr.flush()
 
     try:
-        doc = load_document(
-            request["path"],
-            max_bytes=request["max_bytes"],
-            password=request["password"],
-            max_text_chars=request["max_text_chars"],
-            ocr=OcrSettings(**request["ocr"]) if request.get("ocr") else None,
-            on_page=on_page,
-        )
+        doc = load_document(request["path"], options_from_json(request["options"], on_page))
         reply: dict[str, Any] = {"document": document_json(doc)}
     except ParseError as exc:
         reply = {"error": {"path": exc.path, "problem": exc.problem, "fix": exc.fix}}
@@ -88,30 +105,15 @@ def serve(load_document: Callable[..., Document]) -> None:
 
 
 def load_in_child(
-    path: str | Path,
-    *,
-    max_bytes: int,
-    password: str | None,
-    max_text_chars: int | None,
-    timeout_s: float,
-    out_of_time: Callable[[float], ParseError],
-    ocr: OcrSettings | None = None,
-    on_page: Callable[[int, int], None] | None = None,
+    path: str | Path, options: LoadOptions, out_of_time: Callable[[float], ParseError]
 ) -> Document:
-    """``load_document`` in a child process, killed after ``timeout_s`` plus
-    ``ocr.page_timeout_s`` for each page the child says OCR will read (then
+    """``load_document`` in a child process, killed after ``options.timeout_s`` plus
+    ``options.ocr.page_timeout_s`` for each page the child says OCR will read (then
     ``out_of_time(seconds added)`` is raised). A child that dies, or a loader bug in it, is a
-    ParseError naming the file. ``on_page`` hears the child's OCR progress."""
+    ParseError naming the file. ``options.on_page`` hears the child's OCR progress."""
     import fathom
 
-    ocr = ocr or OcrSettings()
-    request = {
-        "path": str(path),
-        "max_bytes": max_bytes,
-        "password": password,
-        "max_text_chars": max_text_chars,
-        "ocr": dataclasses.asdict(ocr),
-    }
+    request = {"path": str(path), "options": options_json(options)}
     root = os.path.dirname(os.path.abspath(fathom.__file__))
     proc = subprocess.Popen(
         [sys.executable, "-c", CHILD_CODE, root],
@@ -121,55 +123,78 @@ def load_in_child(
         text=True,
         encoding="utf-8",
     )
-    deadline = [time.monotonic() + timeout_s, 0.0]  # when, and the seconds OCR added
-    out: list[str] = []
-    err: list[str] = []
+    child = _Child(proc, options.timeout_s or 0.0, options)
+    child.send(json.dumps(request))
+    child.wait(out_of_time)
+    return _reply(str(path), proc.returncode, "".join(child.out), "".join(child.err))
 
-    def read_out() -> None:
-        out.append(proc.stdout.read())  # type: ignore[union-attr]
 
-    def read_err() -> None:
-        for line in proc.stderr:  # type: ignore[union-attr]
+class _Child:
+    """A running child parse: its stdout and stderr read on two threads, OCR's progress lines
+    moving the deadline later and reaching ``options.on_page``."""
+
+    def __init__(self, proc: subprocess.Popen[str], timeout_s: float, options: LoadOptions):
+        self.proc = proc
+        self.options = options
+        self.deadline = time.monotonic() + timeout_s
+        self.added = 0.0  # the seconds OCR's pages added
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self.readers = [
+            threading.Thread(target=f, daemon=True) for f in (self._read_out, self._read_err)
+        ]
+        for reader in self.readers:
+            reader.start()
+
+    def _read_out(self) -> None:
+        self.out.append(self.proc.stdout.read())  # type: ignore[union-attr]
+
+    def _read_err(self) -> None:
+        for line in self.proc.stderr:  # type: ignore[union-attr]
             parts = line.split()
             if len(parts) == 3 and parts[0] == PROGRESS:
                 done, total = int(parts[1]), int(parts[2])
                 if done == 0:
-                    extra = total * ocr.page_timeout_s
-                    deadline[0] += extra
-                    deadline[1] += extra
-                if on_page is not None:
-                    on_page(done, total)
+                    extra = total * self.options.ocr.page_timeout_s
+                    self.deadline += extra
+                    self.added += extra
+                if self.options.on_page is not None:
+                    self.options.on_page(done, total)
             else:
-                err.append(line)
+                self.err.append(line)
 
-    readers = [threading.Thread(target=f, daemon=True) for f in (read_out, read_err)]
-    for reader in readers:
-        reader.start()
-    try:
-        proc.stdin.write(json.dumps(request))  # type: ignore[union-attr]
-        proc.stdin.close()  # type: ignore[union-attr]
-    except BrokenPipeError:  # the child died at once: its stderr says why
-        pass
-    while proc.poll() is None:
-        left = deadline[0] - time.monotonic()
-        if left <= 0:
-            proc.kill()
-            proc.wait()
-            raise out_of_time(deadline[1])
+    def send(self, request: str) -> None:
         try:
-            proc.wait(timeout=min(left, 1.0))
-        except subprocess.TimeoutExpired:
-            continue
-    for reader in readers:
-        reader.join()
-    text = "".join(out)
+            self.proc.stdin.write(request)  # type: ignore[union-attr]
+            self.proc.stdin.close()  # type: ignore[union-attr]
+        except BrokenPipeError:  # the child died at once: its stderr says why
+            pass
+
+    def wait(self, out_of_time: Callable[[float], ParseError]) -> None:
+        """Until the child exits (then its output is all read); killed past the deadline."""
+        while self.proc.poll() is None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                self.proc.kill()
+                self.proc.wait()
+                raise out_of_time(self.added)
+            try:
+                self.proc.wait(timeout=min(left, 1.0))
+            except subprocess.TimeoutExpired:
+                continue
+        for reader in self.readers:
+            reader.join()
+
+
+def _reply(name: str, returncode: int, out: str, err: str) -> Document:
+    """The document the child wrote, or the ParseError it reported or that its death means."""
     try:
-        reply = json.loads(text) if proc.returncode == 0 else None
+        reply = json.loads(out) if returncode == 0 else None
     except json.JSONDecodeError:
         reply = None
     if not isinstance(reply, dict):
-        last = ("".join(err).strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
-        raise ParseError(str(path), f"the parser failed ({last[:300]})")
+        last = (err.strip().splitlines() or [f"exit status {returncode}"])[-1]
+        raise ParseError(name, f"the parser failed ({last[:300]})")
     if "error" in reply:
         e = reply["error"]
         raise ParseError(e["path"], e["problem"], e["fix"])

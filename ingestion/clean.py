@@ -220,6 +220,18 @@ def sections_from_headings(
 # ---------------------------------------------------------------------------------------------
 
 
+def check_text_size(name: str, size: int, limit: int) -> None:
+    """ParseError when a document's text (or a text file's size) is over ``limit`` characters:
+    indexing holds a document's text several times over."""
+    if size > limit:
+        raise ParseError(
+            name,
+            f"holds {size / 2**20:.0f} MiB of text, over the {limit / 2**20:.0f} MiB limit "
+            "(ingest.max_text_mb)",
+            "split the file, or raise ingest.max_text_mb (indexing needs about 20x that in memory)",
+        )
+
+
 def read_source(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
     """The file's bytes; ParseError for a missing, unreadable, oversized or empty file."""
     name = str(path)

@@ -15,13 +15,13 @@ from typing import Any
 from fathom.core.base import Document
 from fathom.core.errors import ParseError
 from fathom.ingestion.clean import (
-    DEFAULT_MAX_BYTES,
     Block,
     assemble,
     make_document,
     read_source,
     table_row,
 )
+from fathom.ingestion.options import LoadOptions
 
 _HEADING = re.compile(r"^h([1-6])$")
 # Tags whose content is never text of the document.
@@ -54,12 +54,12 @@ class HtmlLoader:
 
     format = "html"
 
-    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
-        self.max_bytes = max_bytes
+    def __init__(self, options: LoadOptions | None = None) -> None:
+        self.options = options or LoadOptions()
 
     def load(self, path: str | Path) -> Document:
         name = str(path)
-        data = read_source(path, self.max_bytes)
+        data = read_source(path, self.options.max_bytes)
         root = parse_html(name, data)
         title = page_title(root)
         blocks = main_content(data)

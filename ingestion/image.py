@@ -10,19 +10,19 @@ from __future__ import annotations
 import contextlib
 import io
 import warnings as warnings_module
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from fathom.core.base import Document
 from fathom.core.errors import ParseError
 from fathom.ingestion.clean import (
-    DEFAULT_MAX_BYTES,
     assemble,
     make_document,
     read_source,
 )
-from fathom.ingestion.ocr import OCR_INSTALL, OcrSettings, engine, layout_page, ocr_problem
+from fathom.ingestion.ocr import OCR_INSTALL, engine, layout_page, ocr_problem
+from fathom.ingestion.options import LoadOptions
 from fathom.ingestion.pdf import layout_title, mark_layout
 from fathom.ingestion.pdf_layout import (
     Page,
@@ -44,21 +44,14 @@ class ImageLoader:
 
     format = "image"
 
-    def __init__(
-        self,
-        max_bytes: int = DEFAULT_MAX_BYTES,
-        ocr: OcrSettings | None = None,
-        on_page: Callable[[int, int], None] | None = None,
-    ) -> None:
-        self.max_bytes = max_bytes
-        self.ocr = ocr or OcrSettings()
-        self.on_page = on_page
+    def __init__(self, options: LoadOptions | None = None) -> None:
+        self.options = options or LoadOptions()
 
     def load(self, path: str | Path) -> Document:
         """Read every frame by OCR; ParseError for an unreadable, huge or text-less image."""
         name = str(path)
-        data = read_source(path, self.max_bytes)
-        if self.ocr.mode == "never":
+        data = read_source(path, self.options.max_bytes)
+        if self.options.ocr.mode == "never":
             raise ParseError(
                 name,
                 "an image is read only by OCR, and ingest.ocr is never",
@@ -70,24 +63,24 @@ class ImageLoader:
                 name, f"an image needs OCR, which is unavailable: {problem}", OCR_INSTALL
             )
         image, n = _open_image(name, data)
-        eng = engine(self.ocr.threads)
+        eng = engine(self.options.ocr.threads)
         pages = []
         unreadable: list[int] = []
         warnings: list[str] = []
-        if self.on_page is not None:
-            self.on_page(0, n)  # how many pages OCR will read
+        if self.options.on_page is not None:
+            self.options.on_page(0, n)  # how many pages OCR will read
         for number in range(1, n + 1):
             gray, dpi = _frame(name, image, number - 1)
             result = eng.read(gray)
-            if self.on_page is not None:
-                self.on_page(number, n)
-            if not result.lines or result.confidence < self.ocr.min_confidence:
+            if self.options.on_page is not None:
+                self.options.on_page(number, n)
+            if not result.lines or result.confidence < self.options.ocr.min_confidence:
                 unreadable.append(number)
                 pages.append(Page(number, 0.0))
                 if result.lines:
                     warnings.append(
                         f"page {number}: unreadable by OCR (confidence {result.confidence:.2f}, "
-                        f"under {self.ocr.min_confidence:g})"
+                        f"under {self.options.ocr.min_confidence:g})"
                     )
                 continue
             h, w = gray.shape

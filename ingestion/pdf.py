@@ -11,21 +11,19 @@ import io
 import logging
 import sys
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from fathom.core.base import Document
 from fathom.core.errors import ParseError
 from fathom.ingestion.clean import (
-    DEFAULT_MAX_BYTES,
     assemble,
     make_document,
     read_source,
     sensible_title,
     table_row,
 )
-from fathom.ingestion.ocr import OcrSettings
+from fathom.ingestion.options import LoadOptions
 from fathom.ingestion.pdf_layout import (
     MIN_RULE,
     Line,
@@ -70,24 +68,14 @@ class PdfLoader:
 
     format = "pdf"
 
-    def __init__(
-        self,
-        max_bytes: int = DEFAULT_MAX_BYTES,
-        password: str | None = None,
-        tables: bool = True,
-        ocr: OcrSettings | None = None,
-        on_page: Callable[[int, int], None] | None = None,
-    ) -> None:
-        self.max_bytes = max_bytes
-        self.password = password
+    def __init__(self, options: LoadOptions | None = None, *, tables: bool = True) -> None:
+        self.options = options or LoadOptions()
         self.tables = tables
-        self.ocr = ocr or OcrSettings()
-        self.on_page = on_page  # (pages read by OCR so far, pages to read by OCR)
 
     def load(self, path: str | Path) -> Document:
         """Read the PDF into a Document; ParseError for corrupt, encrypted or text-less files."""
         name = str(path)
-        data = read_source(path, self.max_bytes)
+        data = read_source(path, self.options.max_bytes)
         if b"%PDF-" not in data[:1024]:
             raise ParseError(name, "not a PDF (no %PDF header)", "check the file type")
         pymupdf, doc = _open_pdf(name, data)
@@ -102,7 +90,7 @@ class PdfLoader:
             pages = [self._read_page(pymupdf, doc, i, warnings) for i in range(n_pages)]
             _fallback_pages(data, pages, warnings)
             ocr_pages = ocr_document_pages(
-                name, pymupdf, doc, pages, self.ocr, warnings, self.on_page
+                name, pymupdf, doc, pages, self.options.ocr, warnings, self.options.on_page
             )
             toc = _read_toc(doc, warnings)
             meta_title = (doc.metadata or {}).get("title", "")
@@ -112,7 +100,7 @@ class PdfLoader:
         meta_title = sensible_title(meta_title) or layout_title(pages, ocr_pages)
         assembled = assemble(blocks, n_pages=n_pages, extra_sections=extra_sections)
         if not assembled.text.strip():
-            if self.ocr.mode == "never":
+            if self.options.ocr.mode == "never":
                 raise ParseError(
                     name,
                     "no extractable text (scanned?) and ingest.ocr is never",
@@ -143,13 +131,13 @@ class PdfLoader:
         """Open an encrypted ``doc`` with the password; ParseError without the right one."""
         if not doc.needs_pass:
             return
-        if not self.password:
+        if not self.options.password:
             raise ParseError(
                 name,
                 "encrypted (needs a password)",
                 "pass its password or decrypt it first",
             )
-        if not doc.authenticate(self.password):
+        if not doc.authenticate(self.options.password):
             raise ParseError(name, "encrypted and the password is wrong", "check the password")
 
     def _read_page(self, pymupdf: Any, doc: Any, index: int, warnings: list[str]) -> Page:

@@ -87,14 +87,7 @@ def ocr_document_pages(
         return ()
     problem = ocr_problem()
     if problem is not None:
-        if all(page_chars(p) == 0 for p in pages):
-            raise ParseError(
-                name, f"no text layer (scanned?), and OCR is unavailable: {problem}", OCR_INSTALL
-            )
-        warnings.append(
-            f"page(s) {ranges([i + 1 for i in todo])} look scanned and were not read: OCR is "
-            f"unavailable ({problem}) — {OCR_INSTALL}"
-        )
+        _without_ocr(name, pages, todo, problem, warnings)
         return ()
     import numpy as np
 
@@ -105,11 +98,7 @@ def ocr_document_pages(
     unreadable: list[str] = []
     for count, i in enumerate(todo):
         pdf_page = doc.load_page(i)
-        rect = pdf_page.rect
-        dpi = settings.dpi
-        pixels = rect.width * rect.height * (dpi / 72) ** 2
-        if pixels > MAX_RENDER_PIXELS:
-            dpi = max(36, int(dpi * math.sqrt(MAX_RENDER_PIXELS / pixels)))
+        dpi = _render_dpi(pdf_page.rect, settings.dpi)
         try:
             pix = pdf_page.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY, alpha=False)
         except Exception as exc:  # PyMuPDF raises its own and C-level errors on damaged pages
@@ -120,12 +109,7 @@ def ocr_document_pages(
         if on_page is not None:
             on_page(count + 1, len(todo))
         if not result.lines or result.confidence < settings.min_confidence:
-            unreadable.append(
-                f"page {i + 1}: unreadable by OCR (confidence {result.confidence:.2f}, under "
-                f"{settings.min_confidence:g})"
-                if result.lines
-                else f"page {i + 1}: OCR found no text"
-            )
+            unreadable.append(_unreadable(i + 1, result, settings))
             if settings.mode == "always" and page_chars(pages[i]):
                 continue  # keep the text layer it has
             pages[i].lines, pages[i].tables, pages[i].fallback_text = [], [], None
@@ -137,6 +121,39 @@ def ocr_document_pages(
     if done:
         warnings.append(f"page(s) {ranges(done)} read by OCR")
     return tuple(done)
+
+
+def _without_ocr(
+    name: str, pages: list[Page], todo: list[int], problem: str, warnings: list[str]
+) -> None:
+    """OCR is not installed: a ParseError naming the install when the document has no text at
+    all, else a warning that the scanned pages were not read."""
+    if all(page_chars(p) == 0 for p in pages):
+        raise ParseError(
+            name, f"no text layer (scanned?), and OCR is unavailable: {problem}", OCR_INSTALL
+        )
+    warnings.append(
+        f"page(s) {ranges([i + 1 for i in todo])} look scanned and were not read: OCR is "
+        f"unavailable ({problem}) — {OCR_INSTALL}"
+    )
+
+
+def _render_dpi(rect: Any, dpi: int) -> int:
+    """``dpi``, lowered for a page so large that rendering it would pass MAX_RENDER_PIXELS."""
+    pixels = rect.width * rect.height * (dpi / 72) ** 2
+    if pixels > MAX_RENDER_PIXELS:
+        dpi = max(36, int(dpi * math.sqrt(MAX_RENDER_PIXELS / pixels)))
+    return dpi
+
+
+def _unreadable(number: int, result: Any, settings: OcrSettings) -> str:
+    """Why page ``number`` read by OCR is left empty."""
+    if not result.lines:
+        return f"page {number}: OCR found no text"
+    return (
+        f"page {number}: unreadable by OCR (confidence {result.confidence:.2f}, under "
+        f"{settings.min_confidence:g})"
+    )
 
 
 def mark_ocr_sections(assembled: Any, ocr_pages: tuple[int, ...]) -> Any:

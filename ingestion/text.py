@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import codecs
+import contextlib
+import os
 import re
 from pathlib import Path
 
 from fathom.core.base import Document
 from fathom.core.errors import ParseError
 from fathom.ingestion.clean import (
-    DEFAULT_MAX_BYTES,
     Block,
     assemble,
+    check_text_size,
     make_document,
     read_source,
     table_row,
 )
+from fathom.ingestion.options import LoadOptions
 
 # Tried in this order for files without a UTF-16 byte-order mark; the first that decodes wins.
 ENCODINGS = ("utf-8", "cp1252")
@@ -38,35 +41,53 @@ def decode_text_with_warnings(path: str, data: bytes) -> tuple[str, str, list[st
             (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))  # fmt: skip
     enc = next((enc for bom, enc in boms if data.startswith(bom)), None)
     if enc is not None:
-        label = enc.upper()
-        try:
-            text = data.decode(enc)
-        except UnicodeDecodeError as exc:
-            raise ParseError(
-                path,
-                f"has a {label} byte-order mark but is not valid {label} ({exc.reason})",
-                "re-save it as UTF-8",
-            ) from None
-        if _looks_binary(text[:_SNIFF_BYTES]):
-            raise ParseError(path, "binary data, not text", _BINARY_FIX)
-        return text, enc, [f"decoded as {enc} (not UTF-8)"]
+        return _decode_marked(path, data, enc)
     head = data[:_SNIFF_BYTES]
     if b"\x00" in head:
-        wide = _utf16_without_bom(head)
-        if wide is not None:
-            try:
-                text = data.decode(wide)
-            except UnicodeDecodeError:
-                text = ""
-            if text and not _looks_binary(text[:_SNIFF_BYTES]):
-                return text, wide, [f"decoded as {wide} (no byte-order mark; not UTF-8)"]
-        raise ParseError(path, "binary data, not text", _BINARY_FIX)
+        return _decode_wide(path, data, head)
     if len(head) - len(head.translate(None, _BINARY_BYTES)) > len(head) // 10:
         raise ParseError(path, "binary data, not text", _BINARY_FIX)
     try:
         return data.decode("utf-8-sig"), "utf-8", []
     except UnicodeDecodeError as exc:
         first_error = exc
+    return _decode_mostly_utf8(path, data, first_error)
+
+
+def _decode_marked(path: str, data: bytes, enc: str) -> tuple[str, str, list[str]]:
+    """``data`` that starts with a UTF-32 or UTF-16 byte-order mark, decoded as ``enc``."""
+    label = enc.upper()
+    try:
+        text = data.decode(enc)
+    except UnicodeDecodeError as exc:
+        raise ParseError(
+            path,
+            f"has a {label} byte-order mark but is not valid {label} ({exc.reason})",
+            "re-save it as UTF-8",
+        ) from None
+    if _looks_binary(text[:_SNIFF_BYTES]):
+        raise ParseError(path, "binary data, not text", _BINARY_FIX)
+    return text, enc, [f"decoded as {enc} (not UTF-8)"]
+
+
+def _decode_wide(path: str, data: bytes, head: bytes) -> tuple[str, str, list[str]]:
+    """``data`` with NULs in its first bytes: UTF-16 without a byte-order mark, or binary."""
+    wide = _utf16_without_bom(head)
+    if wide is not None:
+        try:
+            text = data.decode(wide)
+        except UnicodeDecodeError:
+            text = ""
+        if text and not _looks_binary(text[:_SNIFF_BYTES]):
+            return text, wide, [f"decoded as {wide} (no byte-order mark; not UTF-8)"]
+    raise ParseError(path, "binary data, not text", _BINARY_FIX)
+
+
+def _decode_mostly_utf8(
+    path: str, data: bytes, first_error: UnicodeDecodeError
+) -> tuple[str, str, list[str]]:
+    """``data`` that is not valid UTF-8: UTF-8 with its few invalid bytes replaced, or cp1252;
+    ``first_error`` is where UTF-8 failed."""
     # Mostly UTF-8 with a few stray bytes (a pasted cp1252 character, a cut-off sequence):
     # decoding it all as cp1252 would garble every accented character, so replace the strays.
     escaped = data.decode("utf-8-sig", errors="surrogateescape")
@@ -119,9 +140,14 @@ def _utf16_without_bom(head: bytes) -> str | None:
     return None
 
 
-def _read_text(path: str | Path, max_bytes: int) -> tuple[bytes, str, list[str]]:
+def _read_text(path: str | Path, options: LoadOptions) -> tuple[bytes, str, list[str]]:
+    """The file's bytes, its decoded text and the decoding's warnings. A file whose size is
+    over ``options.max_text_chars`` is refused before it is read (its text would be too)."""
     name = str(path)
-    data = read_source(path, max_bytes)
+    if options.max_text_chars is not None:
+        with contextlib.suppress(OSError):  # read_source reports an unreadable file
+            check_text_size(name, os.stat(path).st_size, options.max_text_chars)
+    data = read_source(path, options.max_bytes)
     text, _, warnings = decode_text_with_warnings(name, data)
     if not text.strip():
         raise ParseError(name, "empty file", "remove it or give it some content")
@@ -133,12 +159,12 @@ class TextLoader:
 
     format = "txt"
 
-    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
-        self.max_bytes = max_bytes
+    def __init__(self, options: LoadOptions | None = None) -> None:
+        self.options = options or LoadOptions()
 
     def load(self, path: str | Path) -> Document:
         """Read and decode the file into a Document with one page and no sections."""
-        data, text, warnings = _read_text(path, self.max_bytes)
+        data, text, warnings = _read_text(path, self.options)
         text = text.replace("\r\n", "\n").replace("\r", "\n")
         blocks = [Block(p) for p in re.split(r"\n[ \t]*\n", text)]
         assembled = assemble(blocks)
@@ -161,66 +187,70 @@ def parse_markdown(text: str) -> tuple[list[Block], str]:
     Returns the blocks and the front-matter ``title:`` ('' when there is none).
     """
     text, title = _front_matter(text.replace("\r\n", "\n").replace("\r", "\n"))
-    blocks: list[Block] = []
-    para: list[str] = []
-    table: list[str] = []
-    in_table = False  # inside a table (its rows may lack the outer pipes)
-
-    def flush() -> None:
-        nonlocal in_table
-        in_table = False
-        if para:
-            blocks.append(Block("\n".join(para)))
-            para.clear()
-        if table:
-            blocks.append(_table_block(table))
-            table.clear()
-
+    found = _MarkdownBlocks()
     lines = text.split("\n")
     i, n = 0, len(lines)
     while i < n:
-        line = lines[i]
-        fence = _FENCE.match(line)
+        fence = _FENCE.match(lines[i])
         if fence:
-            flush()
-            i = _fenced_code(lines, i, fence.group(1), blocks)
+            found.flush()
+            i = _fenced_code(lines, i, fence.group(1), found.blocks)
             continue
+        found.read(lines, i)
+        i += 1
+    found.flush()
+    return found.blocks, title
+
+
+class _MarkdownBlocks:
+    """The blocks ``parse_markdown`` has found, and the paragraph or table it is reading."""
+
+    def __init__(self) -> None:
+        self.blocks: list[Block] = []
+        self.para: list[str] = []
+        self.table: list[str] = []
+        self.in_table = False  # inside a table (its rows may lack the outer pipes)
+
+    def flush(self) -> None:
+        """End the paragraph or table being read."""
+        self.in_table = False
+        if self.para:
+            self.blocks.append(Block("\n".join(self.para)))
+            self.para.clear()
+        if self.table:
+            self.blocks.append(_table_block(self.table))
+            self.table.clear()
+
+    def read(self, lines: list[str], i: int) -> None:
+        """Take in ``lines[i]``, a line outside fenced code."""
+        line = lines[i]
         if not line.strip():
-            flush()
-            i += 1
-            continue
+            self.flush()
+            return
         atx = _ATX.match(line)
         if atx:
-            flush()
+            self.flush()
             if atx.group(2):
-                blocks.append(Block(atx.group(2), "heading", level=len(atx.group(1))))
-            i += 1
-            continue
-        if _TABLE_LINE.match(line) or ("|" in line and (in_table or _starts_table(lines, i))):
-            if para:
-                flush()
-            in_table = True
+                self.blocks.append(Block(atx.group(2), "heading", level=len(atx.group(1))))
+            return
+        if _TABLE_LINE.match(line) or ("|" in line and (self.in_table or _starts_table(lines, i))):
+            if self.para:
+                self.flush()
+            self.in_table = True
             if not _TABLE_RULE.match(line):
-                table.append(line)
-            i += 1
-            continue
-        if in_table:
-            flush()
+                self.table.append(line)
+            return
+        if self.in_table:
+            self.flush()
         setext = _SETEXT.match(line)
-        if setext and para:
-            blocks.append(
-                Block(" ".join(para), "heading", level=1 if setext.group(1)[0] == "=" else 2)
-            )
-            para.clear()
-            i += 1
-            continue
-        if setext and not para:  # a thematic break ("---" on its own)
-            i += 1
-            continue
-        para.append(line)
-        i += 1
-    flush()
-    return blocks, title
+        if setext and self.para:
+            level = 1 if setext.group(1)[0] == "=" else 2
+            self.blocks.append(Block(" ".join(self.para), "heading", level=level))
+            self.para.clear()
+            return
+        if setext and not self.para:  # a thematic break ("---" on its own)
+            return
+        self.para.append(line)
 
 
 def _front_matter(text: str) -> tuple[str, str]:
@@ -267,12 +297,12 @@ class MarkdownLoader:
 
     format = "md"
 
-    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
-        self.max_bytes = max_bytes
+    def __init__(self, options: LoadOptions | None = None) -> None:
+        self.options = options or LoadOptions()
 
     def load(self, path: str | Path) -> Document:
         """Read, decode and parse the Markdown file into a Document with sections."""
-        data, text, warnings = _read_text(path, self.max_bytes)
+        data, text, warnings = _read_text(path, self.options)
         blocks, title = parse_markdown(text)
         assembled = assemble(blocks)
         if not assembled.text:

@@ -15,13 +15,13 @@ from typing import Any
 from fathom.core.base import Document
 from fathom.core.errors import ParseError
 from fathom.ingestion.clean import (
-    DEFAULT_MAX_BYTES,
     Block,
     assemble,
     make_document,
     read_source,
     table_row,
 )
+from fathom.ingestion.options import LoadOptions
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _P, _TBL, _SDT, _TR, _TC = f"{_W}p", f"{_W}tbl", f"{_W}sdt", f"{_W}tr", f"{_W}tc"
@@ -98,15 +98,15 @@ class ArchiveLoader:
     not_zip_fix = ""  # the fix for a file that is no zip at all (default: ``resave``)
 
     def __init__(
-        self, max_bytes: int = DEFAULT_MAX_BYTES, max_unpacked_bytes: int = MAX_UNPACKED_BYTES
+        self, options: LoadOptions | None = None, *, max_unpacked_bytes: int = MAX_UNPACKED_BYTES
     ) -> None:
-        self.max_bytes = max_bytes
+        self.options = options or LoadOptions()
         self.max_unpacked_bytes = max_unpacked_bytes
 
     def read_archive(self, path: str | Path) -> tuple[str, bytes]:
         """``(name, bytes)`` of ``path``; ParseError unless it is a zip whose parts are sane."""
         name = str(path)
-        data = read_source(path, self.max_bytes)
+        data = read_source(path, self.options.max_bytes)
         if not data.startswith(b"PK"):
             raise ParseError(
                 name, f"not {self.kind} file (not a zip archive)", self.not_zip_fix or self.resave

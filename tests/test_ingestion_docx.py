@@ -10,7 +10,7 @@ import pytest
 from fathom.bench.support import docgen
 from fathom.core.base import PageSpan
 from fathom.core.errors import ParseError
-from fathom.ingestion import load_document
+from fathom.ingestion import LoadOptions, load_document
 from fathom.ingestion.word import DocxLoader
 
 
@@ -131,7 +131,7 @@ def test_empty_file(tmp_path: Path) -> None:
 def test_size_cap(tmp_path: Path) -> None:
     path = docgen.make_docx(tmp_path / "f.docx")
     with pytest.raises(ParseError, match="limit"):
-        DocxLoader(max_bytes=100).load(path)
+        DocxLoader(LoadOptions(max_bytes=100)).load(path)
 
 
 _TEXT_BOX_XML = (

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from fathom.bench.support import docgen
 from fathom.core.errors import ParseError
-from fathom.ingestion import ImageLoader, OcrSettings, PdfLoader, load_document, ocr
+from fathom.ingestion import ImageLoader, LoadOptions, OcrSettings, PdfLoader, load_document, ocr
 from fathom.ingestion.ocr import OcrLine, OcrPage, layout_page
 from fathom.ingestion.scans import OCR_SECTION_LEVEL
 
@@ -60,10 +60,10 @@ def test_mixed_pdf_keeps_its_text_page(tmp_path: Path) -> None:
 def test_ocr_never_and_always(tmp_path: Path, scanned) -> None:
     path, _ = scanned
     with pytest.raises(ParseError) as info:
-        PdfLoader(ocr=OcrSettings(mode="never")).load(path)
+        PdfLoader(LoadOptions(ocr=OcrSettings(mode="never"))).load(path)
     assert "ingest.ocr is never" in str(info.value) and str(info.value).startswith(str(path))
     text_pdf = docgen.make_pdf(tmp_path / "t.pdf", [docgen.MIXED_TEXT_PAGE], header=None)
-    doc = PdfLoader(ocr=OcrSettings(mode="always")).load(text_pdf)
+    doc = PdfLoader(LoadOptions(ocr=OcrSettings(mode="always"))).load(text_pdf)
     assert doc.ocr_pages == (1,) and "clockwork" in doc.text
 
 
@@ -71,7 +71,7 @@ def test_ocr_never_and_always(tmp_path: Path, scanned) -> None:
 def test_confidence_floor_makes_pages_unreadable(scanned) -> None:
     path, _ = scanned
     with pytest.raises(ParseError) as info:
-        PdfLoader(ocr=OcrSettings(min_confidence=1.0)).load(path)
+        PdfLoader(LoadOptions(ocr=OcrSettings(min_confidence=1.0))).load(path)
     assert "OCR found none it could trust" in str(info.value)
 
 
@@ -233,7 +233,7 @@ def test_off_the_main_thread_ocr_runs_in_the_child_process(scanned) -> None:
 
     def work() -> None:
         try:
-            box["doc"] = load_document(path, timeout_s=300, ocr=OcrSettings(dpi=150))
+            box["doc"] = load_document(path, LoadOptions(timeout_s=300, ocr=OcrSettings(dpi=150)))
         except ParseError as exc:
             box["error"] = exc
 

@@ -9,7 +9,7 @@ import pytest
 from fathom.bench.support import docgen
 from fathom.core.base import Document
 from fathom.core.errors import ParseError
-from fathom.ingestion import load_document
+from fathom.ingestion import LoadOptions, load_document
 from fathom.ingestion.pdf import PdfLoader
 
 
@@ -246,10 +246,10 @@ def test_encrypted(tmp_path: Path) -> None:
     path = docgen.make_encrypted_pdf(tmp_path / "locked.pdf", password="s3cret")
     err = assert_parse_error(path, "encrypted", "password")
     assert err.fix
-    assert_parse_error(path, "password is wrong", loader=PdfLoader(password="nope"))
-    doc = PdfLoader(password="s3cret").load(path)
+    assert_parse_error(path, "password is wrong", loader=PdfLoader(LoadOptions(password="nope")))
+    doc = PdfLoader(LoadOptions(password="s3cret")).load(path)
     assert "behind a password" in doc.text
-    assert load_document(path, password="s3cret").text == doc.text
+    assert load_document(path, LoadOptions(password="s3cret")).text == doc.text
 
 
 def test_image_only(tmp_path: Path) -> None:
@@ -261,7 +261,7 @@ def test_image_only(tmp_path: Path) -> None:
 
 def test_size_cap(tmp_path: Path) -> None:
     path = docgen.make_sample_pdf(tmp_path / "s.pdf")
-    assert_parse_error(path, "limit", loader=PdfLoader(max_bytes=1000))
+    assert_parse_error(path, "limit", loader=PdfLoader(LoadOptions(max_bytes=1000)))
 
 
 def test_missing_and_directory(tmp_path: Path) -> None:

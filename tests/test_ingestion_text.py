@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from fathom.bench.support import docgen
-from fathom.core.base import PageSpan
+from fathom.core.base import Loader, PageSpan
 from fathom.core.errors import ParseError
-from fathom.ingestion import LOADERS, SUPPORTED_SUFFIXES, load_document, load_records
+from fathom.ingestion import LOADERS, SUPPORTED_SUFFIXES, LoadOptions, load_document, load_records
 from fathom.ingestion.clean import clean_text, repair_hyphenation, strip_controls
 from fathom.ingestion.text import MarkdownLoader, TextLoader
 
@@ -137,7 +137,7 @@ def test_read_errors(tmp_path: Path) -> None:
     (tmp_path / "dir.txt").mkdir()
     assert_parse_error(TextLoader(), tmp_path / "dir.txt", "directory")
     big = docgen.make_utf8_text(tmp_path / "big.txt")
-    assert_parse_error(TextLoader(max_bytes=10), big, "limit")
+    assert_parse_error(TextLoader(LoadOptions(max_bytes=10)), big, "limit")
 
 
 def test_text_paragraphs(tmp_path: Path) -> None:
@@ -258,6 +258,20 @@ def test_suffix_table(tmp_path: Path) -> None:
     other.write_text("a,b\n")
     with pytest.raises(ParseError, match=r"unsupported file type '\.csv'"):
         load_document(other)
+
+
+def test_every_loader_is_built_from_one_options_record(tmp_path: Path) -> None:
+    """The table is uniform: each loader takes the one LoadOptions and reads what it needs;
+    a text file bigger than ``max_text_chars`` is refused before it is read."""
+    options = LoadOptions(max_bytes=10)
+    for suffix, factory in LOADERS.items():
+        loader = factory(options)
+        assert isinstance(loader, Loader), suffix
+        assert loader.options is options  # type: ignore[attr-defined]
+    big = docgen.make_utf8_text(tmp_path / "big.txt")
+    with pytest.raises(ParseError, match=r"ingest\.max_text_mb"):
+        load_document(big, LoadOptions(max_text_chars=10))
+    assert load_document(big, LoadOptions(max_text_chars=10**6)).text
 
 
 def write_records(path: Path, records: list[dict]) -> Path:

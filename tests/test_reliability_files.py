@@ -66,7 +66,7 @@ def test_fuzzed_files_never_crash_the_loaders(tmp_path: Path) -> None:
         path.write_bytes(data)
         t0 = time.perf_counter()
         try:
-            doc = ingestion.load_document(path, timeout_s=30)
+            doc = ingestion.load_document(path, ingestion.LoadOptions(timeout_s=30))
         except ParseError as exc:
             _assert_clear(exc, path)
             outcomes["refused"] += 1
@@ -183,7 +183,7 @@ def test_zero_page_pdf(tmp_path: Path) -> None:
 
 def test_five_thousand_page_pdf_loads_with_every_page(tmp_path: Path) -> None:
     path = docgen.make_many_page_pdf(tmp_path / "big.pdf", pages=5000)
-    doc = ingestion.load_document(path, timeout_s=120)
+    doc = ingestion.load_document(path, ingestion.LoadOptions(timeout_s=120))
     assert len(doc.pages) == 5000
     last = doc.pages[-1]
     assert doc.text[last.start : last.end].startswith("page5000 ")
@@ -347,7 +347,7 @@ def test_the_time_limit_holds_off_the_main_thread(tmp_path: Path) -> None:
     on the main thread."""
     import threading
 
-    from fathom.ingestion import load_document
+    from fathom.ingestion import LoadOptions, load_document
 
     slow = docgen.make_many_page_pdf(tmp_path / "slow.pdf", pages=30000)
     good = docgen.make_sample_pdf(tmp_path / "good.pdf")
@@ -357,7 +357,7 @@ def test_the_time_limit_holds_off_the_main_thread(tmp_path: Path) -> None:
         for name, path, limit in (("slow", slow, 0.5), ("good", good, 60.0)):
             t0 = time.perf_counter()
             try:
-                results[name] = load_document(path, timeout_s=limit)
+                results[name] = load_document(path, LoadOptions(timeout_s=limit))
             except ParseError as exc:
                 results[name] = exc
             results[f"{name}_s"] = time.perf_counter() - t0
