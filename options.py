@@ -1,17 +1,20 @@
-"""The pieces ``fathom.cli`` builds its commands from: a parameter type, the options several
+"""The pieces ``fathom.cli`` builds its commands from: the parameter types, the options several
 commands share, the option sets of ``ask``/``chat`` and of ``eval``, and the configuration key
 each of those options overrides.
 
-Only click and the standard library are imported, so ``--help`` stays instant.
+Besides click and the standard library only the generator registry is imported (a table of
+names: no backend loads), so ``--help`` stays instant. Importing it also registers its names
+with the configuration, so every command checks ``generator.backend`` as it reads it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
+from fathom.stages.generate import registry
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -44,6 +47,20 @@ class IntList(click.ParamType):
         return out
 
 
+class RegistryChoice(click.Choice):
+    """A ``click.Choice`` whose choices are read from a registry each time they are used, so a
+    backend registered after the command was defined is offered too."""
+
+    def __init__(self, names: Callable[[], Sequence[str]]) -> None:
+        # click.Choice.__init__ would store a fixed tuple where the property below reads.
+        self._names = names
+        self.case_sensitive = True
+
+    @property  # type: ignore[override]
+    def choices(self) -> Sequence[str]:
+        return tuple(self._names())
+
+
 def stack(*decorators: Decorator) -> Decorator:
     """One decorator for ``decorators``, as if they were written one above the other."""
 
@@ -56,9 +73,10 @@ def stack(*decorators: Decorator) -> Decorator:
 
 
 def generator_option(**extra: Any) -> Decorator:
-    """``--generator``: the answer backend (``generator.backend``)."""
-    backends = ["auto", "llamacpp", "ollama", "openai", "huggingface", "extractive"]
-    return click.option("--generator", type=click.Choice(backends), default=None, **extra)
+    """``--generator``: the answer backend (``generator.backend``): ``auto`` or one of the
+    generator registry's backends."""
+    choice = RegistryChoice(registry.generator_choices)
+    return click.option("--generator", type=choice, default=None, **extra)
 
 
 def deadline_option(whose: str, taken: str) -> Decorator:

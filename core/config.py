@@ -1,7 +1,9 @@
 """One configuration: dataclass defaults → fathom.toml → FATHOM_<SECTION>__<KEY> env → flags.
 
 Later sources win. An unknown key, a wrongly typed value or one out of range is a ``ConfigError``
-naming the key, the value and where it came from. Leaf module: stdlib only.
+naming the key, the value and where it came from. A setting that names something a layer above
+owns (``generator.backend``: the generator registry's backends) is checked against the names
+that layer registers with ``register_choices``. Leaf module: stdlib only.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import sys
 import tomllib
 import types
 import typing
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -95,7 +98,9 @@ class RetrievalConfig:
 
 @dataclass
 class GeneratorConfig:
-    backend: Literal["auto", "llamacpp", "ollama", "openai", "huggingface", "extractive"] = "auto"
+    # "auto" or a backend of the generator registry (stages/generate/registry.py), which
+    # registers the names this is checked against.
+    backend: str = "auto"
     # Backend default when empty: the packaged SmolLM2 GGUF for llamacpp and huggingface,
     # "llama3.2" for ollama, "gpt-4o-mini" for openai.
     model: str = ""
@@ -239,30 +244,14 @@ def _coerce(value: Any, typ: Any, key: str, source: str) -> Any:
     """Convert ``value`` to the field type ``typ``; strings from the environment are parsed."""
     origin = typing.get_origin(typ)
     if origin is dict:
-        if isinstance(value, str):
-            import json
-
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError:
-                raise ConfigError(
-                    f"{key} = {value!r} (from {source}): expected a JSON object"
-                ) from None
-        if not isinstance(value, dict):
-            raise ConfigError(f"{key} = {value!r} (from {source}): expected a table")
-        _, value_type = typing.get_args(typ) or (str, Any)
-        return {str(k): _coerce(v, value_type, f'{key}."{k}"', source) for k, v in value.items()}
+        return _coerce_table(value, typ, key, source)
     if origin is list:
         if not isinstance(value, list):
             raise ConfigError(f"{key} = {shown(key, value)} (from {source}): expected a list")
         (item_type,) = typing.get_args(typ) or (Any,)
         return [_coerce(v, item_type, key, source) for v in value]
     if origin is Literal:
-        allowed = typing.get_args(typ)
-        if value not in allowed:
-            raise ConfigError(
-                f"{key} = {value!r} (from {source}): must be one of {', '.join(map(str, allowed))}"
-            )
+        _check_choice(key, value, typing.get_args(typ), source)
         return value
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(typ) if a is not type(None)]
@@ -270,34 +259,77 @@ def _coerce(value: Any, typ: Any, key: str, source: str) -> Any:
             return None
         return _coerce(value, args[0], key, source)
     try:
-        if typ is bool:
-            if isinstance(value, bool):
-                return value
-            if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on"):
-                return True
-            if isinstance(value, str) and value.lower() in ("0", "false", "no", "off"):
-                return False
-            raise ValueError
-        if typ is int:
-            if isinstance(value, bool):
-                raise ValueError
-            if isinstance(value, float) and not value.is_integer():
-                raise ValueError
-            return int(value)
-        if typ is float:
-            if isinstance(value, bool):
-                raise ValueError
-            return float(value)
-        if typ is str:
-            if not isinstance(value, str):
-                raise ValueError
-            return value
+        return _coerce_scalar(value, typ)
     except (TypeError, ValueError):
         expected = getattr(typ, "__name__", typ)
         raise ConfigError(
             f"{key} = {shown(key, value)} (from {source}): expected {expected}"
         ) from None
+
+
+def _coerce_table(value: Any, typ: Any, key: str, source: str) -> dict[str, Any]:
+    """A ``dict[str, X]`` setting: a TOML table, or a JSON object from the environment."""
+    if isinstance(value, str):
+        import json
+
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise ConfigError(
+                f"{key} = {value!r} (from {source}): expected a JSON object"
+            ) from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{key} = {value!r} (from {source}): expected a table")
+    _, value_type = typing.get_args(typ) or (str, Any)
+    return {str(k): _coerce(v, value_type, f'{key}."{k}"', source) for k, v in value.items()}
+
+
+def _coerce_scalar(value: Any, typ: Any) -> Any:
+    """``value`` as a bool, int, float or str (``typ``); a ``ValueError`` when it is not one.
+    Strings from the environment are parsed; a bool is never taken for a number."""
+    if typ is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on"):
+            return True
+        if isinstance(value, str) and value.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError
+    if typ is int:
+        if isinstance(value, bool):
+            raise ValueError
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError
+        return int(value)
+    if typ is float:
+        if isinstance(value, bool):
+            raise ValueError
+        return float(value)
+    if typ is str:
+        if not isinstance(value, str):
+            raise ValueError
+        return value
     return value
+
+
+def _check_choice(key: str, value: Any, allowed: Sequence[Any], source: str) -> None:
+    if value not in allowed:
+        raise ConfigError(
+            f"{key} = {value!r} (from {source}): must be one of {', '.join(map(str, allowed))}"
+        )
+
+
+# Settings whose values a layer above this one enumerates: key -> the names it allows, asked
+# each time a value is applied (a registry can grow after it registered).
+_CHOICES: dict[str, Callable[[], Sequence[str]]] = {}
+
+
+def register_choices(key: str, names: Callable[[], Sequence[str]]) -> None:
+    """From now on, check setting ``key`` (``"generator.backend"``) against ``names()`` wherever
+    configuration is read, with the message a wrong ``Literal`` value gets. The layer that owns
+    a registry registers its names when it is imported (the generator registry does), so this
+    module never imports upwards."""
+    _CHOICES[key] = names
 
 
 # Numeric settings whose type allows values that make no sense: (lowest, highest, lowest
@@ -401,6 +433,8 @@ def _apply(cfg: Config, section: str | None, key: str, value: Any, source: str) 
     if key not in types_ or dataclasses.is_dataclass(types_[key]):
         raise ConfigError(f"unknown key {name} = {shown(name, value)} (from {source})")
     value = _coerce(value, types_[key], name, source)
+    if name in _CHOICES:
+        _check_choice(name, value, tuple(_CHOICES[name]()), source)
     _check_range(name, value, source)
     if isinstance(value, dict) and isinstance(getattr(target, key), dict):
         value = {**getattr(target, key), **value}  # tables extend the defaults

@@ -5,7 +5,8 @@ Built on the official ``mcp`` SDK (``MCPServer``, stdio transport): the SDK spea
 this package says what each tool does. ``tools.FathomTools`` holds the work and knows nothing of
 MCP (the benchmark calls it in process); ``safety`` keeps paths, secrets and errors in bounds;
 ``build_server`` here wraps them in tools with JSON schemas and descriptions written for a
-model, and in the ``fathom://COLLECTION/CHUNK_ID`` resource.
+model, and in the ``fathom://COLLECTION/CHUNK_ID`` resource. The ask tool's generator argument
+takes the generator registry's backends (``stages/generate/registry.py``).
 
 What it promises:
 
@@ -29,7 +30,7 @@ What it promises:
 """
 
 # No `from __future__ import annotations`: the SDK reads the tool functions' annotations (their
-# JSON schemas) as objects, and those functions are defined inside build_server.
+# JSON schemas) as objects, and those functions are defined inside the `_add_*` functions.
 import contextlib
 import logging
 import sys
@@ -41,6 +42,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from fathom.core.errors import CollectionNotFound, FathomError
 from fathom.mcp_server.safety import RedactingFilter, Redactor, Root, one_line_error
 from fathom.mcp_server.tools import MAX_K, MAX_PATHS, UNTRUSTED, FathomTools
+from fathom.stages.generate.registry import AUTO, BACKENDS, local_choices, remote_names
 
 if TYPE_CHECKING:
     from fathom.core.config import Config
@@ -65,12 +67,24 @@ why), reranks them and compresses them into a token budget. Returns the numbered
 section and uri, and instructions for answering from them with [n] citations. Use it to answer
 with your own model from a small, well-chosen context. {UNTRUSTED}"""
 
-ASK_DOC = f"""Answer a question from the user's documents with Fathom's own answering model on
+
+def ask_doc() -> str:
+    """The ask tool's description; the backends that use a local model are the registry's."""
+    with_model = [AUTO, *(s.name for s in BACKENDS.values() if s.local and s.runs != "none")]
+    listed = " and ".join(filter(None, [", ".join(with_model[:-1]), with_model[-1]]))
+    return f"""Answer a question from the user's documents with Fathom's own answering model on
 this machine. Returns the answer with [n] citations, the cited sources (title, path, pages,
 section, text), a confidence score, and a report of the decision (k and why), latency, tokens
 and cost. generator picks the answering backend (default: the server's): extractive quotes the
-best sentences without a model; auto, llamacpp, ollama and huggingface use a local model.
+best sentences without a model; {listed} use a local model.
 {UNTRUSTED}"""
+
+
+def generator_arg_doc() -> str:
+    """The ask tool's generator argument: which backends a call may not choose on its own."""
+    remote = [f"{n} only when the server was started with --generator {n}" for n in remote_names()]
+    return f"Answering backend (default: the server's{''.join('; ' + r for r in remote)})."
+
 
 LIST_DOC = """List the document collections this server searches, with how many documents and
 chunks each holds, when it was last updated, and whether this server may ingest files."""
@@ -85,13 +99,22 @@ what happened to each file and the collection's new size."""
 
 def build_server(tools: FathomTools, redactor: Redactor | None = None) -> Any:
     """An ``MCPServer`` offering ``tools`` as MCP tools and chunks as resources."""
+    redactor = redactor or Redactor(tools.cfg)
+    server = _new_server(tools, redactor)
+    run = _runner(redactor)
+    _add_search_tools(server, tools, run)
+    _add_ask_tool(server, tools, run)
+    if tools.roots:
+        _add_ingest_tool(server, tools, run)
+    _add_chunk_resource(server, tools, redactor)
+    return server
+
+
+def _new_server(tools: FathomTools, redactor: Redactor) -> Any:
+    """The server, its instructions, stdout kept off the protocol while it serves, and the
+    SDK's own tool errors made one redacted line."""
     from fathom import __version__
     from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
-    from mcp_types import CallToolResult, TextContent, ToolAnnotations
-    from pydantic import Field
-
-    redactor = redactor or Redactor(tools.cfg)
 
     @asynccontextmanager
     async def stdout_to_stderr(_server: Any):
@@ -105,6 +128,16 @@ def build_server(tools: FathomTools, redactor: Redactor | None = None) -> Any:
             sys.stdout = saved
             tools.close()
 
+    async def tidy_errors(ctx: Any, call_next: Any) -> Any:
+        # Errors the SDK writes itself (arguments that fail the schema) become one line, as
+        # Fathom's own are, without echoing the arguments back; none carries a secret.
+        result = await call_next(ctx)
+        if ctx.method == "tools/call" and isinstance(result, dict) and result.get("isError"):
+            for block in result.get("content") or ():
+                if isinstance(block, dict) and isinstance(block.get("text"), str):
+                    block["text"] = redactor.text(one_line_error(block["text"]))
+        return result
+
     server = MCPServer(
         "fathom",
         version=__version__,
@@ -117,6 +150,17 @@ def build_server(tools: FathomTools, redactor: Redactor | None = None) -> Any:
         log_level="WARNING",
         lifespan=stdout_to_stderr,
     )
+    server.middleware.append(tidy_errors)
+    return server
+
+
+Runner = Callable[[str, Callable[[], dict[str, Any]]], Any]
+
+
+def _runner(redactor: Redactor) -> Runner:
+    """``run(what, fn)``: ``fn()``'s result redacted, or a FathomError as one redacted error
+    result (logged)."""
+    from mcp_types import CallToolResult, TextContent
 
     def run(what: str, fn: Callable[[], dict[str, Any]]) -> Any:
         try:
@@ -126,19 +170,22 @@ def build_server(tools: FathomTools, redactor: Redactor | None = None) -> Any:
             logger.info("%s: %s", what, message)
             return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
 
-    async def tidy_errors(ctx: Any, call_next: Any) -> Any:
-        # Errors the SDK writes itself (arguments that fail the schema) become one line, as
-        # Fathom's own are, without echoing the arguments back; none carries a secret.
-        result = await call_next(ctx)
-        if ctx.method == "tools/call" and isinstance(result, dict) and result.get("isError"):
-            for block in result.get("content") or ():
-                if isinstance(block, dict) and isinstance(block.get("text"), str):
-                    block["text"] = redactor.text(one_line_error(block["text"]))
-        return result
+    return run
 
-    server.middleware.append(tidy_errors)
+
+def _collection_arg() -> Any:
+    from pydantic import Field
+
+    return Annotated[str | None, Field(description=COLLECTION_ARG)]
+
+
+def _add_search_tools(server: Any, tools: FathomTools, run: Runner) -> None:
+    """``search`` and ``retrieve``: read-only, over the served collections."""
+    from mcp_types import ToolAnnotations
+    from pydantic import Field
+
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-    Collection = Annotated[str | None, Field(description=COLLECTION_ARG)]
+    Collection = _collection_arg()
 
     @server.tool(description=SEARCH_DOC, annotations=read_only)
     def search(
@@ -166,8 +213,19 @@ def build_server(tools: FathomTools, redactor: Redactor | None = None) -> Any:
     ) -> dict[str, Any]:
         return run("retrieve", lambda: tools.retrieve(question, collection))
 
+
+def _add_ask_tool(server: Any, tools: FathomTools, run: Runner) -> None:
+    """``ask``, whose generator argument takes the registry's backends (the local ones first),
+    and ``list_collections``."""
+    from mcp_types import ToolAnnotations
+    from pydantic import Field
+
+    Collection = _collection_arg()
+    backends = (*local_choices(), *remote_names())
+    Backend = Literal[backends]  # type: ignore[valid-type]
+
     @server.tool(
-        description=ASK_DOC,
+        description=ask_doc(),
         annotations=ToolAnnotations(
             read_only_hint=False, destructive_hint=False, open_world_hint=False
         ),
@@ -175,49 +233,55 @@ def build_server(tools: FathomTools, redactor: Redactor | None = None) -> Any:
     def ask(
         question: Annotated[str, Field(description="The question to answer.")],
         collection: Collection = None,
-        generator: Annotated[
-            Literal["auto", "llamacpp", "ollama", "huggingface", "extractive", "openai"] | None,
-            Field(
-                description="Answering backend (default: the server's; openai only when the "
-                "server was started with --generator openai)."
-            ),
-        ] = None,
+        generator: Annotated[Backend | None, Field(description=generator_arg_doc())] = None,
     ) -> dict[str, Any]:
         return run("ask", lambda: tools.ask(question, collection, generator))
 
-    @server.tool(description=LIST_DOC, annotations=read_only)
+    @server.tool(
+        description=LIST_DOC,
+        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    )
     def list_collections() -> dict[str, Any]:
         return run("list_collections", tools.list_collections)
 
-    if tools.roots:
 
-        @server.tool(
-            description=INGEST_DOC,
-            annotations=ToolAnnotations(
-                read_only_hint=False,
-                destructive_hint=False,
-                idempotent_hint=True,
-                open_world_hint=False,
+def _add_ingest_tool(server: Any, tools: FathomTools, run: Runner) -> None:
+    """``ingest``, offered only when the server has ``--root`` folders."""
+    from mcp_types import ToolAnnotations
+    from pydantic import Field
+
+    @server.tool(
+        description=INGEST_DOC,
+        annotations=ToolAnnotations(
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=True,
+            open_world_hint=False,
+        ),
+    )
+    def ingest(
+        paths: Annotated[
+            list[str],
+            Field(
+                description="Files or folders under the server's --root folders.",
+                min_length=1,
+                max_length=MAX_PATHS,
             ),
-        )
-        def ingest(
-            paths: Annotated[
-                list[str],
-                Field(
-                    description="Files or folders under the server's --root folders.",
-                    min_length=1,
-                    max_length=MAX_PATHS,
-                ),
-            ],
-            collection: Annotated[
-                str | None,
-                Field(
-                    description="Collection to create or update (required unless the "
-                    "server serves exactly one)."
-                ),
-            ] = None,
-        ) -> dict[str, Any]:
-            return run("ingest", lambda: tools.ingest(paths, collection))
+        ],
+        collection: Annotated[
+            str | None,
+            Field(
+                description="Collection to create or update (required unless the "
+                "server serves exactly one)."
+            ),
+        ] = None,
+    ) -> dict[str, Any]:
+        return run("ingest", lambda: tools.ingest(paths, collection))
+
+
+def _add_chunk_resource(server: Any, tools: FathomTools, redactor: Redactor) -> None:
+    """``fathom://COLLECTION/CHUNK_ID``: a passage in full."""
+    from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
     @server.resource(
         "fathom://{collection}/{chunk_id}",
@@ -236,8 +300,6 @@ def build_server(tools: FathomTools, redactor: Redactor | None = None) -> Any:
         except FathomError as exc:
             raise ResourceError(redactor.text(str(exc))) from None
         return json.dumps(data, ensure_ascii=False)
-
-    return server
 
 
 def serve(

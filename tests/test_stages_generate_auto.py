@@ -10,14 +10,9 @@ import pytest
 from fathom.core.base import Generator
 from fathom.core.config import GeneratorConfig
 from fathom.core.errors import BackendUnavailable
-from fathom.stages.generate import (
-    GENERATORS,
-    OFFLINE_FALLBACK,
-    make_generator,
-    opt_in_note,
-    resolve_backend,
-)
+from fathom.stages.generate import OFFLINE_FALLBACK, make_generator, opt_in_note, resolve_backend
 from fathom.stages.generate.common import packaged_gguf
+from fathom.stages.generate.registry import BACKENDS
 from fathom.tests.support.generate_support import FakeOllama, closed_port, smollm2_path
 
 
@@ -97,9 +92,9 @@ def test_a_gguf_model_path_goes_to_llamacpp() -> None:
 
 
 def test_explicit_backends_come_from_the_registry(tmp_path) -> None:
-    assert set(GENERATORS) == {"llamacpp", "ollama", "openai", "huggingface", "extractive"}
-    for name in GENERATORS:
-        gen = make_generator(GeneratorConfig(backend=name))  # type: ignore[arg-type]
+    assert set(BACKENDS) == {"llamacpp", "ollama", "openai", "huggingface", "extractive"}
+    for name in BACKENDS:
+        gen = make_generator(GeneratorConfig(backend=name))
         assert gen.name == name and gen.model
     with pytest.raises(BackendUnavailable):
         make_generator(GeneratorConfig(backend="llamacpp", model=str(tmp_path / "x.gguf")))

@@ -12,67 +12,32 @@ picks the first usable one:
 
 An API key in the environment never selects a remote service by itself: with one set and
 nothing else configured, ``opt_in_note`` says how to choose it (``--generator openai``).
-Backend libraries are imported only when a generator is built or first used, so importing this
-package is cheap.
+The backends themselves are listed once, in ``registry.BACKENDS``. Backend libraries are imported
+only when a generator is built or first used, so importing this package is cheap.
 """
 
 from __future__ import annotations
 
-import json
-import urllib.request
-from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from fathom.core.base import Generator
 from fathom.core.config import GeneratorConfig
 from fathom.core.errors import BackendUnavailable, ConfigError
+from fathom.stages.generate.registry import BACKENDS
 
-__all__ = ["GENERATORS", "OFFLINE_FALLBACK", "make_generator", "opt_in_note", "resolve_backend"]
+if TYPE_CHECKING:
+    from fathom.core.base import Generator
+
+__all__ = ["OFFLINE_FALLBACK", "make_generator", "opt_in_note", "resolve_backend"]
 
 OLLAMA_PROBE_S = 0.5
 
 
-def _llamacpp(cfg: GeneratorConfig) -> Generator:
-    from fathom.stages.generate.llamacpp import LlamaCppGenerator
-
-    return LlamaCppGenerator(cfg)
-
-
-def _ollama(cfg: GeneratorConfig) -> Generator:
-    from fathom.stages.generate.ollama import OllamaGenerator
-
-    return OllamaGenerator(cfg)
-
-
-def _openai(cfg: GeneratorConfig) -> Generator:
-    from fathom.stages.generate.openai_backend import OpenAIGenerator
-
-    return OpenAIGenerator(cfg)
-
-
-def _huggingface(cfg: GeneratorConfig) -> Generator:
-    from fathom.stages.generate.hf import HuggingFaceGenerator
-
-    return HuggingFaceGenerator(cfg)
-
-
-def _extractive(cfg: GeneratorConfig) -> Generator:
-    from fathom.stages.generate.extractive import ExtractiveGenerator
-
-    return ExtractiveGenerator(cfg)
-
-
-GENERATORS: dict[str, Callable[[GeneratorConfig], Generator]] = {
-    "llamacpp": _llamacpp,
-    "ollama": _ollama,
-    "openai": _openai,
-    "huggingface": _huggingface,
-    "extractive": _extractive,
-}
-
-
 def _ollama_models(host: str, timeout: float = OLLAMA_PROBE_S) -> list[str] | None:
     """Model names the Ollama server at ``host`` lists, or ``None`` when it does not answer."""
+    import json
+    import urllib.request
+
     try:
         with urllib.request.urlopen(f"{host}/api/tags", timeout=timeout) as response:
             data = json.loads(response.read().decode("utf-8"))
@@ -131,13 +96,13 @@ def make_generator(cfg: GeneratorConfig, models_dir: Path | None = None) -> Gene
     backend and model answer, and ``selection`` why it was chosen. ``models_dir``
     (``FATHOM_HOME/models``) keeps a backend's measured prompt speed."""
     backend, reason = resolve_backend(cfg)
-    factory = GENERATORS.get(backend)
-    if factory is None:
+    spec = BACKENDS.get(backend)
+    if spec is None:
         raise ConfigError(
             f"generator.backend = {backend!r}: unknown — use auto or one of "
-            f"{', '.join(sorted(GENERATORS))}"
+            f"{', '.join(sorted(BACKENDS))}"
         )
-    generator = factory(cfg)
+    generator = spec.factory(cfg)
     generator.selection = reason
     if models_dir is not None:
         generator.speed_file = models_dir / SPEED_FILE  # type: ignore[attr-defined]
@@ -146,7 +111,7 @@ def make_generator(cfg: GeneratorConfig, models_dir: Path | None = None) -> Gene
         try:
             generator.check_build()  # type: ignore[attr-defined]
         except BackendUnavailable as exc:
-            fallback = GENERATORS[OFFLINE_FALLBACK](cfg)
+            fallback = BACKENDS[OFFLINE_FALLBACK].factory(cfg)
             fallback.selection = f"{reason}, but {exc}; the {OFFLINE_FALLBACK} answerer answers"
             return fallback
     return generator

@@ -24,10 +24,11 @@ import re
 import time
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fathom.chunking.tokens import WordCounter
 from fathom.core.base import Chunk, Draft, Hit
+from fathom.core.checks import Check
 from fathom.core.config import GeneratorConfig
 from fathom.core.words import ANSWER_WORD, answer_terms
 from fathom.stages.generate.base import BaseGenerator
@@ -38,6 +39,9 @@ from fathom.stages.generate.sentence_scorer import (
     shipped_scorer,
     unmatched,
 )
+
+if TYPE_CHECKING:
+    from fathom.core.config import Config
 
 _WORDS = WordCounter()
 NO_ANSWER = "I don't know — the sources do not answer this."
@@ -353,3 +357,8 @@ def central(cands: list[Candidate], n: int) -> list[Candidate]:
         rank = nxt
     order = sorted(range(len(cands)), key=lambda i: (-rank[i], cands[i].n, cands[i].pos))
     return [cands[i] for i in order[:n]]
+
+
+def doctor_check(cfg: Config, native_check: bool = True) -> list[Check]:
+    """`fathom doctor`'s line: the extractive answerer needs nothing installed."""
+    return [Check("generators", "extractive", "ok", "always available (no model)")]

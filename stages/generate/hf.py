@@ -12,12 +12,16 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from fathom.core.checks import Check
 from fathom.core.config import GeneratorConfig
 from fathom.core.errors import BackendUnavailable
 from fathom.stages.generate.base import BaseGenerator, Completion, Request
 from fathom.stages.generate.common import CHATML_TEMPLATE, packaged_gguf
+
+if TYPE_CHECKING:
+    from fathom.core.config import Config
 
 
 def _source(model: str) -> tuple[str, str | None]:
@@ -259,3 +263,22 @@ class HuggingFaceGenerator(BaseGenerator):
         if "error" in result:
             raise result["error"]
         return result["out"]
+
+
+def doctor_check(cfg: Config, native_check: bool = True) -> list[Check]:
+    """`fathom doctor`'s line: whether transformers is installed."""
+    import importlib.metadata
+    import importlib.util
+
+    if importlib.util.find_spec("transformers") is None:
+        return [
+            Check(
+                "generators",
+                "huggingface",
+                "warning",
+                "transformers is not installed",
+                "python -m pip install 'fathom[hf]'",
+            )
+        ]
+    version = importlib.metadata.version("transformers")
+    return [Check("generators", "huggingface", "ok", f"transformers {version}")]

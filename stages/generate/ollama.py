@@ -13,18 +13,30 @@ import inspect
 import os
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from fathom.core.base import TokenCounter
+from fathom.core.checks import Check
 from fathom.core.config import GeneratorConfig
 from fathom.core.errors import BackendUnavailable, FathomError
 from fathom.stages.generate.base import BaseGenerator, Completion, Request
 from fathom.stages.generate.common import estimate_tokens, import_backend
-from fathom.stages.generate.server import Deadline, first_line, incomplete_stream, refused
+from fathom.stages.generate.registry import BACKENDS
+from fathom.stages.generate.server import (
+    Deadline,
+    first_line,
+    incomplete_stream,
+    probe_json,
+    refused,
+    short_reason,
+)
+
+if TYPE_CHECKING:
+    from fathom.core.config import Config
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
-DEFAULT_MODEL = "llama3.2"
+DEFAULT_MODEL = BACKENDS["ollama"].default_model
 
 
 def ollama_host(cfg: GeneratorConfig) -> str:
@@ -186,67 +198,112 @@ def _ollama_errors(
     ``deadline``: the request's total deadline (an error after it passed is reported as such);
     ``pieces``: what was streamed so far (a dropped connection mid-answer is named as one).
     """
-    import httpx
-    import ollama
-    import pydantic
-
-    host, model = gen.host, gen.model
     received = pieces if pieces is not None else []
     try:
         yield
     except FathomError:
         raise
     except Exception as exc:
-        if (
-            deadline is not None
-            and deadline.expired
-            and not isinstance(exc, httpx.TimeoutException)
-        ):
-            raise BackendUnavailable(
-                f"Ollama at {host} did not finish the answer within generator.total_timeout_s = "
-                f"{gen.cfg.total_timeout_s:g} s ({len(''.join(received))} characters received) "
-                "— raise it, lower generator.max_tokens, or check the server"
-            ) from None
-        if isinstance(exc, httpx.TimeoutException):
-            raise BackendUnavailable(
-                f"Ollama at {host} did not answer within generator.timeout_s = "
-                f"{gen.cfg.timeout_s:g} s — raise it, or use a smaller model"
-            ) from None
-        if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError) and received:
-            raise BackendUnavailable(
-                f"Ollama at {host} dropped the connection in the middle of the answer "
-                f"({len(''.join(received))} characters received) — try again"
-            ) from None
-        if isinstance(exc, ConnectionError | httpx.ConnectError | httpx.RemoteProtocolError):
-            # The client maps a refused connection to ConnectionError, except while streaming.
-            raise BackendUnavailable(
-                f"Ollama is not reachable at {host} — start it with `ollama serve` "
-                "or set generator.ollama_host"
-            ) from None
-        if isinstance(exc, ollama.ResponseError):
-            message = first_line(str(exc.error))
-            if exc.status_code == 404 or "not found" in message.lower():
-                raise BackendUnavailable(
-                    f"Ollama at {host} has no model {model!r} ({message}) — "
-                    f"run `ollama pull {model}` or set generator.model"
-                ) from None
-            if exc.status_code in (429, 503) and not received:
-                raise _Busy(
-                    BackendUnavailable(
-                        f"Ollama at {host} is busy ({message}, status {exc.status_code}; "
-                        f"{gen.cfg.retries} retries) — try again later"
-                    )
-                ) from None
-            raise refused(f"Ollama at {host}", model, message, exc.status_code) from None
-        # JSONDecodeError is a ValueError; the client raises TypeError or AttributeError when
-        # it unpacks JSON that is not an object (a list, a number).
-        malformed = ValueError | pydantic.ValidationError | TypeError | AttributeError | KeyError
-        if isinstance(exc, malformed):
-            raise BackendUnavailable(
-                f"Ollama at {host} sent a malformed reply for model {model!r} "
-                f"({type(exc).__name__}: {first_line(str(exc), 120)}) — is "
-                "generator.ollama_host an Ollama server?"
-            ) from None
-        if isinstance(exc, httpx.HTTPError):
-            raise BackendUnavailable(f"Ollama at {host}: {first_line(str(exc))}") from None
-        raise
+        error = _client_error(gen, exc, deadline, received)
+        if error is None:
+            raise
+        raise error from None
+
+
+def _client_error(
+    gen: OllamaGenerator, exc: Exception, deadline: Deadline | None, received: list[str]
+) -> Exception | None:
+    """What ``_ollama_errors`` raises for ``exc``: a connection, time or protocol failure, the
+    server's refusal, or a malformed reply (None: not the client's, raised as it is)."""
+    import httpx
+    import ollama
+    import pydantic
+
+    host = gen.host
+    if deadline is not None and deadline.expired and not isinstance(exc, httpx.TimeoutException):
+        return BackendUnavailable(
+            f"Ollama at {host} did not finish the answer within generator.total_timeout_s = "
+            f"{gen.cfg.total_timeout_s:g} s ({len(''.join(received))} characters received) "
+            "— raise it, lower generator.max_tokens, or check the server"
+        )
+    if isinstance(exc, httpx.TimeoutException):
+        return BackendUnavailable(
+            f"Ollama at {host} did not answer within generator.timeout_s = "
+            f"{gen.cfg.timeout_s:g} s — raise it, or use a smaller model"
+        )
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError) and received:
+        return BackendUnavailable(
+            f"Ollama at {host} dropped the connection in the middle of the answer "
+            f"({len(''.join(received))} characters received) — try again"
+        )
+    if isinstance(exc, ConnectionError | httpx.ConnectError | httpx.RemoteProtocolError):
+        # The client maps a refused connection to ConnectionError, except while streaming.
+        return BackendUnavailable(
+            f"Ollama is not reachable at {host} — start it with `ollama serve` "
+            "or set generator.ollama_host"
+        )
+    if isinstance(exc, ollama.ResponseError):
+        return _refusal(gen, exc, received)
+    # JSONDecodeError is a ValueError; the client raises TypeError or AttributeError when
+    # it unpacks JSON that is not an object (a list, a number).
+    malformed = ValueError | pydantic.ValidationError | TypeError | AttributeError | KeyError
+    if isinstance(exc, malformed):
+        return BackendUnavailable(
+            f"Ollama at {host} sent a malformed reply for model {gen.model!r} "
+            f"({type(exc).__name__}: {first_line(str(exc), 120)}) — is "
+            "generator.ollama_host an Ollama server?"
+        )
+    if isinstance(exc, httpx.HTTPError):
+        return BackendUnavailable(f"Ollama at {host}: {first_line(str(exc))}")
+    return None
+
+
+def _refusal(gen: OllamaGenerator, exc: Any, received: list[str]) -> Exception:
+    """The error for the server's ``ResponseError``: a missing model, a busy server (``_Busy``,
+    retried while nothing was streamed), or its own words."""
+    host, model = gen.host, gen.model
+    message = first_line(str(exc.error))
+    if exc.status_code == 404 or "not found" in message.lower():
+        return BackendUnavailable(
+            f"Ollama at {host} has no model {model!r} ({message}) — "
+            f"run `ollama pull {model}` or set generator.model"
+        )
+    if exc.status_code in (429, 503) and not received:
+        return _Busy(
+            BackendUnavailable(
+                f"Ollama at {host} is busy ({message}, status {exc.status_code}; "
+                f"{gen.cfg.retries} retries) — try again later"
+            )
+        )
+    return refused(f"Ollama at {host}", model, message, exc.status_code)
+
+
+def doctor_check(cfg: Config, native_check: bool = True) -> list[Check]:
+    """`fathom doctor`'s line: whether the Ollama server answers and lists the model."""
+    host = ollama_host(cfg.generator)
+    model = cfg.generator.model or DEFAULT_MODEL
+    try:
+        data = probe_json(f"{host}/api/tags")
+    except (OSError, ValueError) as exc:
+        return [
+            Check(
+                "generators",
+                "ollama",
+                "warning",
+                f"{host}: not reachable ({short_reason(exc)})",
+                "start Ollama (`ollama serve`) to answer with a local model",
+            )
+        ]
+    names = [str(m.get("name") or m.get("model") or "") for m in data.get("models", [])]
+    listed = ", ".join(names) or "no models"
+    if any(same_model(model, n) for n in names):
+        return [Check("generators", "ollama", "ok", f"{host}: {listed}")]
+    return [
+        Check(
+            "generators",
+            "ollama",
+            "warning",
+            f"{host}: has {listed}, not {model}",
+            f"ollama pull {model}",
+        )
+    ]

@@ -16,15 +16,27 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from fathom.core.checks import Check
 from fathom.core.config import GeneratorConfig
 from fathom.core.errors import BackendUnavailable, FathomError
 from fathom.stages.generate.base import BaseGenerator, Completion, Request
 from fathom.stages.generate.common import estimate_tokens, import_backend
-from fathom.stages.generate.server import Deadline, first_line, incomplete_stream, refused
+from fathom.stages.generate.registry import BACKENDS
+from fathom.stages.generate.server import (
+    Deadline,
+    first_line,
+    incomplete_stream,
+    probe_json,
+    refused,
+    short_reason,
+)
 
-DEFAULT_MODEL = "gpt-4o-mini"
+if TYPE_CHECKING:
+    from fathom.core.config import Config
+
+DEFAULT_MODEL = BACKENDS["openai"].default_model
 PLACEHOLDER_KEY = "sk-no-key"  # local servers ignore the key, the client insists on one
 TIKTOKEN_LOAD_S = 3.0  # tiktoken downloads its BPE file without a timeout; do not wait longer
 
@@ -67,6 +79,43 @@ def _tiktoken_encoding(model: str) -> tuple[Any, bool]:
 def api_key(cfg: GeneratorConfig) -> str:
     """``generator.api_key``, else ``OPENAI_API_KEY`` (empty when neither is set)."""
     return cfg.api_key or os.environ.get("OPENAI_API_KEY", "")
+
+
+def doctor_check(cfg: Config, native_check: bool = True) -> list[Check]:
+    """`fathom doctor`'s line: whether the configured server answers and takes the key (with
+    no ``generator.base_url``, whether a key is there for OpenAI's API)."""
+    import urllib.error
+
+    g = cfg.generator
+
+    def line(status: str, detail: str, fix: str = "") -> list[Check]:
+        return [Check("generators", "openai", status, detail, fix)]
+
+    key = "an API key is set" if api_key(g) else "no API key"
+    if not g.base_url:
+        status = "problem" if g.backend == "openai" and not api_key(g) else "ok"
+        return line(
+            status,
+            f"no generator.base_url (OpenAI's API when chosen with --generator openai); {key}",
+            "set OPENAI_API_KEY or generator.api_key" if status == "problem" else "",
+        )
+    try:
+        probe_json(g.base_url.rstrip("/") + "/models", api_key(g))
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            return line(
+                "problem",
+                f"{g.base_url}: rejected the key (status {exc.code}); {key}",
+                "check generator.api_key",
+            )
+        return line("ok", f"{g.base_url}: answers (status {exc.code}); {key}")
+    except (OSError, ValueError) as exc:
+        return line(
+            "problem",
+            f"{g.base_url}: not reachable ({short_reason(exc)}); {key}",
+            "start the server, or fix generator.base_url",
+        )
+    return line("ok", f"{g.base_url}: answers; {key}")
 
 
 class OpenAIGenerator(BaseGenerator):

@@ -1,6 +1,6 @@
 """What the server backends (Ollama, OpenAI-compatible) share: a limit on a whole request
-however slowly its answer trickles in, and the errors for a stream cut short or a request
-refused."""
+however slowly its answer trickles in, the errors for a stream cut short or a request refused,
+and the short probe their `fathom doctor` checks make."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from fathom.core.errors import BackendUnavailable, FathomError
+
+DOCTOR_TIMEOUT_S = 2.0  # a doctor probe waits no longer for a server
 
 
 def first_line(text: str, limit: int = 300) -> str:
@@ -81,3 +84,26 @@ def refused(where: str, model: str, message: str, status: int) -> FathomError:
             "lower compress.budget_tokens or generator.context_window"
         )
     return FathomError(f"{where} refused the request for {model!r}: {message} (status {status})")
+
+
+def probe_json(url: str, key: str = "") -> dict[str, Any]:
+    """The JSON object a GET of ``url`` returns (with ``key`` as a bearer token), waiting at most
+    ``DOCTOR_TIMEOUT_S``; an ``OSError`` or ``ValueError`` when there is none."""
+    import json
+    import urllib.request
+
+    request = urllib.request.Request(url)
+    if key:
+        request.add_header("Authorization", f"Bearer {key}")
+    with urllib.request.urlopen(request, timeout=DOCTOR_TIMEOUT_S) as response:
+        data = json.loads(response.read().decode("utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    return data
+
+
+def short_reason(exc: BaseException) -> str:
+    """Why a probe failed, in at most 120 characters (a URL error's reason when it has one)."""
+    reason = getattr(exc, "reason", None)
+    text = str(reason if reason is not None else exc) or type(exc).__name__
+    return text if len(text) <= 120 else text[:117] + "…"
