@@ -13,6 +13,9 @@ from fathom.core.errors import ConfigError, FathomError
 from fathom.evaluation.worker import QuestionWorker
 from fathom.ingestion.questions import Question
 
+# A worker reads the configuration it is sent: the generator registry's names check its backend.
+from fathom.stages.generate import registry  # noqa: F401
+
 _WORKER: QuestionWorker | None = None
 
 # How long `--executor ray` waits for its first worker to start before it gives up.

@@ -187,3 +187,36 @@ def test_doctor_runs_a_registered_backends_check(standin, monkeypatch) -> None:
     assert res.exit_code == 0 and data["auto"]["backend"] == "standin"
     text = CliRunner().invoke(cli.main, ["doctor"]).stdout
     assert "stand-in ready (no model)" in text
+
+
+ENTRY_POINTS = {
+    "cli": "from fathom import cli\ncli.main(['config', 'show'])",
+    "engine": "from fathom.stages.pipeline import Engine\n"
+    "from fathom.core.config import load_config\nload_config()",
+    "mcp": "from fathom.mcp_server import build_server\n"
+    "from fathom.core.config import load_config\nload_config()",
+    "eval worker": "from fathom.evaluation.executors import _config_from\n"
+    "import os\n_config_from({'generator': {'backend': os.environ['FATHOM_GENERATOR__BACKEND']}})",
+}
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS)
+def test_every_entry_point_checks_the_backend_as_it_reads_the_configuration(entry, tmp_path):
+    """In a fresh interpreter, as each program starts: the registry's names are registered
+    before the configuration is read."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "FATHOM_GENERATOR__BACKEND": "nonesuch", "FATHOM_HOME": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, "-c", ENTRY_POINTS[entry]],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode != 0
+    source = "eval worker" if entry == "eval worker" else "environment FATHOM_GENERATOR__BACKEND"
+    assert f"generator.backend = 'nonesuch' (from {source}): must be one of auto," in proc.stderr
