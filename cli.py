@@ -2,10 +2,11 @@
 
 The options several commands share come from ``fathom.options``; what a command does between
 its options and its output is in ``fathom.commands`` (or the layer that owns the work), and
-``fathom.render`` and ``fathom.tables`` draw it. Only click and the standard library are
-imported at the top, so ``--help`` is instant; every heavy library loads inside the command that
-needs it. stdout carries results; progress, warnings and logs go to stderr. Exit codes: 0 ok, 1
-an expected failure (FathomError), 2 bad usage.
+``fathom.render`` and ``fathom.tables`` draw it. The ``policy`` and ``portfolio`` groups are in
+``fathom.cli_learn``, and what the command modules share in ``fathom.cli_base``. Only click and
+the standard library are imported at the top, so ``--help`` is instant; every heavy library
+loads inside the command that needs it. stdout carries results; progress, warnings and logs go
+to stderr. Exit codes: 0 ok, 1 an expected failure (FathomError), 2 bad usage.
 """
 
 from __future__ import annotations
@@ -35,27 +36,8 @@ from typing import Any
 
 import click
 from fathom import __version__, options
-
-
-class FathomGroup(click.Group):
-    """Turns a FathomError into one clear line on stderr and exit code 1."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        from fathom.core.errors import FathomError
-
-        try:
-            return super().invoke(ctx)
-        except FathomError as exc:
-            from fathom.core.text import safe_terminal_text
-
-            # Messages carry paths and server replies: no escape sequences reach the terminal.
-            raise click.ClickException(safe_terminal_text(str(exc))) from None
-
-
-def _config(ctx: click.Context, **overrides: Any):
-    from fathom.core.config import load_config
-
-    return load_config(ctx.obj.get("config_path"), overrides=overrides)
+from fathom.cli_base import FathomGroup, command_config
+from fathom.cli_learn import policy, portfolio
 
 
 @click.group(cls=FathomGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -110,7 +92,7 @@ def ingest(
     from fathom import commands
     from fathom.render import IngestProgress, render_ingest
 
-    cfg = _config(ctx, **{"embedder.name": embedder, "ingest.strict": strict or None})
+    cfg = command_config(ctx, **{"embedder.name": embedder, "ingest.strict": strict or None})
     display = IngestProgress(enabled=not as_json)
     report = commands.ingest(
         cfg, paths, collection, display=display, rebuild=rebuild, password=password
@@ -150,7 +132,7 @@ def search(
     from fathom import commands
     from fathom.render import render_hits
 
-    cfg = _config(ctx, **{"retrieval.k": k, "retrieval.mode": mode})
+    cfg = command_config(ctx, **{"retrieval.k": k, "retrieval.mode": mode})
     probe, used = commands.search(cfg, collection, query)
     render_hits(collection, query, probe, mode=used, k=cfg.retrieval.k, as_json=as_json)
 
@@ -164,7 +146,7 @@ def _ask_config(ctx: click.Context, opts: dict[str, Any]):
     """The configuration with the ask options in ``opts`` (taken out of it) as overrides;
     --portfolio-mode and --portfolio-ell mean nothing without a portfolio: say so."""
     mode, ell = opts["portfolio_mode"], opts["portfolio_ell"]
-    cfg = _config(ctx, **options.overrides(opts, *options.ASK_CONFIG))
+    cfg = command_config(ctx, **options.overrides(opts, *options.ASK_CONFIG))
     if (mode is not None or ell is not None) and not cfg.retrieval.portfolio.strip():
         raise click.UsageError(
             "--portfolio-mode and --portfolio-ell need a portfolio: give --portfolio NAME "
@@ -271,7 +253,7 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
     from fathom import doctor as checks
     from fathom.tables import render_doctor
 
-    result = checks.run_checks(_config(ctx))
+    result = checks.run_checks(command_config(ctx))
     render_doctor(result, as_json)
     ctx.exit(0 if result["ok"] else 1)
 
@@ -285,7 +267,7 @@ def history(ctx: click.Context, limit: int, as_json: bool) -> None:
     from fathom import commands
     from fathom.tables import render_history
 
-    render_history(commands.history(_config(ctx), limit), as_json)
+    render_history(commands.history(command_config(ctx), limit), as_json)
 
 
 @main.command()
@@ -308,7 +290,7 @@ def stats(ctx: click.Context, slo_ms: float | None, days: float | None, as_json:
     from fathom import commands
     from fathom.tables import render_stats
 
-    render_stats(commands.stats(_config(ctx), days, slo_ms), slo_ms, as_json)
+    render_stats(commands.stats(command_config(ctx), days, slo_ms), slo_ms, as_json)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -340,7 +322,7 @@ def mcp_command(
     retrieve, ask, list_collections, chunks as fathom:// resources, and ingest under --root."""
     from fathom.mcp_server import serve
 
-    serve(_config(ctx, **{"generator.backend": generator}), list(collections), list(roots))
+    serve(command_config(ctx, **{"generator.backend": generator}), list(collections), list(roots))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -366,7 +348,7 @@ def eval_cmd(ctx: click.Context, **opts: Any) -> None:
     from fathom import commands
     from fathom.render import EvalProgress, IngestProgress, stderr_console
 
-    cfg = _config(ctx, **options.overrides(opts, *options.EVAL_CONFIG))
+    cfg = command_config(ctx, **options.overrides(opts, *options.EVAL_CONFIG))
     as_json = opts.pop("as_json")
     console = stderr_console()
     summary, out = commands.evaluate(
@@ -393,212 +375,11 @@ def eval_report(run_dir: Path, as_json: bool) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# policy
+# policy and portfolio: their commands are in fathom.cli_learn
 # ---------------------------------------------------------------------------------------------
 
-
-@main.group()
-def policy() -> None:
-    """Learned retrieval-depth policies: sweep budgets, train, inspect."""
-
-
-@policy.command("sweep")
-@options.DOCUMENTS
-@options.QUESTIONS
-@click.option(
-    "--budgets", type=options.IntList(low=0), default="0,1,2,3,5,8,12,20", show_default=True
-)
-@options.generator_option()
-@click.option("--model", default=None)
-@options.DEADLINE_ROWS
-@click.option(
-    "--judge", type=click.Choice(["contains", "f1", "qrels", "recall"]), default="contains"
-)
-@click.option("--split", "doc_split", type=click.Choice(["train", "test", "all"]), default="train")
-@click.option("--split-seed", type=int, default=0, show_default=True)
-@click.option("--limit", type=click.IntRange(1), default=None)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True)
-@click.option("--executor", type=click.Choice(["local", "ray"]), default="local")
-@click.option("--out", "out", type=click.Path(path_type=Path), required=True)
-@click.pass_context
-def policy_sweep(ctx: click.Context, **opts: Any) -> None:
-    """Quality, tokens and latency of every budget for every training question (an eval run
-    with probe features logged; resumable)."""
-    from fathom import commands
-    from fathom.learn.sweep import WARN_RECALL
-    from fathom.render import EvalProgress, IngestProgress, stderr_console
-    from fathom.tables import render_sweep
-
-    if not opts["docs"] and not opts["collection"]:
-        raise click.UsageError("give --docs PATH or --collection NAME")
-    cfg = _config(ctx, **options.overrides(opts, "generator", "model", "deadline_ms"))
-    console = stderr_console()
-    sweep = commands.sweep(
-        cfg, opts, display=IngestProgress(console.is_terminal), on_rows=EvalProgress(console)
-    )
-    render_sweep(sweep, opts["budgets"], opts["out"], WARN_RECALL)
-
-
-@policy.command("train")
-@click.option(
-    "--kind",
-    type=click.Choice(["forest", "reinforce", "utility"]),
-    default="forest",
-    show_default=True,
-)
-@click.option(
-    "--lambda",
-    "lam",
-    type=click.FloatRange(min=0),
-    default=None,
-    help="reinforce: reward = quality − λ · tokens / 1000 (default 0.1); forest: decide by "
-    "P(enough) − λ · tokens / 1000 instead of --confidence.",
-)
-@click.option("--epochs", type=click.IntRange(1), default=60, show_default=True)
-@click.option(
-    "--preset",
-    type=click.Choice(["quality", "balanced", "latency", "cost"]),
-    default="balanced",
-    show_default=True,
-    help="utility: the default weight preset stored with the policy.",
-)
-@click.option(
-    "--sweep",
-    "sweep_dirs",
-    type=click.Path(exists=True, file_okay=False),
-    multiple=True,
-    required=True,
-    help="A sweep folder; repeat to train on several document sets.",
-)
-@click.option(
-    "--quality",
-    default="quality",
-    show_default=True,
-    help="Row metric to imitate: quality (the sweep's judge), answer_recall, f1, contains, …",
-)
-@click.option("--epsilon", type=click.FloatRange(0, 1), default=0.0, show_default=True)
-@click.option("--slo-ms", type=click.FloatRange(min=0, min_open=True), default=None)
-@click.option(
-    "--strict-slo",
-    is_flag=True,
-    help="forest: the SLO comes first in the oracle labels (the best budget among those that "
-    "meet it), not only among budgets as good as the best.",
-)
-@click.option(
-    "--most-likely",
-    is_flag=True,
-    help="forest: decide by the most likely oracle label (skip when 'none suffices' wins) "
-    "instead of --confidence or --lambda; suits --strict-slo.",
-)
-@click.option(
-    "--balance-sets",
-    is_flag=True,
-    help="forest: every --sweep weighs the same in training, however many questions it has.",
-)
-@click.option("--trees", type=click.IntRange(1), default=100, show_default=True)
-@click.option("--max-depth", type=click.IntRange(1), default=10, show_default=True)
-@click.option("--confidence", type=click.FloatRange(0, 1), default=0.9, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--out", "out", type=click.Path(path_type=Path), required=True)
-@click.pass_context
-def policy_train(ctx: click.Context, **opts: Any) -> None:
-    """Train a depth policy on a sweep's oracle labels."""
-    from fathom.learn.train_policy import train_policy
-
-    path, n_questions = train_policy(_config(ctx), **opts)
-    click.echo(f"{opts['kind']} policy on {n_questions} questions → {path}")
-
-
-@policy.command("show")
-@click.argument("path", required=False)
-@click.option("--json", "as_json", is_flag=True)
-def policy_show(path: str | None, as_json: bool) -> None:
-    """A policy's metadata and feature importances (default: the shipped policy)."""
-    from fathom import commands
-    from fathom.tables import render_policy
-
-    render_policy(*commands.depth_policy(path), as_json)
-
-
-# ---------------------------------------------------------------------------------------------
-# portfolio
-# ---------------------------------------------------------------------------------------------
-
-
-@main.group()
-def portfolio() -> None:
-    """Retriever portfolios: pick the few retriever configurations that cover the most."""
-
-
-@portfolio.command("build")
-@options.DOCUMENTS
-@options.QUESTIONS
-@click.option("--size", type=click.IntRange(1), default=3, show_default=True)
-@click.option("--top-n", type=click.IntRange(1), default=10, show_default=True)
-@click.option("--score", "by", type=click.Choice(["docs", "answer"]), default=None,
-              help="s(q, r): gold-document recall (default when questions name documents) "
-              "or answer containment in the member's top n.")  # fmt: skip
-@click.option(
-    "--split",
-    type=click.Choice(["train", "test", "all"]),
-    default="train",
-    show_default=True,
-    help="Which half of the documents' questions to score.",
-)
-@click.option("--split-seed", type=int, default=0, show_default=True)
-@click.option("--limit", type=click.IntRange(1), default=None)
-@click.option(
-    "--out",
-    required=True,
-    help="Portfolio file (.json), or a bare name: $FATHOM_HOME/portfolios/NAME.json.",
-)
-@click.pass_context
-def portfolio_build(ctx: click.Context, **opts: Any) -> None:
-    """Score every pool member on the questions (cached beside --out), choose --size members
-    greedily by best-of-K coverage and train the router that picks among them per question."""
-    from fathom.learn.portfolio_build import build_portfolio_file
-    from fathom.tables import render_portfolio
-
-    collection, docs = opts.pop("collection"), opts.pop("docs")
-    info, out, n_questions = build_portfolio_file(
-        _config(ctx), collection or docs, opts.pop("questions"), **opts
-    )
-    render_portfolio(info)
-    click.echo(f"portfolio of {len(info['members'])} over {n_questions} questions → {out}")
-
-
-@portfolio.command("eval")
-@click.argument("path")
-@click.option("--docs", default=None, help="Documents (default: the portfolio's collection).")
-@options.QUESTIONS
-@click.option("--split", type=click.Choice(["train", "test", "all"]), default="test",
-              show_default=True)  # fmt: skip
-@click.option("--bootstrap", type=click.IntRange(0), default=2000, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_context
-def portfolio_eval(ctx: click.Context, path: str, **opts: Any) -> None:
-    """Coverage of a built portfolio on held-out questions: best-of coverage beside the best
-    single member, the top K by average (both chosen on the training questions) and the whole
-    pool; the router's top ℓ members fused against a random ℓ; paired bootstrap intervals."""
-    from fathom.evaluation.portfolio import evaluate_portfolio_file
-    from fathom.tables import render_portfolio_eval
-
-    as_json = opts.pop("as_json")
-    render_portfolio_eval(evaluate_portfolio_file(_config(ctx), path, **opts), as_json)
-
-
-@portfolio.command("show")
-@click.argument("path")
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_context
-def portfolio_show(ctx: click.Context, path: str, as_json: bool) -> None:
-    """A portfolio's members, their marginal gains and coverage, beside the baselines and the
-    router (a file or a name under $FATHOM_HOME/portfolios)."""
-    from fathom import commands
-    from fathom.tables import render_portfolio
-
-    render_portfolio(commands.portfolio_info(_config(ctx), path), as_json)
+main.add_command(policy)
+main.add_command(portfolio)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -619,7 +400,7 @@ def collections_list(ctx: click.Context, as_json: bool) -> None:
     from fathom import commands
     from fathom.tables import render_collections
 
-    render_collections(*commands.list_collections(_config(ctx)), as_json)
+    render_collections(*commands.list_collections(command_config(ctx)), as_json)
 
 
 @collections.command("show")
@@ -631,7 +412,7 @@ def collections_show(ctx: click.Context, name: str, as_json: bool) -> None:
     from fathom import commands
     from fathom.tables import render_collection
 
-    render_collection(name, commands.collection_manifest(_config(ctx), name), as_json)
+    render_collection(name, commands.collection_manifest(command_config(ctx), name), as_json)
 
 
 @collections.command("views")
@@ -653,7 +434,7 @@ def collections_views(ctx: click.Context, name: str, build: tuple[str, ...], as_
     def built(view: str, units: int, seconds: float) -> None:
         click.echo(f"view {view}: {units} units in {seconds:.1f} s", err=True)
 
-    render_views(name, commands.build_views(_config(ctx), name, build, built), as_json)
+    render_views(name, commands.build_views(command_config(ctx), name, build, built), as_json)
 
 
 @collections.command("remove")
@@ -663,7 +444,7 @@ def collections_remove(ctx: click.Context, name: str) -> None:
     """Delete a collection."""
     from fathom.index.collection import remove_collection
 
-    remove_collection(_config(ctx), name)
+    remove_collection(command_config(ctx), name)
     click.echo(f"removed {name}")
 
 
@@ -684,7 +465,7 @@ def config_show(ctx: click.Context, as_json: bool) -> None:
     """Print the effective configuration (defaults, fathom.toml, environment)."""
     from fathom.tables import render_config
 
-    render_config(_config(ctx), as_json)
+    render_config(command_config(ctx), as_json)
 
 
 if __name__ == "__main__":

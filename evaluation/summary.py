@@ -120,8 +120,19 @@ def _summarize_strategy(
     strategy: str, rows: list[dict], run: dict, baseline_rows: list[dict] | None
 ) -> dict:
     out: dict[str, Any] = {"n": len(rows)}
+    out["metrics"] = _metrics(strategy, rows, run)
+    out.update(_tokens_and_cost(strategy, rows, run))
+    out.update(_latency(strategy, rows, run))
+    out.update(_depth_decisions(strategy, rows, run))
+    if baseline_rows:
+        vs = _versus(strategy, rows, baseline_rows, run)
+        if vs is not None:
+            out["vs_baseline"] = vs
+    return out
 
-    # metrics
+
+def _metrics(strategy: str, rows: list[dict], run: dict) -> dict[str, dict]:
+    """Each quality metric's mean and interval, in METRIC_ORDER, then any other by name."""
     names: set[str] = set()
     for r in rows:
         names.update((r.get("metrics") or {}).keys())
@@ -132,9 +143,11 @@ def _summarize_strategy(
         ci = _ci(values, run, strategy, m)
         if ci is not None:
             metrics[m] = ci
-    out["metrics"] = metrics
+    return metrics
 
-    # tokens and cost
+
+def _tokens_and_cost(strategy: str, rows: list[dict], run: dict) -> dict[str, Any]:
+    """``tokens`` (each field and the total) and, when rows have it, ``cost``."""
     token_rows = [_tokens(r) for r in rows]
     tokens: dict[str, dict] = {}
     for name in (*TOKEN_FIELDS, "total"):
@@ -142,14 +155,19 @@ def _summarize_strategy(
         ci = _ci(values, run, strategy, f"tokens.{name}")
         if ci is not None:
             tokens[name] = ci
-    out["tokens"] = tokens
+    out: dict[str, Any] = {"tokens": tokens}
     cost = _ci(
         [x for r in rows if (x := _number(r.get("cost"))) is not None], run, strategy, "cost"
     )
     if cost is not None:
         out["cost"] = {**cost, "per_1000": cost["mean"] * 1000}
+    return out
 
-    # latency
+
+def _latency(strategy: str, rows: list[dict], run: dict) -> dict[str, Any]:
+    """``latency_ms`` percentiles, each stage's (``stages_ms``), and the share within the
+    run's SLO (``slo_compliance``) when it has one."""
+    out: dict[str, Any] = {}
     total_ms = [x for r in rows if (x := _number(r.get("total_ms"))) is not None]
     latency = percentiles(total_ms)
     if latency is not None:
@@ -172,8 +190,13 @@ def _summarize_strategy(
         ci = _ci(met, run, strategy, "slo_compliance")
         if ci is not None:
             out["slo_compliance"] = ci
+    return out
 
-    # depth decisions
+
+def _depth_decisions(strategy: str, rows: list[dict], run: dict) -> dict[str, Any]:
+    """The depth ``k`` chosen, how often each action was taken, and the generation cache's
+    hits."""
+    out: dict[str, Any] = {}
     k = _ci([x for r in rows if (x := _number(r.get("k"))) is not None], run, strategy, "k")
     if k is not None:
         out["k"] = k
@@ -181,11 +204,6 @@ def _summarize_strategy(
     counts.setdefault("0", 0)  # retrieval skipped: always reported, even when it never happened
     out["actions"] = {a: counts[a] for a in sorted(counts, key=action_key)}
     out["cache_hits"] = sum(1 for r in rows if r.get("cached_generation") is True)
-
-    if baseline_rows:
-        vs = _versus(strategy, rows, baseline_rows, run)
-        if vs is not None:
-            out["vs_baseline"] = vs
     return out
 
 

@@ -67,8 +67,6 @@ def _row(
     extra: dict[str, Any],
     judge: str,
 ) -> dict[str, Any]:
-    from fathom.feedback import judges as M
-
     tr = answer.trace
     decision = tr.decision
     used = list(answer.used)
@@ -79,39 +77,13 @@ def _row(
     # The eval's own abstention rule on the answer text (judges.is_abstention), not the
     # feedback scorer's narrower one: the scores must not depend on the feedback settings.
     abstained = eval_abstained(answer)
-    golds = list(q.answers)
-    gold_docs = list(q.doc_ids)
-    m: dict[str, Any] = {
-        "em": M.exact_match(answer.text, golds, abstained=abstained),
-        "f1": M.f1(answer.text, golds, abstained=abstained),
-        "contains": M.contains(answer.text, golds),
-        "answer_recall": M.answer_recall(context, golds),
-        "recall@k": M.recall_at_k(context_docs, gold_docs),
-        # The probe's ranking: a property of the index, the same for every retrieving strategy.
-        "mrr": M.mrr(ranked, gold_docs) if spec.retrieves else None,
-        "ndcg@10": M.ndcg_at_k(ranked, gold_docs, q.qrels, 10) if spec.retrieves else None,
-        # What the strategy put in the context: its documents in context order, each once
-        # (0 with an empty context when the question has relevant documents).
-        "context_ndcg@10": M.ndcg_at_k(list(dict.fromkeys(context_docs)), gold_docs, q.qrels, 10),
-        "abstain_correct": extra.get("abstain_correct"),
-        "faithfulness": extra.get("faithfulness"),
-        "context_relevance": extra.get("context_relevance"),
-        "answer_relevance": extra.get("answer_relevance"),
-    }
-    if q.unanswerable:
-        m["contains"] = m["em"]  # abstaining is the right answer
-    m["quality"] = {
-        "contains": m["contains"],
-        "f1": m["f1"],
-        "qrels": m["context_ndcg@10"],  # the context's documents, not the shared probe's
-        "recall": m["answer_recall"],  # retrieval alone: a gold answer in the context
-    }[judge]
+    m = _metrics(q, spec, answer.text, context, context_docs, ranked, abstained, extra, judge)
     return {
         "qid": q.qid,
         "strategy": spec.name,
         "question": q.question,
-        "gold_answers": golds,
-        "gold_doc_ids": gold_docs,
+        "gold_answers": list(q.answers),
+        "gold_doc_ids": list(q.doc_ids),
         "qrels": q.qrels,
         "unanswerable": q.unanswerable,
         "query_type": tr.query_type,
@@ -136,6 +108,52 @@ def _row(
         "cached_generation": bool(extra.get("cached")),
         "metrics": m,
     }
+
+
+def _metrics(
+    q: Question,
+    spec: StrategySpec,
+    text: str,
+    context: str,
+    context_docs: list[str],
+    ranked: list[str],
+    abstained: bool,
+    extra: dict[str, Any],
+    judge: str,
+) -> dict[str, Any]:
+    """A row's metrics: the answer ``text`` against the gold answers, the context and its
+    documents against the gold documents, the judges' ``extra`` scores, and ``quality`` (the
+    run's ``judge``)."""
+    from fathom.feedback import judges as M
+
+    golds = list(q.answers)
+    gold_docs = list(q.doc_ids)
+    m: dict[str, Any] = {
+        "em": M.exact_match(text, golds, abstained=abstained),
+        "f1": M.f1(text, golds, abstained=abstained),
+        "contains": M.contains(text, golds),
+        "answer_recall": M.answer_recall(context, golds),
+        "recall@k": M.recall_at_k(context_docs, gold_docs),
+        # The probe's ranking: a property of the index, the same for every retrieving strategy.
+        "mrr": M.mrr(ranked, gold_docs) if spec.retrieves else None,
+        "ndcg@10": M.ndcg_at_k(ranked, gold_docs, q.qrels, 10) if spec.retrieves else None,
+        # What the strategy put in the context: its documents in context order, each once
+        # (0 with an empty context when the question has relevant documents).
+        "context_ndcg@10": M.ndcg_at_k(list(dict.fromkeys(context_docs)), gold_docs, q.qrels, 10),
+        "abstain_correct": extra.get("abstain_correct"),
+        "faithfulness": extra.get("faithfulness"),
+        "context_relevance": extra.get("context_relevance"),
+        "answer_relevance": extra.get("answer_relevance"),
+    }
+    if q.unanswerable:
+        m["contains"] = m["em"]  # abstaining is the right answer
+    m["quality"] = {
+        "contains": m["contains"],
+        "f1": m["f1"],
+        "qrels": m["context_ndcg@10"],  # the context's documents, not the shared probe's
+        "recall": m["answer_recall"],  # retrieval alone: a gold answer in the context
+    }[judge]
+    return m
 
 
 class QuestionWorker:

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from fathom.core.errors import FathomError, IndexMismatchError
 
 if TYPE_CHECKING:
-    from fathom.core.base import Probe
+    from fathom.core.base import Hit, Probe
 
 TOP_N = 20
 RBO_P = 0.9
@@ -159,7 +159,27 @@ def probe_features(
     out += _list_stats(dense, normalise=False)
     out += _list_stats(bm25, normalise=True)
     out += _list_stats(fused, normalise=True)
+    out += _agreement(hits)
+    shape, caps = _query_shape(question)
+    out += shape
+    found, present = _found_in_top(question, caps, hits)
+    out += found
+    out.append(float(len({h.chunk.doc_id for h in hits[:5]})))
+    probs = type_probs or {}
+    out += [float(probs.get(t, 0.0)) for t in QUERY_TYPES]
+    out += _coverage(present)
+    top = fused[0] if fused and fused[0] > 0 else 1.0
+    out += [fused[r - 1] / top if len(fused) >= r else 0.0 for r in DECAY_RANKS]
+    first_ranks = hits[0].ranks if hits else {}
+    out.append(math.log(first_ranks.get("dense", 2 * TOP_N)))
+    out.append(math.log(first_ranks.get("bm25", 2 * TOP_N)))
+    out.append(1.0 if _EXPECTS_NUMBER.search(question) else 0.0)
+    out.append(1.0 if _EXPECTS_PERSON.search(question) else 0.0)
+    return out
 
+
+def _agreement(hits: tuple[Hit, ...]) -> list[float]:
+    """overlap@1, @5, @10 and the rank-biased overlap of the dense and BM25 rankings."""
     # Each retriever's ranking, as positions into ``hits``.
     by_dense = sorted(
         (i for i, h in enumerate(hits) if "dense" in h.ranks), key=lambda i: hits[i].ranks["dense"]
@@ -167,14 +187,19 @@ def probe_features(
     by_bm25 = sorted(
         (i for i, h in enumerate(hits) if "bm25" in h.ranks), key=lambda i: hits[i].ranks["bm25"]
     )
+    out: list[float] = []
     for k in (1, 5, 10):
         a, b = set(by_dense[:k]), set(by_bm25[:k])
         out.append(len(a & b) / k if a and b else 0.0)
     out.append(_rbo(by_dense[:TOP_N], by_bm25[:TOP_N]))
+    return out
 
+
+def _query_shape(question: str) -> tuple[list[float], list[str]]:
+    """The question's words, characters, one-hot wh-word, digits and capitalised tokens after
+    the first word; and those capitalised tokens."""
     words = _WORD.findall(question)
-    out.append(float(len(words)))
-    out.append(float(len(question)))
+    out = [float(len(words)), float(len(question))]
     first = words[0].lower() if words else ""
     wh = next((w for w in WH_WORDS if w == first), None)
     if wh is None:  # "In which year …", "For how long …"
@@ -184,7 +209,15 @@ def probe_features(
     out.append(float(sum(ch.isdigit() for ch in question)))
     caps = [m.group() for m in _CAP.finditer(question)][1:] if words else []
     out.append(float(len(caps)))
+    return out, caps
 
+
+def _found_in_top(
+    question: str, caps: list[str], hits: tuple[Hit, ...]
+) -> tuple[list[float], list[list[bool]]]:
+    """The share of the question's content terms found in the top chunk and in the top 5, and
+    of its capitalised tokens and numbers found verbatim in the top 5; and ``present[r][j]``:
+    content term j occurs in chunk r of the top ``TOP_N``."""
     from fathom.core.words import content_terms
 
     # Term presence is a substring test on the lower-cased chunk (query terms are lower-case,
@@ -193,6 +226,7 @@ def probe_features(
     q_terms = sorted(content_terms(question))
     lowered = [h.chunk.text.lower() for h in hits[:TOP_N]]
     present = [[t in text for t in q_terms] for text in lowered]
+    out: list[float] = []
     if q_terms and lowered:
         out.append(sum(present[0]) / len(q_terms))
         seen = [any(row[j] for row in present[:5]) for j in range(len(q_terms))]
@@ -206,18 +240,7 @@ def probe_features(
         out.append(sum(1 for k in keys if k in joined) / len(keys))
     else:
         out.append(0.0)
-    out.append(float(len({h.chunk.doc_id for h in hits[:5]})))
-    probs = type_probs or {}
-    out += [float(probs.get(t, 0.0)) for t in QUERY_TYPES]
-    out += _coverage(present)
-    top = fused[0] if fused and fused[0] > 0 else 1.0
-    out += [fused[r - 1] / top if len(fused) >= r else 0.0 for r in DECAY_RANKS]
-    first_ranks = hits[0].ranks if hits else {}
-    out.append(math.log(first_ranks.get("dense", 2 * TOP_N)))
-    out.append(math.log(first_ranks.get("bm25", 2 * TOP_N)))
-    out.append(1.0 if _EXPECTS_NUMBER.search(question) else 0.0)
-    out.append(1.0 if _EXPECTS_PERSON.search(question) else 0.0)
-    return out
+    return out, present
 
 
 def _coverage(present: list[list[bool]]) -> list[float]:

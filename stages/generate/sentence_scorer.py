@@ -246,61 +246,104 @@ def features(
     weight = term_weights(question_terms, cands, question)
     norm = sum(weight.values()) or 1.0
     own = np.array([sum(weight[t] for t in question_terms & c.terms) / norm for c in cands])
-    keys = key_terms(question)
-    kinds = asks(question)
-    wanted_type = answer_type_terms(question)
-    q_pairs = _pairs(question)
-    q_lower = {w.lower() for w in ANSWER_WORD.findall(question)}
-    # neighbours: the candidates are in source order, sentence by sentence
+    asked = _Asked(
+        terms=question_terms,
+        keys=key_terms(question),
+        kinds=asks(question),
+        wanted_type=answer_type_terms(question),
+        pairs=_pairs(question),
+        lower=frozenset(w.lower() for w in ANSWER_WORD.findall(question)),
+    )
+    same_prev, same_next = _neighbours(cands)
+    prev_own, next_own = _from_neighbours(own, same_prev, same_next)
+    for i, c in enumerate(cands):
+        near = max(prev_own[i], next_own[i])
+        x[i, :23] = _lexical_row(c, asked, weight, norm, own[i], near)
+    x[:, 1] = own - own.max()
+    if cos is not None and len(cos) == m:
+        x[:, 23] = cos
+        x[:, 24] = cos - cos.max()
+        prev_cos, next_cos = _from_neighbours(cos, same_prev, same_next)
+        x[:, 25] = np.maximum(prev_cos, next_cos)
+    return x, own
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """What ``features`` reads of the question once, for all its candidates."""
+
+    terms: frozenset[str]  # the question's terms
+    keys: frozenset[str]  # its capitalised words and numbers, as written
+    kinds: frozenset[str]  # the kinds of answer it asks for (``asks``)
+    wanted_type: frozenset[str]  # the noun a what/which question asks for
+    pairs: frozenset[tuple[str, str]]  # its adjacent content stems
+    lower: frozenset[str]  # its words, lower-cased
+
+
+def _lexical_row(
+    c: Candidate, asked: _Asked, weight: dict[str, float], norm: float, own: float, near: float
+) -> tuple[Any, ...]:
+    """The first 23 feature columns of candidate ``c`` (``own_rel`` 0, set by the caller):
+    ``own`` is its own overlap, ``near`` its neighbouring sentences' best."""
+    date, number, quantity, place, cause, caps = _cues(c.text)
+    n_words = max(1, len(c.text.split()))
+    new_terms = len(c.terms - asked.terms)
+    borrowed = sum(weight[t] for t in (asked.terms & c.context) - c.terms) / norm
+    pairs = len(asked.pairs & _pairs(c.text)) / len(asked.pairs) if asked.pairs else 0.0
+    kinds = asked.kinds
+    return (
+        own,
+        0.0,  # own_rel, set by the caller
+        borrowed,
+        len(asked.keys & c.written) / len(asked.keys) if asked.keys else 0.0,
+        pairs,
+        near,
+        new_terms / (len(c.terms) + 1),
+        math.log1p(n_words) / 4,
+        n_words < 6,
+        n_words > 50,
+        1.0 / c.n,
+        c.n == 1,
+        c.pos == 0,
+        c.pos / max(1, c.count),
+        "when" in kinds and date,
+        "how_many" in kinds and number,
+        "how_much" in kinds and (quantity or number),
+        "who" in kinds and bool(caps - asked.lower),
+        "where" in kinds and place,
+        "why" in kinds and cause,
+        bool(asked.wanted_type & c.terms),
+        number,
+        min(3, len(caps - asked.lower)) / 3,
+    )
+
+
+def _neighbours(cands: list[Candidate]) -> tuple[np.ndarray, np.ndarray]:
+    """``(same_prev, same_next)`` ``(len(cands),)`` bool: whether the candidate before (after)
+    each is the sentence before (after) it in the same source (the candidates are in source
+    order, sentence by sentence)."""
+    import numpy as np
+
     same_prev = np.array(
         [
             i > 0 and cands[i - 1].n == c.n and cands[i - 1].pos == c.pos - 1
             for i, c in enumerate(cands)
         ]
     )
-    same_next = np.zeros(m, dtype=bool)
+    same_next = np.zeros(len(cands), dtype=bool)
     same_next[:-1] = same_prev[1:]
-    prev_own = np.where(same_prev, np.roll(own, 1), 0.0)
-    next_own = np.where(same_next, np.roll(own, -1), 0.0)
-    for i, c in enumerate(cands):
-        date, number, quantity, place, cause, caps = _cues(c.text)
-        n_words = max(1, len(c.text.split()))
-        new_terms = len(c.terms - question_terms)
-        borrowed = sum(weight[t] for t in (question_terms & c.context) - c.terms) / norm
-        pairs = len(q_pairs & _pairs(c.text)) / len(q_pairs) if q_pairs else 0.0
-        x[i, :23] = (
-            own[i],
-            0.0,  # own_rel, below
-            borrowed,
-            len(keys & c.written) / len(keys) if keys else 0.0,
-            pairs,
-            max(prev_own[i], next_own[i]),
-            new_terms / (len(c.terms) + 1),
-            math.log1p(n_words) / 4,
-            n_words < 6,
-            n_words > 50,
-            1.0 / c.n,
-            c.n == 1,
-            c.pos == 0,
-            c.pos / max(1, c.count),
-            "when" in kinds and date,
-            "how_many" in kinds and number,
-            "how_much" in kinds and (quantity or number),
-            "who" in kinds and bool(caps - q_lower),
-            "where" in kinds and place,
-            "why" in kinds and cause,
-            bool(wanted_type & c.terms),
-            number,
-            min(3, len(caps - q_lower)) / 3,
-        )
-    x[:, 1] = own - own.max()
-    if cos is not None and len(cos) == m:
-        x[:, 23] = cos
-        x[:, 24] = cos - cos.max()
-        prev_cos = np.where(same_prev, np.roll(cos, 1), 0.0)
-        next_cos = np.where(same_next, np.roll(cos, -1), 0.0)
-        x[:, 25] = np.maximum(prev_cos, next_cos)
-    return x, own
+    return same_prev, same_next
+
+
+def _from_neighbours(
+    values: np.ndarray, same_prev: np.ndarray, same_next: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The previous and the next sentence's ``values`` for each candidate (0 where none)."""
+    import numpy as np
+
+    return np.where(same_prev, np.roll(values, 1), 0.0), np.where(
+        same_next, np.roll(values, -1), 0.0
+    )
 
 
 @dataclass(frozen=True)
