@@ -46,8 +46,8 @@ def policy_sweep(ctx: click.Context, **opts: Any) -> None:
     """Quality, tokens and latency of every budget for every training question (an eval run
     with probe features logged; resumable)."""
     from fathom import commands
-    from fathom.render import EvalProgress, IngestProgress, stderr_console
     from fathom.learn.sweep import WARN_RECALL
+    from fathom.render import EvalProgress, IngestProgress, stderr_console
     from fathom.tables import render_sweep
 
     if not opts["docs"] and not opts["collection"]:

@@ -257,7 +257,6 @@ def _train_other(
         },
     }
     if kind == "reinforce":
-
         return train_reinforce(
             sweep,
             sweep_query_vectors(cfg, sweep),

@@ -46,16 +46,12 @@ def test_priors_by_type_and_presets_shift_the_choice(tmp_path) -> None:
     assert pol.decide(DepthQuery("q", probe(), "multi_hop")).k == 12  # the depth it needs
     # Pure quality: ties go to the smaller budget; a heavy cost weight gives up multi-hop depth.
     assert (
-        fit_utility(sweep(), bundles, "quality")
-        .decide(DepthQuery("q", probe(), "multi_hop"))
-        .k
+        fit_utility(sweep(), bundles, "quality").decide(DepthQuery("q", probe(), "multi_hop")).k
         == 12
     )
     cost = fit_utility(sweep(), bundles, "cost")
     u = cost.utilities("multi_hop")
-    assert (
-        u["heavy"] < fit_utility(sweep(), bundles, "quality").utilities("multi_hop")["heavy"]
-    )
+    assert u["heavy"] < fit_utility(sweep(), bundles, "quality").utilities("multi_hop")["heavy"]
     # Unknown types fall back to the pooled priors.
     d = pol.decide(DepthQuery("q", probe(), "summarization"))
     assert "all types" in d.reason and set(d.scores) == {"u_skip", "u_light", "u_medium", "u_heavy"}
