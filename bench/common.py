@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import platform
+import shlex
 import sys
 import tempfile
 import time
@@ -158,9 +159,11 @@ def _cpu_model() -> str | None:
 
 
 def machine_info() -> dict[str, Any]:
-    """Context for the JSON: cores, load, versions (numbers compare only within a run)."""
+    """Context for the JSON: CPU model, cores, memory, OS, load, versions (numbers compare only
+    within a run)."""
     info: dict[str, Any] = {
         "python": platform.python_version(),
+        "os": platform.platform(),
         "cpus": os.cpu_count(),
         "loadavg_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
         "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
@@ -181,9 +184,22 @@ def machine_info() -> dict[str, Any]:
     return info
 
 
+def command_line(argv: Sequence[str] | None = None, script: str | None = None) -> str:
+    """The command that made a results file, quoted so a shell takes it back unchanged:
+    ``python bench/NAME.py ARGS`` (``script`` or ``sys.argv[0]``, relative to the repository;
+    ``argv`` or ``sys.argv[1:]``). An empty argument is written ``''``."""
+    path = Path(script or sys.argv[0]).resolve()
+    with contextlib.suppress(ValueError):
+        path = path.relative_to(REPO)
+    args = sys.argv[1:] if argv is None else argv
+    return shlex.join(["python", path.as_posix(), *args])
+
+
 def write_json(path: Path, data: dict[str, Any]) -> None:
+    """``data`` as indented JSON, with the machine and the command line unless it has them."""
     path.parent.mkdir(parents=True, exist_ok=True)
     data.setdefault("machine", machine_info())
+    data.setdefault("command", command_line())
     if hasattr(os, "getloadavg"):
         data["machine"]["loadavg_end"] = os.getloadavg()
     path.write_text(json.dumps(data, indent=2, default=float) + "\n", encoding="utf-8")
