@@ -247,12 +247,14 @@ def eval_rows_by_qid(out: Path, strategy: str = "fixed:4") -> dict[str, dict[str
     return {r["qid"]: r for r in rows if r.get("strategy") == strategy}
 
 
-def format_ci(c: dict[str, Any] | None, signed: bool = False) -> str:
-    """``mean [lo, hi]`` of a ``bootstrap_ci`` result to three decimals (``–`` for none)."""
+def format_ci(c: dict[str, Any] | None, signed: bool = False, mean: bool = True) -> str:
+    """``mean [lo, hi]`` of a ``bootstrap_ci`` result to three decimals (``–`` for none);
+    ``[lo, hi]`` alone without ``mean``."""
     if not c:
         return "–"
     f = "{:+.3f}" if signed else "{:.3f}"
-    return f"{f.format(c['mean'])} [{f.format(c['lo'])}, {f.format(c['hi'])}]"
+    interval = f"[{f.format(c['lo'])}, {f.format(c['hi'])}]"
+    return f"{f.format(c['mean'])} {interval}" if mean else interval
 
 
 def paired_metrics(
@@ -260,21 +262,30 @@ def paired_metrics(
 ) -> tuple[list[str], dict[str, dict[str, Any]]]:
     """``(shared qids, {label: entry})`` for eval rows by label and qid: each metric's mean with
     a bootstrap interval on the questions every label answered, and for each label but
-    ``baseline`` the paired difference against it (interval, and win / tie / loss shares)."""
-    from fathom.evaluation.metrics import bootstrap_ci, paired_compare
+    ``baseline`` the paired difference against it (interval, and win / tie / loss shares).
+    Every interval has a twin over documents (``…_documents``: documents resampled with their
+    questions kept together)."""
+    from fathom.evaluation.metrics import (
+        bootstrap_ci,
+        cluster_bootstrap_ci,
+        document_of,
+        paired_compare,
+    )
 
     shared = sorted(set.intersection(*(set(r) for r in rows.values())))
+    docs = [document_of(rows[baseline][q]) for q in shared]
     out: dict[str, dict[str, Any]] = {}
     for label, by_qid in rows.items():
         entry: dict[str, Any] = {}
         for m in metrics:
             values = [float(by_qid[q]["metrics"][m] or 0.0) for q in shared]
             entry[m] = bootstrap_ci(values)
+            entry[f"{m}_documents"] = cluster_bootstrap_ci(values, docs)
             if label != baseline:
                 base = [float(rows[baseline][q]["metrics"][m] or 0.0) for q in shared]
-                entry[f"{m}_minus_{baseline}"] = bootstrap_ci(
-                    [a - b for a, b in zip(values, base, strict=True)]
-                )
+                diff = [a - b for a, b in zip(values, base, strict=True)]
+                entry[f"{m}_minus_{baseline}"] = bootstrap_ci(diff)
+                entry[f"{m}_minus_{baseline}_documents"] = cluster_bootstrap_ci(diff, docs)
                 entry[f"{m}_paired"] = paired_compare(values, base)
         out[label] = entry
     return shared, out
