@@ -8,7 +8,7 @@ The per-query judges themselves (SQuAD answer scores, ranking scores) are
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -105,6 +105,18 @@ def cluster_resamples(groups: Sequence[str], n_boot: int = 1000, seed: int = 0) 
         for _, idx in _draws(n_clusters, n_boot, seed)
         for row in idx
     ]
+
+
+def document_ci(
+    rows: Sequence[dict],
+    value: Callable[[dict], float | None],
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> dict[str, float | int] | None:
+    """``cluster_bootstrap_ci`` of ``value(row)`` over the eval rows where it is a number, each
+    row's document named by ``document_of``: the document-level interval of a summary's mean."""
+    pairs = [(v, document_of(r)) for r in rows if (v := value(r)) is not None]
+    return cluster_bootstrap_ci([v for v, _ in pairs], [d for _, d in pairs], n_boot, seed)
 
 
 def document_of(row: dict) -> str:

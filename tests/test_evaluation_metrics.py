@@ -15,6 +15,7 @@ from fathom.evaluation.metrics import (
     bootstrap_ci,
     cluster_bootstrap_ci,
     cluster_resamples,
+    document_ci,
     document_of,
     paired_compare,
     percentiles,
@@ -126,6 +127,17 @@ def test_cluster_resamples_draw_as_the_interval_does() -> None:
 def test_document_of_an_eval_row() -> None:
     assert document_of({"qid": "q1", "gold_doc_ids": ["d2", "d1"]}) == "d2"
     assert document_of({"qid": "q1", "gold_doc_ids": []}) == "q1"
+
+
+def test_document_ci_of_eval_rows_skips_rows_without_the_value() -> None:
+    rows = [
+        {"qid": f"q{i}", "gold_doc_ids": [f"d{i % 4}"], "f1": None if i == 3 else i / 10}
+        for i in range(12)
+    ]
+    kept = [r for r in rows if r["f1"] is not None]
+    expected = cluster_bootstrap_ci([r["f1"] for r in kept], [document_of(r) for r in kept], 300, 1)
+    assert document_ci(rows, lambda r: r["f1"], n_boot=300, seed=1) == expected
+    assert expected["n"] == 11 and expected["clusters"] == 4
 
 
 def test_paired_compare() -> None:
