@@ -35,7 +35,8 @@ CPU_UNRECORDED = {
 }
 
 # README rows (by the start of their "what" cell) whose numbers no committed results file backs,
-# with the command that would make one.
+# with the command that would make one. Both embed about 10,000 chunks, which takes longer than a
+# quarter of an hour on 2 shared cores; the docs page gives their numbers and commands.
 UNBACKED: dict[str, str] = {
     "SciFact retrieval": "FATHOM_DATA=… python bench/retrieval_beir.py "
     "--out docs/results/scifact/scifact.json",
