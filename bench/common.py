@@ -1,4 +1,5 @@
-"""Helpers shared by the bench scripts: data path, temporary config, timing, tables, JSON out.
+"""Helpers shared by the bench scripts: data path, temporary config, timing, tables, JSON out
+(``write_json`` records the machine and the command line in every results file).
 
 Benchmarks run the contender and its baseline in the same run on the same data and report
 ratios next to absolute numbers; they assert nothing about time.
