@@ -1,4 +1,5 @@
-"""Helpers shared by the bench scripts: data path, temporary config, timing, tables, JSON out.
+"""Helpers shared by the bench scripts: data path, temporary config, timing, tables, JSON out
+(``write_json`` records the machine and the command line in every results file).
 
 Benchmarks run the contender and its baseline in the same run on the same data and report
 ratios next to absolute numbers; they assert nothing about time.
@@ -10,6 +11,7 @@ import contextlib
 import json
 import os
 import platform
+import shlex
 import sys
 import tempfile
 import time
@@ -158,9 +160,11 @@ def _cpu_model() -> str | None:
 
 
 def machine_info() -> dict[str, Any]:
-    """Context for the JSON: cores, load, versions (numbers compare only within a run)."""
+    """Context for the JSON: CPU model, cores, memory, OS, load, versions (numbers compare only
+    within a run)."""
     info: dict[str, Any] = {
         "python": platform.python_version(),
+        "os": platform.platform(),
         "cpus": os.cpu_count(),
         "loadavg_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
         "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
@@ -181,9 +185,22 @@ def machine_info() -> dict[str, Any]:
     return info
 
 
+def command_line(argv: Sequence[str] | None = None, script: str | None = None) -> str:
+    """The command that made a results file, quoted so a shell takes it back unchanged:
+    ``python bench/NAME.py ARGS`` (``script`` or ``sys.argv[0]``, relative to the repository;
+    ``argv`` or ``sys.argv[1:]``). An empty argument is written ``''``."""
+    path = Path(script or sys.argv[0]).resolve()
+    with contextlib.suppress(ValueError):
+        path = path.relative_to(REPO)
+    args = sys.argv[1:] if argv is None else argv
+    return shlex.join(["python", path.as_posix(), *args])
+
+
 def write_json(path: Path, data: dict[str, Any]) -> None:
+    """``data`` as indented JSON, with the machine and the command line unless it has them."""
     path.parent.mkdir(parents=True, exist_ok=True)
     data.setdefault("machine", machine_info())
+    data.setdefault("command", command_line())
     if hasattr(os, "getloadavg"):
         data["machine"]["loadavg_end"] = os.getloadavg()
     path.write_text(json.dumps(data, indent=2, default=float) + "\n", encoding="utf-8")
@@ -231,12 +248,14 @@ def eval_rows_by_qid(out: Path, strategy: str = "fixed:4") -> dict[str, dict[str
     return {r["qid"]: r for r in rows if r.get("strategy") == strategy}
 
 
-def format_ci(c: dict[str, Any] | None, signed: bool = False) -> str:
-    """``mean [lo, hi]`` of a ``bootstrap_ci`` result to three decimals (``–`` for none)."""
+def format_ci(c: dict[str, Any] | None, signed: bool = False, mean: bool = True) -> str:
+    """``mean [lo, hi]`` of a ``bootstrap_ci`` result to three decimals (``–`` for none);
+    ``[lo, hi]`` alone without ``mean``."""
     if not c:
         return "–"
     f = "{:+.3f}" if signed else "{:.3f}"
-    return f"{f.format(c['mean'])} [{f.format(c['lo'])}, {f.format(c['hi'])}]"
+    interval = f"[{f.format(c['lo'])}, {f.format(c['hi'])}]"
+    return f"{f.format(c['mean'])} {interval}" if mean else interval
 
 
 def paired_metrics(
@@ -244,21 +263,30 @@ def paired_metrics(
 ) -> tuple[list[str], dict[str, dict[str, Any]]]:
     """``(shared qids, {label: entry})`` for eval rows by label and qid: each metric's mean with
     a bootstrap interval on the questions every label answered, and for each label but
-    ``baseline`` the paired difference against it (interval, and win / tie / loss shares)."""
-    from fathom.evaluation.metrics import bootstrap_ci, paired_compare
+    ``baseline`` the paired difference against it (interval, and win / tie / loss shares).
+    Every interval has a twin over documents (``…_documents``: documents resampled with their
+    questions kept together)."""
+    from fathom.evaluation.metrics import (
+        bootstrap_ci,
+        cluster_bootstrap_ci,
+        document_of,
+        paired_compare,
+    )
 
     shared = sorted(set.intersection(*(set(r) for r in rows.values())))
+    docs = [document_of(rows[baseline][q]) for q in shared]
     out: dict[str, dict[str, Any]] = {}
     for label, by_qid in rows.items():
         entry: dict[str, Any] = {}
         for m in metrics:
             values = [float(by_qid[q]["metrics"][m] or 0.0) for q in shared]
             entry[m] = bootstrap_ci(values)
+            entry[f"{m}_documents"] = cluster_bootstrap_ci(values, docs)
             if label != baseline:
                 base = [float(rows[baseline][q]["metrics"][m] or 0.0) for q in shared]
-                entry[f"{m}_minus_{baseline}"] = bootstrap_ci(
-                    [a - b for a, b in zip(values, base, strict=True)]
-                )
+                diff = [a - b for a, b in zip(values, base, strict=True)]
+                entry[f"{m}_minus_{baseline}"] = bootstrap_ci(diff)
+                entry[f"{m}_minus_{baseline}_documents"] = cluster_bootstrap_ci(diff, docs)
                 entry[f"{m}_paired"] = paired_compare(values, base)
         out[label] = entry
     return shared, out

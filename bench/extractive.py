@@ -39,6 +39,7 @@ from typing import Any
 
 from fathom.bench.common import (
     REPO,
+    command_line,
     data_dir,
     eval_rows_by_qid,
     format_ci,
@@ -87,9 +88,12 @@ def _pct(values: list[float], q: float) -> float | None:
 
 def compare(runs: dict[str, Path], baseline: str) -> dict[str, Any]:
     """Each variant's means and intervals, and its paired differences against ``baseline``."""
+    from fathom.evaluation.metrics import document_of
+
     rows = {label: eval_rows_by_qid(out) for label, out in runs.items()}
     shared, entries = paired_metrics(rows, METRICS, baseline)
-    result: dict[str, Any] = {"n": len(shared), "variants": {}}
+    documents = len({document_of(rows[baseline][q]) for q in shared})
+    result: dict[str, Any] = {"n": len(shared), "documents": documents, "variants": {}}
     for label, by_qid in rows.items():
         entry = entries[label]
         entry["abstained"] = sum(bool(by_qid[q]["abstained"]) for q in shared) / max(1, len(shared))
@@ -145,23 +149,33 @@ def markdown(results: dict[str, Any], baseline: str) -> str:
         f"Command: `{results['command']}`. `fathom eval --split test --strategies fixed:4 "
         "--judge contains --generator extractive`, the same questions for every variant of a "
         f"set; Δ is paired against `{baseline}` (bootstrap 95 % intervals). Machine: "
-        f"{results['machine'].get('cpus')} cores.",
+        f"{results['machine'].get('cpu')}, {results['machine'].get('cpus')} cores, "
+        f"{results['machine'].get('memory_gb')} GiB.",
         "",
-        "| set | variant | n | contains | Δ contains | F1 | answer recall | Δ answer recall "
-        "| abstained | generate P50 / P95 ms | rerank P50 ms | ask P50 ms |",
-        "| --- | --- | ---: | --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: |",
+        'Each interval is given twice: over questions, then ("by document") over documents '
+        "resampled with their questions kept together, the interval a claim rests on.",
+        "",
+        "| set | variant | n | documents | contains | by document | Δ contains | by document | F1 "
+        "| answer recall | by document | Δ answer recall | by document | abstained "
+        "| generate P50 / P95 ms | rerank P50 ms | ask P50 ms |",
+        "| --- | --- | ---: | ---: | --- | --- | --- | --- | --- | --- | --- | --- | --- | ---: "
+        "| ---: | ---: | ---: |",
     ]
 
     def ms(v: float | None) -> str:
         return "–" if v is None else f"{v:.0f}" if v >= 10 else f"{v:.1f}"
 
+    def both(e: dict[str, Any], key: str, signed: bool = False) -> str:
+        by_doc = format_ci(e.get(f"{key}_documents"), signed, mean=False)
+        return f"{format_ci(e.get(key), signed)} | {by_doc}"
+
     for name, res in results["sets"].items():
         for label, e in res["variants"].items():
             lines.append(
-                f"| {name} | {label} | {res['n']} | {format_ci(e['contains'])} | "
-                f"{format_ci(e.get(f'contains_minus_{baseline}'), True)} | {format_ci(e['f1'])} | "
-                f"{format_ci(e['answer_recall'])} | "
-                f"{format_ci(e.get(f'answer_recall_minus_{baseline}'), True)} | "
+                f"| {name} | {label} | {res['n']} | {res.get('documents', '–')} | "
+                f"{both(e, 'contains')} | {both(e, f'contains_minus_{baseline}', True)} | "
+                f"{format_ci(e['f1'])} | {both(e, 'answer_recall')} | "
+                f"{both(e, f'answer_recall_minus_{baseline}', True)} | "
                 f"{e['abstained']:.1%} | {ms(e['generate_ms_p50'])} / {ms(e['generate_ms_p95'])} "
                 f"| {ms(e['rerank_ms_p50'])} | {ms(e['total_ms_p50'])} |"
             )
@@ -188,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     home = Path(args.work) / "home"
     home.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"machine": machine_info(), "sets": {}}
-    results["command"] = ("python bench/extractive.py " + " ".join(argv or sys.argv[1:])).strip()
+    results["command"] = command_line(argv, __file__)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.cold:
         first = args.sets.split(",")[0].partition(":")[0]

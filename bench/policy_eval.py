@@ -13,7 +13,9 @@ policy row, gives what the issue of depth is about:
   paired.
 
 95 % intervals: a paired bootstrap over questions that recomputes the frontier on every
-resample (as ``policy_tradeoffs``). A run with several sets gives one table per ``--run``.
+resample (as ``policy_tradeoffs``), and one over documents (a resample draws documents and
+keeps all their questions; the rows' first gold document), the interval a claim rests on. A
+run with several sets gives one table per ``--run``.
 
     python bench/policy_eval.py --run DIR [--run DIR …] [--quality contains] [--fixed 1,2,3,5,8]
         [--out DIR]
@@ -56,6 +58,8 @@ def load_run(out: Path, quality: str, only: list[int] | None = None) -> dict[str
     def grid(get) -> np.ndarray:
         return np.array([[float(get(rows[s][q]) or 0.0) for s in order] for q in qids])
 
+    from fathom.evaluation.metrics import document_of
+
     return {
         "fixed": [k for k, _ in fixed],
         "policies": policies,
@@ -64,6 +68,7 @@ def load_run(out: Path, quality: str, only: list[int] | None = None) -> dict[str
         "tokens": grid(lambda r: r["tokens"]["context"]),
         "read": grid(lambda r: r["tokens"].get("context_read", r["tokens"]["context"])),
         "n": len(qids),
+        "groups": [document_of(rows[order[0]][q]) for q in qids],
         "run": run,
     }
 
@@ -96,10 +101,16 @@ def measure(d: dict[str, Any], j: int, idx: np.ndarray) -> dict[str, float]:
 
 
 def evaluate(d: dict[str, Any], seed: int = 0) -> dict[str, Any]:
+    """The fixed budgets' means and each policy's measures with intervals over questions, and
+    (``documents``) over documents with their questions kept together."""
+    from fathom.evaluation.metrics import cluster_resamples
+
     n, nf = d["n"], len(d["fixed"])
     boot = np.random.default_rng(seed).integers(0, n, size=(N_BOOT, n))
+    doc_boot = cluster_resamples(d["groups"], N_BOOT, seed)
     everyone = np.arange(n)
-    out: dict[str, Any] = {"n": n, "fixed": {}, "policies": {}}
+    out: dict[str, Any] = {"n": n, "documents": len(set(d["groups"])), "fixed": {}}
+    out["policies"] = {}
     for i, k in enumerate(d["fixed"]):
         out["fixed"][f"fixed:{k}"] = {
             "recall": float(d["recall"][:, i].mean()),
@@ -109,17 +120,25 @@ def evaluate(d: dict[str, Any], seed: int = 0) -> dict[str, Any]:
     for p, name in enumerate(d["policies"]):
         j = nf + p
         point = measure(d, j, everyone)
-        samples = [measure(d, j, b) for b in boot]
         entry: dict[str, Any] = dict(point)
-        for key in ("saving", "d_best", "d_quality"):
-            vals = np.array([s[key] for s in samples])
-            ok = vals[np.isfinite(vals)]
-            undefined = 1 - len(ok) / len(vals)
-            entry[f"{key}_undefined"] = undefined
-            good = np.isfinite(point[key]) and len(ok) and undefined <= MAX_UNDEFINED
-            entry[f"{key}_ci"] = np.quantile(ok, [0.025, 0.975]).tolist() if good else None
+        entry.update(_intervals(point, [measure(d, j, b) for b in boot]))
         entry["mean_k_tokens_context"] = float(d["tokens"][:, j].mean())
+        entry["documents"] = _intervals(point, [measure(d, j, b) for b in doc_boot])
         out["policies"][name] = entry
+    return out
+
+
+def _intervals(point: dict[str, float], samples: list[dict[str, float]]) -> dict[str, Any]:
+    """For the saving and both differences: the share of resamples where it is undefined, and
+    its 95 % interval (None when the point is undefined or too many resamples are)."""
+    out: dict[str, Any] = {}
+    for key in ("saving", "d_best", "d_quality"):
+        vals = np.array([s[key] for s in samples])
+        ok = vals[np.isfinite(vals)]
+        undefined = 1 - len(ok) / len(vals)
+        out[f"{key}_undefined"] = undefined
+        good = np.isfinite(point[key]) and len(ok) and undefined <= MAX_UNDEFINED
+        out[f"{key}_ci"] = np.quantile(ok, [0.025, 0.975]).tolist() if good else None
     return out
 
 
@@ -132,6 +151,17 @@ def _ci(x: float, ci: list | None, pct: bool = False, status: str = "", undefine
     if ci:
         return f"{f(x)} [{f(ci[0])}, {f(ci[1])}]"
     return f(x) + (f" ({undefined:.0%} of resamples undefined)" if undefined else "")
+
+
+def _by_document(e: dict[str, Any]) -> list[str]:
+    """A policy's three intervals over documents, for the table."""
+    d = e["documents"]
+    out = []
+    for key, pct in (("saving", True), ("d_best", False), ("d_quality", False)):
+        ci = d[f"{key}_ci"]
+        f = "{:+.0%}" if pct else "{:+.3f}"
+        out.append("–" if ci is None else f"[{f.format(ci[0])}, {f.format(ci[1])}]")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -158,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
             **res,
         }
         table = [
-            [k, f"{v['recall']:.3f}", f"{v['quality']:.3f}", f"{v['tokens']:.0f}", "", "", ""]
+            [k, f"{v['recall']:.3f}", f"{v['quality']:.3f}", f"{v['tokens']:.0f}", *[""] * 6]
             for k, v in res["fixed"].items()
         ]
         for p, e in res["policies"].items():
@@ -171,10 +201,11 @@ def main(argv: list[str] | None = None) -> int:
                     _ci(e["saving"], e["saving_ci"], True, e["status"], e["saving_undefined"]),
                     _ci(e["d_best"], e["d_best_ci"]),
                     _ci(e["d_quality"], e["d_quality_ci"]),
+                    *_by_document(e),
                 ]
             )
         print_table(
-            f"{name}: {res['n']} questions",
+            f"{name}: {res['n']} questions, {res['documents']} documents",
             [
                 "strategy",
                 "answer recall",
@@ -183,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
                 "saving vs fixed",
                 "Δ recall vs best fixed",
                 f"Δ {args.quality} vs fixed at its tokens",
+                "saving CI, by document",
+                "Δ recall CI, by document",
+                f"Δ {args.quality} CI, by document",
             ],
             table,
         )

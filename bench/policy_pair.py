@@ -13,7 +13,9 @@ same index and generator, so each question gives a paired difference of
   without a prompt cache evaluates), and the final depth k;
 * the judge's metrics (answer recall, and F1 / contains when the run has them).
 
-95 % intervals come from a bootstrap over questions (paired: the same resample for both).
+95 % intervals come from a bootstrap over questions (paired: the same resample for both), and
+from one over documents (a resample draws documents and keeps all their questions), the
+interval a claim rests on.
 
     python bench/policy_pair.py --run DIR --a forest --b cascade [--out DIR]
 """
@@ -62,16 +64,22 @@ def compare(run: Path, a: str, b: str, seed: int = 0) -> dict[str, Any]:
     for m in METRICS:
         if first.get(m) is not None:
             measures[m] = lambda r, m=m: r["metrics"].get(m) or 0.0
-    out: dict[str, Any] = {"n": len(qids), "a": a, "b": b, "measures": {}}
+    from fathom.evaluation.metrics import cluster_bootstrap_ci, document_of
+
+    docs = [document_of(rows[a][q]) for q in qids]
+    out: dict[str, Any] = {"n": len(qids), "documents": len(set(docs)), "a": a, "b": b}
+    out["measures"] = {}
     for name, get in measures.items():
         xa = np.array([float(get(rows[a][q])) for q in qids])
         xb = np.array([float(get(rows[b][q])) for q in qids])
         d = bootstrap_ci(xb - xa, n_boot=N_BOOT, seed=seed)
+        by_doc = cluster_bootstrap_ci(xb - xa, docs, n_boot=N_BOOT, seed=seed)
         out["measures"][name] = {
             a: float(xa.mean()),
             b: float(xb.mean()),
             "diff": d["mean"],
             "diff_ci": [d["lo"], d["hi"]],
+            "diff_ci_documents": [by_doc["lo"], by_doc["hi"]],
             "ratio": float(xb.mean() / xa.mean()) if xa.mean() else None,
         }
     return out
@@ -96,12 +104,15 @@ def main(argv: list[str] | None = None) -> int:
             f"{m[args.a]:.3f}",
             f"{m[args.b]:.3f}",
             f"{m['diff']:+.3f} [{m['diff_ci'][0]:+.3f}, {m['diff_ci'][1]:+.3f}]",
+            f"[{m['diff_ci_documents'][0]:+.3f}, {m['diff_ci_documents'][1]:+.3f}]",
             "–" if m["ratio"] is None else f"{m['ratio']:.2f}×",
         ]
         for name, m in result["measures"].items()
     ]
     title = f"{args.run.name}: {result['n']} questions answered by both"
-    print_table(title, [" ", args.a, args.b, f"{args.b} − {args.a} [95% CI]", "ratio"], table)
+    title += f", {result['documents']} documents"
+    columns = [" ", args.a, args.b, f"{args.b} − {args.a} [95% CI]", "CI by document", "ratio"]
+    print_table(title, columns, table)
     args.out.mkdir(parents=True, exist_ok=True)
     write_json(args.out / "policy_pair.json", result)
     return 0

@@ -24,7 +24,9 @@ The saving: the fixed budgets trace a frontier q(k) against mean tokens t(k);
 F(q) is the tokens that frontier needs to reach quality q (linear between adjacent budgets), and
 a policy at (q_P, t_P) saves 1 − t_P / F(q_P). k* is the fixed budget with the best quality on
 the test split (ties → smaller). 95% intervals come from a paired bootstrap over questions that
-recomputes the frontier on every resample.
+recomputes the frontier on every resample, and, where the sweep's rows name their documents,
+from one over documents (each resample draws documents and keeps all their questions): a
+document's questions are not independent, so that wider interval is the one a saving rests on.
 
 The saving is undefined in two places, and the table says which: "above frontier" when q_P is
 above the best fixed quality (no budget reaches it), and "at/below k = 0" when the frontier's
@@ -117,12 +119,16 @@ def saving(quality: np.ndarray, tokens: np.ndarray, choice: np.ndarray, rows: np
     return saving_and_status(quality, tokens, choice, rows)[0]
 
 
-def score(sweep: Any, choice: np.ndarray, boot: np.ndarray) -> dict[str, Any]:
+def score(
+    sweep: Any, choice: np.ndarray, boot: np.ndarray, doc_boot: list[np.ndarray] | None = None
+) -> dict[str, Any]:
     """Quality, tokens and saving of the budget indices ``choice`` with bootstrap intervals.
 
     ``saving_status`` says why ``saving`` is NaN (None when defined); ``saving_undefined`` is
     the share of resamples whose saving is undefined; ``saving_ci`` is None when the point
-    estimate is undefined or more than ``MAX_UNDEFINED`` of the resamples are (module doc)."""
+    estimate is undefined or more than ``MAX_UNDEFINED`` of the resamples are (module doc).
+    With ``doc_boot`` (document-level resamples), ``documents`` holds the same intervals
+    over those."""
     n = len(choice)
     q = sweep.quality[np.arange(n), choice]
     t = sweep.tokens[np.arange(n), choice]
@@ -130,18 +136,31 @@ def score(sweep: Any, choice: np.ndarray, boot: np.ndarray) -> dict[str, Any]:
     out["saving"], out["saving_status"] = saving_and_status(
         sweep.quality, sweep.tokens, choice, np.arange(n)
     )
+    out.update(_intervals(sweep, choice, boot, out["saving_status"]))
+    out["mean_k"] = float(np.asarray(sweep.budgets)[choice].mean())
+    if doc_boot is not None:
+        out["documents"] = _intervals(sweep, choice, doc_boot, out["saving_status"])
+    return out
+
+
+def _intervals(sweep: Any, choice: np.ndarray, boot: Any, status: str | None) -> dict[str, Any]:
+    """95 % intervals of quality, tokens and saving over the resamples ``boot`` (index arrays),
+    and the share of resamples whose saving is undefined."""
+    n = len(choice)
+    q = sweep.quality[np.arange(n), choice]
+    t = sweep.tokens[np.arange(n), choice]
     qb = np.array([q[r].mean() for r in boot])
     tb = np.array([t[r].mean() for r in boot])
     sb = np.array([saving(sweep.quality, sweep.tokens, choice, r) for r in boot])
     defined = sb[np.isfinite(sb)]
     undefined = (len(sb) - len(defined)) / len(sb) if len(sb) else 0.0
-    out["quality_ci"] = np.quantile(qb, [0.025, 0.975]).tolist()
-    out["tokens_ci"] = np.quantile(tb, [0.025, 0.975]).tolist()
-    out["saving_undefined"] = undefined
-    ok = out["saving_status"] is None and len(defined) and undefined <= MAX_UNDEFINED
-    out["saving_ci"] = np.quantile(defined, [0.025, 0.975]).tolist() if ok else None
-    out["mean_k"] = float(np.asarray(sweep.budgets)[choice].mean())
-    return out
+    ok = status is None and len(defined) and undefined <= MAX_UNDEFINED
+    return {
+        "quality_ci": np.quantile(qb, [0.025, 0.975]).tolist(),
+        "tokens_ci": np.quantile(tb, [0.025, 0.975]).tolist(),
+        "saving_undefined": undefined,
+        "saving_ci": np.quantile(defined, [0.025, 0.975]).tolist() if ok else None,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -226,50 +245,53 @@ def main(argv: list[str] | None = None) -> int:
         n = len(test.qids)
         rng = np.random.default_rng(args.seed)
         boot = rng.integers(0, n, size=(N_BOOT, n))
+        doc_boot = _document_resamples(test, args.seed)
         fq = test.quality.mean(axis=0)
         kstar = int(np.argmax(fq))
         rows: dict[str, dict[str, Any]] = {}
         for j, b in enumerate(test.budgets):
-            rows["none" if b == 0 else f"fixed:{b}"] = score(test, np.full(n, j), boot)
+            rows["none" if b == 0 else f"fixed:{b}"] = score(test, np.full(n, j), boot, doc_boot)
         if forest is not None:
             proba = forest.predict_proba(test.features)
             own = own_tokens(forest, test, name)
             for lam in lambdas:
                 choice = forest.choose(proba, cost=lam, tokens=own)
-                rows[f"forest λ={lam:g}"] = score(test, choice, boot)
+                rows[f"forest λ={lam:g}"] = score(test, choice, boot, doc_boot)
             for prefer in PREFERENCES:  # the shipped rule as `ask` prices it for the extractive
                 reading = ReadingCost(prefer)
                 choice = forest.choose(proba, cost=args.default_lambda, reading=reading, tokens=own)
-                rows[f"forest prefer={prefer}"] = score(test, choice, boot)
+                rows[f"forest prefer={prefer}"] = score(test, choice, boot, doc_boot)
             for c in CONFIDENCES:
-                rows[f"forest c={c:g}"] = score(test, forest.choose(proba, confidence=c), boot)
+                rows[f"forest c={c:g}"] = score(
+                    test, forest.choose(proba, confidence=c), boot, doc_boot
+                )
         for path, given in given_policies.items():
             given_proba = given.predict_proba(test.features)
             given_own = own_tokens(given, test, name)
             for prefer in PREFERENCES:
                 choice = given.choose(given_proba, reading=ReadingCost(prefer), tokens=given_own)
-                rows[f"{Path(path).stem} prefer={prefer}"] = score(test, choice, boot)
+                rows[f"{Path(path).stem} prefer={prefer}"] = score(test, choice, boot, doc_boot)
         test_q = sweep_query_vectors(cfg, test) if reinforce else None
         for lam, rl in reinforce.items():
             choice = rl.proba(test_q, test.features).argmax(axis=1)
-            rows[f"reinforce λ={lam:g}"] = score(test, choice, boot)
+            rows[f"reinforce λ={lam:g}"] = score(test, choice, boot, doc_boot)
         for preset in PRESETS if utility is not None else ():
             utility.preset = preset
             k_of = {t: utility.bundles[max(u, key=u.get)] for t in set(test.query_types)
                     for u in [utility.utilities(t)]}  # fmt: skip
             choice = np.array([test.budgets.index(k_of[t]) for t in test.query_types])
-            rows[f"utility:{preset}"] = score(test, choice, boot)
+            rows[f"utility:{preset}"] = score(test, choice, boot, doc_boot)
         if test.confidence is not None and np.isfinite(test.confidence).any():
             for t in thresholds:
                 climb = Cascade(threshold=t)
                 choice = climb.choose(test.budgets, test.confidence)
-                rows[f"cascade@{t:g}"] = score(test, choice, boot)
+                rows[f"cascade@{t:g}"] = score(test, choice, boot, doc_boot)
                 rows[f"cascade@{t:g}"]["rounds"] = _rounds(climb, test.budgets, choice)
         else:
             log(f"{name}: its rows carry no answerer confidence; no cascade rows")
         reach = test.quality.max(axis=1) > 0
         oracle = np.where(reach, np.argmax(test.quality >= test.quality.max(axis=1)[:, None], 1), 0)
-        rows["oracle"] = score(test, oracle, boot)
+        rows["oracle"] = score(test, oracle, boot, doc_boot)
         # Depth by query type at the default λ (multi-hop should get more); without a trained
         # forest, the first --policy's at balanced.
         if forest is not None:
@@ -307,11 +329,14 @@ def main(argv: list[str] | None = None) -> int:
                     f"{r['tokens']:.0f}",
                     f"{r['mean_k']:.2f}",
                     _pct(r["saving"], r["saving_ci"], r["saving_status"], r["saving_undefined"]),
+                    *_by_document(r),
                 ]
             )
         print_table(
-            f"{name}: {n} held-out questions, k* = fixed:{test.budgets[kstar]}",
-            ["policy", "quality [95% CI]", "Δ vs k*", "context tok", "mean k", "saving [95% CI]"],
+            f"{name}: {n} held-out questions, k* = fixed:{test.budgets[kstar]}"
+            + (f", {len(set(test.groups))} documents" if doc_boot else ""),
+            ["policy", "quality [95% CI]", "Δ vs k*", "context tok", "mean k", "saving [95% CI]"]
+            + (["quality CI, by document", "saving CI, by document"] if doc_boot else []),
             table,
         )
         print(f"mean k by query type ({depth_of}): {json.dumps(depth)}")
@@ -320,6 +345,25 @@ def main(argv: list[str] | None = None) -> int:
     write_json(args.out / "policy_tradeoffs.json", results)
     log(f"results and plots in {args.out}/")
     return 0
+
+
+def _document_resamples(test: Any, seed: int) -> list[np.ndarray] | None:
+    """Document-level resamples of a sweep's questions (none for a sweep without documents)."""
+    from fathom.evaluation.metrics import cluster_resamples
+
+    return cluster_resamples(test.groups, N_BOOT, seed) if test.groups else None
+
+
+def _by_document(r: dict[str, Any]) -> list[str]:
+    """A row's quality and saving intervals over documents, for the table (none without)."""
+    d = r.get("documents")
+    if d is None:
+        return []
+    q = f"[{d['quality_ci'][0]:.3f}, {d['quality_ci'][1]:.3f}]"
+    s = "–" if d["saving_ci"] is None else f"[{d['saving_ci'][0]:.0%}, {d['saving_ci'][1]:.0%}]"
+    if np.isfinite(r["saving"]) and d["saving_undefined"] > 0:
+        s += f" ({d['saving_undefined']:.0%} undefined)"
+    return [q, s]
 
 
 def _rounds(climb: Any, budgets: tuple[int, ...], choice: np.ndarray) -> float:

@@ -6,7 +6,9 @@
   against a random ``ell`` members (the exact expectation over every ``ell``-subset), for every
   ``ell`` from 1 to the portfolio size;
 
-each with a percentile-bootstrap interval, and paired intervals on the differences that matter.
+each with a percentile-bootstrap interval, and paired intervals on the differences that matter;
+every interval also over documents (``coverage_documents``, ``differences_documents``: documents
+resampled with their questions kept together, the interval a claim rests on).
 ``evaluate_portfolio_file`` is the whole command: the portfolio file, the held-out questions,
 the collection.
 """
@@ -17,7 +19,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from fathom.evaluation.metrics import bootstrap_ci
+from fathom.evaluation.metrics import bootstrap_ci, cluster_bootstrap_ci
 from fathom.router.portfolio.pool import pool_members
 
 if TYPE_CHECKING:
@@ -63,6 +65,11 @@ def evaluate_portfolio(
         )
         rows.update(routed_rows)
         diffs.update(routed_diffs)
+    docs = [q.doc_ids[0] if q.doc_ids else q.qid for q in questions]
+
+    def by_document(values: dict[str, np.ndarray]) -> dict[str, Any]:
+        return {k: cluster_bootstrap_ci(v.tolist(), docs, n_boot) for k, v in values.items()}
+
     return {
         "n_questions": len(questions),
         "score": by,
@@ -70,6 +77,9 @@ def evaluate_portfolio(
         "members": members,
         "coverage": {k: bootstrap_ci(v.tolist(), n_boot) for k, v in rows.items()},
         "differences": {k: bootstrap_ci(v.tolist(), n_boot) for k, v in diffs.items()},
+        "documents": len(set(docs)),
+        "coverage_documents": by_document(rows),
+        "differences_documents": by_document(diffs),
     }
 
 
