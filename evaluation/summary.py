@@ -16,7 +16,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from fathom.evaluation.metrics import bootstrap_ci, paired_compare, percentiles, stable_seed
+from fathom.evaluation.metrics import (
+    bootstrap_ci,
+    cluster_bootstrap_ci,
+    document_of,
+    paired_compare,
+    percentiles,
+    stable_seed,
+)
 
 FORMAT = 1
 
@@ -116,11 +123,24 @@ def _ci(values: list[float], run: dict, strategy: str, name: str) -> dict | None
     )
 
 
+def _documents_ci(
+    pairs: list[tuple[float, str]], run: dict, strategy: str, name: str
+) -> dict | None:
+    """The document-level interval of ``(value, document)`` pairs: documents resampled with
+    their questions kept together (``metrics.cluster_bootstrap_ci``), seeded as ``_ci``."""
+    return cluster_bootstrap_ci(
+        [v for v, _ in pairs],
+        [d for _, d in pairs],
+        n_boot=int(run.get("bootstrap", 2000)),
+        seed=stable_seed(int(run.get("seed", 0)), f"{strategy}/{name}"),
+    )
+
+
 def _summarize_strategy(
     strategy: str, rows: list[dict], run: dict, baseline_rows: list[dict] | None
 ) -> dict:
     out: dict[str, Any] = {"n": len(rows)}
-    out["metrics"] = _metrics(strategy, rows, run)
+    out["metrics"], out["metrics_documents"] = _metrics(strategy, rows, run)
     out.update(_tokens_and_cost(strategy, rows, run))
     out.update(_latency(strategy, rows, run))
     out.update(_depth_decisions(strategy, rows, run))
@@ -131,19 +151,29 @@ def _summarize_strategy(
     return out
 
 
-def _metrics(strategy: str, rows: list[dict], run: dict) -> dict[str, dict]:
-    """Each quality metric's mean and interval, in METRIC_ORDER, then any other by name."""
+def _metrics(
+    strategy: str, rows: list[dict], run: dict
+) -> tuple[dict[str, dict], dict[str, dict | None]]:
+    """Each quality metric's mean and interval over questions, in METRIC_ORDER, then any other
+    by name; and the same metrics' intervals over documents (questions about one document are
+    not independent: a claim about documents rests on these)."""
     names: set[str] = set()
     for r in rows:
         names.update((r.get("metrics") or {}).keys())
     ordered = [m for m in METRIC_ORDER if m in names] + sorted(names.difference(METRIC_ORDER))
     metrics: dict[str, dict] = {}
+    by_documents: dict[str, dict | None] = {}
     for m in ordered:
-        values = [x for r in rows if (x := _number((r.get("metrics") or {}).get(m))) is not None]
-        ci = _ci(values, run, strategy, m)
+        pairs = [
+            (x, document_of(r))
+            for r in rows
+            if (x := _number((r.get("metrics") or {}).get(m))) is not None
+        ]
+        ci = _ci([x for x, _ in pairs], run, strategy, m)
         if ci is not None:
             metrics[m] = ci
-    return metrics
+            by_documents[m] = _documents_ci(pairs, run, strategy, m)
+    return metrics, by_documents
 
 
 def _tokens_and_cost(strategy: str, rows: list[dict], run: dict) -> dict[str, Any]:
@@ -211,6 +241,7 @@ def _versus(strategy: str, rows: list[dict], baseline_rows: list[dict], run: dic
     """Paired comparison with the baseline over the questions both have a quality for."""
     base = {r.get("qid"): r for r in baseline_rows}
     q_pairs: list[tuple[float, float]] = []
+    q_docs: list[str] = []
     t_diffs: list[float] = []
     seen: set = set()
     for r in rows:
@@ -222,6 +253,7 @@ def _versus(strategy: str, rows: list[dict], baseline_rows: list[dict], run: dic
         qa, qb = _quality(r), _quality(b)
         if qa is not None and qb is not None:
             q_pairs.append((qa, qb))
+            q_docs.append(document_of(r))
         ta, tb = _tokens(r)["total"], _tokens(b)["total"]
         if ta is not None and tb is not None:
             t_diffs.append(ta - tb)
@@ -236,6 +268,8 @@ def _versus(strategy: str, rows: list[dict], baseline_rows: list[dict], run: dic
         "loss": cmp["loss"],
         "quality_diff": _ci([a - b for a, b in q_pairs], run, strategy, "vs_baseline.quality_diff"),
     }
+    diffs = [(a - b, d) for (a, b), d in zip(q_pairs, q_docs, strict=True)]
+    out["quality_diff_documents"] = _documents_ci(diffs, run, strategy, "vs_baseline.quality_diff")
     tokens_diff = _ci(t_diffs, run, strategy, "vs_baseline.tokens_diff")
     if tokens_diff is not None:
         out["tokens_diff"] = tokens_diff

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from fathom.core.errors import ParseError
 from fathom.core.jsonl import read_log
-from fathom.evaluation.metrics import bootstrap_ci, stable_seed
+from fathom.evaluation.metrics import bootstrap_ci, cluster_bootstrap_ci, stable_seed
 from fathom.evaluation.summary import flatten_row, summarize, write_csv, write_summary
 
 STRATEGIES = ["gap", "threshold:p50", "none", "fixed:1"]  # threshold:p50 has no rows
@@ -327,3 +327,25 @@ def test_csv_round_trip(tmp_path: Path) -> None:
         if row["total_ms"] is not None:
             assert float(got["total_ms"]) == row["total_ms"]
     assert back[5]["cost"] == ""
+
+
+def test_metrics_have_an_interval_over_documents_too() -> None:
+    """Beside each metric's interval over questions, ``metrics_documents`` resamples documents
+    with their questions kept together, seeded the same way; with every question about one of
+    a few documents it is wider than the question interval, never narrower."""
+    rows, run = make_log(), make_run()
+    for i, r in enumerate(rows):
+        r["gold_doc_ids"] = [f"doc-{i % 3}"]
+    s = summarize(rows, run)["strategies"]["gap"]
+    mine = [r for r in rows if r["strategy"] == "gap"]
+    xs = values(mine, lambda r: r["metrics"]["f1"])
+    docs = [r["gold_doc_ids"][0] for r in mine if r["metrics"]["f1"] is not None]
+    seed = stable_seed(run["seed"], "gap/f1")
+    want = cluster_bootstrap_ci(xs, docs, n_boot=run["bootstrap"], seed=seed)
+    assert s["metrics_documents"]["f1"] == want and want["clusters"] == 3
+    assert s["metrics_documents"]["f1"]["mean"] == s["metrics"]["f1"]["mean"]
+    doc_width = want["hi"] - want["lo"]
+    assert doc_width >= s["metrics"]["f1"]["hi"] - s["metrics"]["f1"]["lo"] - 1e-9
+    vs = s["vs_baseline"]
+    assert vs["quality_diff_documents"]["mean"] == pytest.approx(vs["quality_diff"]["mean"])
+    assert vs["quality_diff_documents"]["clusters"] <= 3
