@@ -38,8 +38,6 @@ CPU_UNRECORDED = {
 # with the command that would make one. Both embed about 10,000 chunks, which takes longer than a
 # quarter of an hour on 2 shared cores; the docs page gives their numbers and commands.
 UNBACKED: dict[str, str] = {
-    "SciFact retrieval": "FATHOM_DATA=… python bench/retrieval_beir.py "
-    "--out docs/results/scifact/scifact.json",
     "hybrid search": "FATHOM_DATA=… python bench/search.py --out docs/results/search/search.json",
 }
 
