@@ -38,9 +38,12 @@ class Engine:
 
     def __init__(self, cfg: Config, collection: str, generator: Generator | None = None) -> None:
         self.parts = Parts(cfg, collection, generator)
-        self.cfg = cfg
 
     # What callers read of the parts.
+    @property
+    def cfg(self) -> Config:
+        return self.parts.cfg
+
     @property
     def collection(self) -> Any:
         return self.parts.collection

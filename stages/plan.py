@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from fathom.core.base import Decision, DepthPolicy, DepthQuery, Hit
+from fathom.stages.generate import opt_in_note
 from fathom.stages.pricing import reading_cost
 from fathom.stages.records import Prepared, Trace, elapsed_ms
 from fathom.stages.rerank import rerank_behind, rerank_head
@@ -95,8 +96,6 @@ def plan(
     gen = parts.generator
     trace.backend, trace.model, trace.selection = gen.name, gen.model, gen.selection
     if generating:
-        from fathom.stages.generate import opt_in_note
-
         note = opt_in_note(parts.cfg.generator, gen.name)
         if note is not None:
             trace.notice(note, "an OpenAI API key")
