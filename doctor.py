@@ -120,6 +120,8 @@ def _reranker(cfg: Config) -> list[Check]:
     model = cfg.rerank.model
     if not cfg.rerank.enabled:
         return [Check("reranker", "reranker", "ok", "off (rerank.enabled = false)")]
+    if model == "fathom-reader":
+        return [_reader_check(cfg)]
     if Path(model).expanduser().is_dir() or in_hf_cache(model):
         return [Check("reranker", "cross-encoder", "ok", f"{model} (cached)")]
     return [
@@ -133,6 +135,28 @@ def _reranker(cfg: Config) -> list[Check]:
             "rerank.model to a local folder",
         )
     ]
+
+
+def _reader_check(cfg: Config) -> Check:
+    """Fathom's reader: loads, or which file is missing or broken."""
+    from fathom.core.errors import BackendUnavailable
+    from fathom.index.reader import Reader
+
+    reader = Reader()
+    try:
+        reader.load()
+    except BackendUnavailable as exc:
+        n = min(cfg.rerank.candidates, cfg.rerank.embedding_candidates)
+        return Check(
+            "reranker",
+            "fathom-reader",
+            "warning",
+            f"{exc}: ask uses the embedding reranker instead (the top {n} candidates) and "
+            "the extractive answerer quotes sentences",
+            "reinstall Fathom (pip install -e .), or unset FATHOM_READER_DIR",
+        )
+    layers = reader.meta.get("layers", "?")
+    return Check("reranker", "fathom-reader", "ok", f"{reader.folder} ({layers} layers, int8 ONNX)")
 
 
 def _generators(cfg: Config, native_check: bool) -> tuple[list[Check], dict[str, Any]]:

@@ -342,6 +342,17 @@ def render_hits(
 # ---------------------------------------------------------------------------------------------
 
 
+def _answerer_note(answer: Any) -> str:
+    """The answerer's own probability, when it states one: of its span over no answer (the
+    reader's) or that its quote holds the answer (the sentence scorer's)."""
+    conf = answer.confidence
+    if conf.get("answerer") is None or conf.get("abstained"):
+        return ""
+    if answer.span:
+        return f" · span {conf['answerer']:.0%} over no answer"
+    return f" · quote {conf['answerer']:.0%} likely to answer"
+
+
 def render_answer(answer, streamed: bool = False, as_json: bool = False) -> None:
     """The answer panel (unless it was streamed and is final), its sources, the decision,
     confidence, portfolio, latency, tokens and notices."""
@@ -373,11 +384,7 @@ def render_answer(answer, streamed: bool = False, as_json: bool = False) -> None
     out.print(
         f"[bold]Confidence[/bold] {conf['score']:.2f}"
         + (" (abstained)" if conf.get("abstained") else "")
-        + (
-            f" · quote {conf['answerer']:.0%} likely to answer"
-            if conf.get("answerer") is not None and not conf.get("abstained")
-            else ""
-        )
+        + _answerer_note(answer)
         + f" · {tr.passes} round(s) · backend {tr.backend}"
         + (f" ({tr.selection})" if tr.selection and tr.selection != "configured" else "")
         + f" · model {tr.model} · reranker {tr.reranker} · embedder {tr.embedder}",

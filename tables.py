@@ -271,12 +271,22 @@ def render_portfolio_eval(result: dict[str, Any], as_json: bool = False) -> None
     )
     identifier_column(table, "retrievers", list(result["coverage"]))
     table.add_column("coverage [95% CI]", justify="right")
+    table.add_column("by document", justify="right")
+    by_doc = result.get("coverage_documents") or {}
     for k, ci in result["coverage"].items():
-        table.add_row(k, f"{ci['mean']:.3f} [{ci['lo']:.3f}, {ci['hi']:.3f}]")
+        d = by_doc.get(k)
+        table.add_row(
+            k,
+            f"{ci['mean']:.3f} [{ci['lo']:.3f}, {ci['hi']:.3f}]",
+            f"[{d['lo']:.3f}, {d['hi']:.3f}]" if d else "–",
+        )
     console.print(table)
+    diff_docs = result.get("differences_documents") or {}
     for k, g in result["differences"].items():
+        d = diff_docs.get(k)
+        over_docs = f"; by document [{d['lo']:+.3f}, {d['hi']:+.3f}]" if d else ""
         console.print(
-            f"{k}: {g['mean']:+.3f} [{g['lo']:+.3f}, {g['hi']:+.3f}] (paired bootstrap)",
+            f"{k}: {g['mean']:+.3f} [{g['lo']:+.3f}, {g['hi']:+.3f}] (paired bootstrap{over_docs})",
             highlight=False,
         )
 

@@ -1,9 +1,12 @@
-"""The extractive answerer on held-out halves: its learned sentence scorer against the previous
-answerer, and what the embedding reranker buys it.
+"""The extractive answerer on held-out halves: as shipped (Fathom's reader: an exact span, then
+its sentence) against a previous checkout (``--previous``), and what reranking buys it.
 
-For every set and variant, one ``fathom eval`` run (``--split test``, ``fixed:4``, judge
-``contains``, generator ``extractive``) over the same questions, then paired differences against
-the shipped default with bootstrap intervals. Variants are configurations a user can set:
+For every set and variant, one ``fathom eval`` run (``--split test``, ``--strategy``, by default
+``fixed:4``, judge ``contains``, generator ``extractive``) over the same questions, then paired
+differences against the shipped default with bootstrap intervals. Exact match and F1 score the
+answer's span when it has one (``fathom eval`` does), ``contains`` the whole answer; on a set with
+unanswerable questions (SQuAD 2.0) the abstentions are split by kind. Variants are
+configurations a user can set:
 
 * ``default`` — as shipped (the reranker as ``rerank.enabled`` and ``rerank.candidates`` say);
 * ``rerank-off`` — ``FATHOM_RERANK__ENABLED=false``;
@@ -12,7 +15,7 @@ the shipped default with bootstrap intervals. Variants are configurations a user
 * ``previous`` — another checkout of Fathom (``--previous DIR``, e.g. a ``git worktree`` of the
   revision before the scorer), run with that checkout's own code and defaults.
 
-Per variant: contains, F1, answer recall (the gold answer in the context: what the reranker can
+Per variant: contains, F1, EM, answer recall (the gold answer in the context: what the reranker can
 change), abstentions, generate and rerank P50/P95 ms. Writes results.json and results.md.
 
 An eval remembers sentence vectors across its questions (``Engine.sentence_vectors``), as a
@@ -23,8 +26,8 @@ the fallback reranker reading 8 and 20 candidates and none, interleaved question
 load changes hit all alike (cold.json).
 
     python bench/extractive.py [--data DIR] [--sets squad_v1.1_dev:500,covidqa_200423:300]
-        [--variants default,rerank-off,rerank-8] [--previous DIR] [--cold N] [--work DIR]
-        [--out DIR]
+        [--variants default,rerank-off,rerank-8] [--previous DIR] [--strategy fixed:4]
+        [--cold N] [--work DIR] [--reuse] [--out DIR]
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from fathom.bench.common import (
     write_json,
 )
 
-METRICS = ("contains", "f1", "answer_recall")
+METRICS = ("contains", "f1", "em", "answer_recall")
 VARIANTS: dict[str, dict[str, str]] = {
     "default": {},
     "rerank-off": {"FATHOM_RERANK__ENABLED": "false"},
@@ -60,14 +63,17 @@ VARIANTS: dict[str, dict[str, str]] = {
 
 
 def run_eval(data: Path, name: str, limit: int, variant: str, args, home: Path) -> Path:
-    out = Path(args.work) / f"{name}-{variant}"
+    out = Path(args.work).resolve() / f"{name}-{variant}"
+    if args.reuse and (out / "summary.json").is_file():
+        log(f"{name}: {variant} → {out} (reused)")
+        return out
     tree = Path(args.previous).resolve() if variant == "previous" else REPO
     cmd = [
         sys.executable, str(tree / "cli.py"), "eval",
         "--docs", str(data / name / "docs.jsonl"),
         "--questions", str(data / name / "questions.jsonl"),
         "--split", "test", "--limit", str(limit),
-        "--strategies", "fixed:4", "--judge", "contains",
+        "--strategies", args.strategy, "--judge", "contains",
         "--generator", "extractive", "--out", str(out),
     ]  # fmt: skip
     env = {**os.environ, "FATHOM_HOME": str(home), **VARIANTS[variant]}
@@ -86,17 +92,22 @@ def _pct(values: list[float], q: float) -> float | None:
     return v[min(len(v) - 1, round(q * (len(v) - 1)))]
 
 
-def compare(runs: dict[str, Path], baseline: str) -> dict[str, Any]:
+def compare(runs: dict[str, Path], baseline: str, strategy: str = "fixed:4") -> dict[str, Any]:
     """Each variant's means and intervals, and its paired differences against ``baseline``."""
     from fathom.evaluation.metrics import document_of
 
-    rows = {label: eval_rows_by_qid(out) for label, out in runs.items()}
+    rows = {label: eval_rows_by_qid(out, strategy) for label, out in runs.items()}
     shared, entries = paired_metrics(rows, METRICS, baseline)
     documents = len({document_of(rows[baseline][q]) for q in shared})
     result: dict[str, Any] = {"n": len(shared), "documents": documents, "variants": {}}
     for label, by_qid in rows.items():
         entry = entries[label]
         entry["abstained"] = sum(bool(by_qid[q]["abstained"]) for q in shared) / max(1, len(shared))
+        for kind, want in (("unanswerable", True), ("answerable", False)):
+            qs = [q for q in shared if bool(by_qid[q].get("unanswerable")) == want]
+            if qs and any(by_qid[q].get("unanswerable") for q in shared):
+                entry[f"abstained_{kind}"] = sum(bool(by_qid[q]["abstained"]) for q in qs) / len(qs)
+                entry[f"n_{kind}"] = len(qs)
         for stage in ("generate", "rerank"):
             ms = [float(by_qid[q]["stages_ms"].get(stage, 0.0)) for q in shared]
             entry[f"{stage}_ms_p50"] = _pct(ms, 0.5)
@@ -146,7 +157,8 @@ def markdown(results: dict[str, Any], baseline: str) -> str:
     lines = [
         "# The extractive answerer on held-out halves",
         "",
-        f"Command: `{results['command']}`. `fathom eval --split test --strategies fixed:4 "
+        f"Command: `{results['command']}`. `fathom eval --split test --strategies "
+        f"{results.get('strategy', 'fixed:4')} "
         "--judge contains --generator extractive`, the same questions for every variant of a "
         f"set; Δ is paired against `{baseline}` (bootstrap 95 % intervals). Machine: "
         f"{results['machine'].get('cpu')}, {results['machine'].get('cpus')} cores, "
@@ -156,10 +168,11 @@ def markdown(results: dict[str, Any], baseline: str) -> str:
         "resampled with their questions kept together, the interval a claim rests on.",
         "",
         "| set | variant | n | documents | contains | by document | Δ contains | by document | F1 "
+        "| by document | Δ F1 | by document | EM | by document "
         "| answer recall | by document | Δ answer recall | by document | abstained "
         "| generate P50 / P95 ms | rerank P50 ms | ask P50 ms |",
-        "| --- | --- | ---: | ---: | --- | --- | --- | --- | --- | --- | --- | --- | --- | ---: "
-        "| ---: | ---: | ---: |",
+        "| --- | --- | ---: | ---: | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
+        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |",
     ]
 
     def ms(v: float | None) -> str:
@@ -174,12 +187,23 @@ def markdown(results: dict[str, Any], baseline: str) -> str:
             lines.append(
                 f"| {name} | {label} | {res['n']} | {res.get('documents', '–')} | "
                 f"{both(e, 'contains')} | {both(e, f'contains_minus_{baseline}', True)} | "
-                f"{format_ci(e['f1'])} | {both(e, 'answer_recall')} | "
+                f"{both(e, 'f1')} | {both(e, f'f1_minus_{baseline}', True)} | {both(e, 'em')} | "
+                f"{both(e, 'answer_recall')} | "
                 f"{both(e, f'answer_recall_minus_{baseline}', True)} | "
-                f"{e['abstained']:.1%} | {ms(e['generate_ms_p50'])} / {ms(e['generate_ms_p95'])} "
+                f"{_abstained(e)} | {ms(e['generate_ms_p50'])} / {ms(e['generate_ms_p95'])} "
                 f"| {ms(e['rerank_ms_p50'])} | {ms(e['total_ms_p50'])} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def _abstained(e: dict[str, Any]) -> str:
+    """The abstention rate, split by kind when the set has unanswerable questions."""
+    if "abstained_unanswerable" in e:
+        return (
+            f"{e['abstained']:.1%} (unanswerable {e['abstained_unanswerable']:.1%}, "
+            f"answerable {e.get('abstained_answerable', 0.0):.1%})"
+        )
+    return f"{e['abstained']:.1%}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -189,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variants", default="default,rerank-off,rerank-8")
     ap.add_argument("--previous", default=None, help="another Fathom checkout (variant previous)")
     ap.add_argument("--cold", type=int, default=0, help="also time N one-shot asks")
+    ap.add_argument("--strategy", default="fixed:4", help="the depth every variant answers at")
+    ap.add_argument("--reuse", action="store_true", help="keep a variant's finished eval run")
     ap.add_argument("--work", default="runs/extractive")
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "results" / "extractive")
     args = ap.parse_args(argv)
@@ -201,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown variants {unknown}; known: {sorted(VARIANTS)}")
     home = Path(args.work) / "home"
     home.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {"machine": machine_info(), "sets": {}}
+    results: dict[str, Any] = {"machine": machine_info(), "strategy": args.strategy, "sets": {}}
     results["command"] = command_line(argv, __file__)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.cold:
@@ -215,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     for spec in args.sets.split(","):
         name, _, limit = spec.partition(":")
         runs = {v: run_eval(data, name, int(limit or 300), v, args, home) for v in variants}
-        results["sets"][name] = compare(runs, variants[0])
+        results["sets"][name] = compare(runs, variants[0], args.strategy)
     args.out.mkdir(parents=True, exist_ok=True)
     write_json(args.out / "results.json", results)
     (args.out / "results.md").write_text(markdown(results, variants[0]))

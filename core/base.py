@@ -319,6 +319,9 @@ class Draft:
     # The answerer's own probability that the answer is right, when it states one (the
     # extractive answerer's calibrated sentence scorer); None for language models.
     confidence: float | None = None
+    # The exact answer span when the answerer found one (the extractive answerer's reader):
+    # its text, source number, characters in the chunk and the document, and score.
+    span: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -128,7 +128,8 @@ class GeneratorConfig:
 @dataclass
 class RerankConfig:
     enabled: bool = True
-    model: str = "cross-encoder/ms-marco-MiniLM-L6-v2"  # any CrossEncoder name or path
+    # "fathom-reader" (the reader shipped in the package), or any CrossEncoder name or path
+    model: str = "fathom-reader"
     candidates: int = 20  # hits sent to the reranker
     # hits the embedding fallback reads when no cross-encoder loads (it embeds every sentence
     # of each; its gain is the same at 8 as at 20 on held-out SQuAD and COVID-QA)

@@ -15,6 +15,8 @@ COLUMNS = (
     "strategy",
     "n",
     "quality [95% CI]",
+    "by document",
+    "Δ by document",
     "EM",
     "F1",
     "answer recall",
@@ -75,6 +77,10 @@ def summary_rows(summary: dict) -> list[list[str]]:
                 name,
                 _fmt(s.get("n"), "d"),
                 _fmt_ci(get_path(s, "metrics", "quality")),
+                _fmt_interval(get_path(s, "metrics_documents", "quality")),
+                MISSING
+                if name == baseline
+                else _fmt_interval(get_path(s, "vs_baseline", "quality_diff_documents"), True),
                 _fmt(get_path(s, "metrics", "em", "mean"), ".3f"),
                 _fmt(get_path(s, "metrics", "f1", "mean"), ".3f"),
                 _fmt(get_path(s, "metrics", "answer_recall", "mean"), ".3f"),
@@ -132,7 +138,10 @@ def write_report(out_dir: Path, summary: dict, plots: list[Path]) -> Path:
         f"- Quality is the judge's score (`{run.get('judge') or '?'}`), averaged per strategy; "
         "EM, F1 and answer recall follow SQuAD answer normalisation.",
         f"- Intervals are 95% percentile bootstrap CIs ({run.get('bootstrap') or '?'} resamples, "
-        f"seed {run.get('seed')}); means skip questions where a metric does not apply.",
+        f"seed {run.get('seed')}); means skip questions where a metric does not apply. "
+        '"by document" resamples documents with their questions kept together: questions '
+        "about one document are not independent, so a claim that one strategy beats another "
+        "rests on that interval (Δ: the paired difference from the baseline's quality).",
         f"- win/tie/loss compares each strategy with the baseline (`{baseline}`) question by "
         "question (paired): a win is a higher quality on the same question.",
         "- Token counts are means per question; cost/1k is the cost of 1,000 questions; SLO % is "
@@ -266,14 +275,22 @@ def _fmt_any(value: Any) -> str:
     return str(value)
 
 
-def _fmt_ci(ci: dict | None) -> str:
+def _fmt_ci(ci: dict | None, signed: bool = False) -> str:
     mean = get_path(ci, "mean")
     if mean is None:
         return MISSING
+    f = "{:+.3f}" if signed else "{:.3f}"
     lo, hi = get_path(ci, "lo"), get_path(ci, "hi")
     if lo is None or hi is None:
-        return f"{mean:.3f}"
-    return f"{mean:.3f} [{lo:.3f}, {hi:.3f}]"
+        return f.format(mean)
+    return f"{f.format(mean)} [{f.format(lo)}, {f.format(hi)}]"
+
+
+def _fmt_interval(ci: dict | None, signed: bool = False) -> str:
+    """``[lo, hi]`` of an interval (its mean is in another column)."""
+    lo, hi = get_path(ci, "lo"), get_path(ci, "hi")
+    f = "{:+.3f}" if signed else "{:.3f}"
+    return MISSING if lo is None or hi is None else f"[{f.format(lo)}, {f.format(hi)}]"
 
 
 def _fmt_wtl(vs: dict | None, *, is_baseline: bool) -> str:

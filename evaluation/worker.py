@@ -77,7 +77,12 @@ def _row(
     # The eval's own abstention rule on the answer text (judges.is_abstention), not the
     # feedback scorer's narrower one: the scores must not depend on the feedback settings.
     abstained = eval_abstained(answer)
-    m = _metrics(q, spec, answer.text, context, context_docs, ranked, abstained, extra, judge)
+    # Exact match and F1 score the answer itself: the span when the answerer gave one (the
+    # reader's), the whole text otherwise; ``contains`` reads the whole text.
+    span = getattr(answer, "span", None)
+    short = span["text"] if span else answer.text
+    texts = (answer.text, short)
+    m = _metrics(q, spec, *texts, context, context_docs, ranked, abstained, extra, judge)
     return {
         "qid": q.qid,
         "strategy": spec.name,
@@ -96,6 +101,7 @@ def _row(
         "ranked_doc_ids": ranked,
         "context": context,
         "answer": answer.text,
+        "span": span["text"] if span else None,
         "abstained": abstained,
         "confidence": answer.confidence.get("score"),
         # The answerer's own probability that it answered (the extractive scorer's); None for
@@ -114,6 +120,7 @@ def _metrics(
     q: Question,
     spec: StrategySpec,
     text: str,
+    short: str,
     context: str,
     context_docs: list[str],
     ranked: list[str],
@@ -121,7 +128,8 @@ def _metrics(
     extra: dict[str, Any],
     judge: str,
 ) -> dict[str, Any]:
-    """A row's metrics: the answer ``text`` against the gold answers, the context and its
+    """A row's metrics: the answer (``short`` for exact match and F1, ``text`` for contains)
+    against the gold answers, the context and its
     documents against the gold documents, the judges' ``extra`` scores, and ``quality`` (the
     run's ``judge``)."""
     from fathom.feedback import judges as M
@@ -129,8 +137,8 @@ def _metrics(
     golds = list(q.answers)
     gold_docs = list(q.doc_ids)
     m: dict[str, Any] = {
-        "em": M.exact_match(text, golds, abstained=abstained),
-        "f1": M.f1(text, golds, abstained=abstained),
+        "em": M.exact_match(short, golds, abstained=abstained),
+        "f1": M.f1(short, golds, abstained=abstained),
         "contains": M.contains(text, golds),
         "answer_recall": M.answer_recall(context, golds),
         "recall@k": M.recall_at_k(context_docs, gold_docs),

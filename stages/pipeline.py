@@ -202,6 +202,7 @@ def report(
         confidence={**conf.to_dict(), "answerer": draft.confidence},
         trace=trace,
         used=tuple(used),
+        span=draft.span,
     )
 
 

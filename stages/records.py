@@ -184,9 +184,10 @@ class Answer:
     confidence: dict[str, Any]
     trace: Trace
     used: tuple[Hit, ...] = ()  # the hits the final answer was generated from, in source order
+    span: dict[str, Any] | None = None  # the exact answer span, when the answerer found one
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "schema_version": ANSWER_SCHEMA_VERSION,
             "question": self.question,
             "answer": self.text,
@@ -196,6 +197,9 @@ class Answer:
             "collection": self.trace.collection,
             "trace": self.trace.to_dict(),
         }
+        if self.span is not None:
+            out["span"] = self.span
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,9 +221,9 @@ class Context:
         }
 
 
-# docs/answer.schema.json; 5: trace.budget; 4: trace.decision.cost; 3: confidence.answerer;
+# docs/answer.schema.json; 7: span; 6: tokens.context_read; 5: trace.budget; 4: trace.decision.cost; 3: confidence.answerer;
 # 2: sources' text
-ANSWER_SCHEMA_VERSION = 6
+ANSWER_SCHEMA_VERSION = 7
 
 
 def price(cfg: Config, model: str, prompt_tokens: int, completion_tokens: int) -> float:

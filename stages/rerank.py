@@ -1,11 +1,12 @@
-"""Second-stage reranking: a cross-encoder when one can be loaded, else an embedding reranker.
+"""Second-stage reranking: Fathom's reader, a cross-encoder, or an embedding reranker.
 
 Both return NEW hits (records are frozen) ordered by the rerank score, best first, with
 ``scores["rerank"]``, ``ranks["rerank"]`` (1-based) added and ``score`` set to the rerank score.
 The sort is stable: hits with equal scores keep their input order.
 
-``make_reranker`` picks the backend: the configured cross-encoder (a local path, the local
-Hugging Face cache, then a download unless ``HF_HUB_OFFLINE`` is set), or — when it cannot be
+``make_reranker`` picks the backend: ``fathom-reader`` (the default: the reader model shipped in
+the package, ``fathom.index.reader``), or a configured cross-encoder (a local path, the local
+Hugging Face cache, then a download unless ``HF_HUB_OFFLINE`` is set), or — when that cannot be
 loaded — the ``EmbeddingReranker``, which needs no model beyond the query embedder, together with
 a plain-English notice for the report.
 """
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     import numpy as np
     from fathom.core.base import Embedder, Reranker
     from fathom.core.config import RerankConfig
+    from fathom.index.reader import Reader, Windows
 
 # ---------------------------------------------------------------------------------------------
 # Shared output contract
@@ -222,6 +224,89 @@ class CrossEncoderReranker:
 
 
 # ---------------------------------------------------------------------------------------------
+# Fathom's reader
+# ---------------------------------------------------------------------------------------------
+
+
+class ReaderReranker:
+    """Fathom's reader (``fathom.index.reader``) as a reranker.
+
+    Each hit is cut into the reader's short windows (``RERANK_LENGTH`` tokens) and read in the
+    ``windows_per_hit`` of them with the most of the question's content words (IDF-weighted
+    over all the windows; ties go to the earlier window), all hits' windows in one batch. A
+    hit's reading is its best window's relevance logit plus its best span's margin over
+    no-answer; the rerank score is that reading standardised over the hits (mean 0, deviation
+    1) plus ``PRIOR`` × −log(its rank in the order it came in), so the first-stage ranking
+    still counts where the reader hesitates (chosen on the training halves).
+    """
+
+    PRIOR = 0.5
+
+    def __init__(self, reader: Reader | None = None, windows_per_hit: int = 1) -> None:
+        from fathom.index.reader import NAME, shared_reader
+
+        self.reader = reader if reader is not None else shared_reader()
+        self.windows_per_hit = max(1, windows_per_hit)
+        self.name = NAME
+
+    def load(self) -> ReaderReranker:
+        """Open the model now (raises ``BackendUnavailable``); returns ``self``."""
+        self.reader.load()
+        return self
+
+    def chosen(self, query: str, texts: list[str]) -> Windows:
+        """The windows of ``texts`` the reranker reads: the best by term overlap per text."""
+        import numpy as np
+        from fathom.index.reader import RERANK_LENGTH
+
+        windows = self.reader.encode(query, texts, max_length=RERANK_LENGTH)
+        counts = np.bincount(windows.owner, minlength=len(texts))
+        if counts.max(initial=0) <= self.windows_per_hit:
+            return windows
+        spans = []
+        for r in range(len(windows)):
+            tok = np.flatnonzero(windows.passage[r])
+            text = texts[int(windows.owner[r])]
+            spans.append(
+                text[windows.starts[r, tok[0]] : windows.ends[r, tok[-1]]] if len(tok) else ""
+            )
+        q_terms = content_terms(query)
+        w_terms = [content_terms(t) for t in spans]
+        weights = term_weights(q_terms, w_terms)
+        overlap = np.array([lexical_overlap(weights, t) for t in w_terms], dtype=np.float64)
+        keep: list[int] = []
+        for t in range(len(texts)):
+            rows = np.flatnonzero(windows.owner == t)
+            best = rows[np.argsort(-overlap[rows], kind="stable")[: self.windows_per_hit]]
+            keep.extend(sorted(best.tolist()))
+        return windows.select(keep)
+
+    def scores(self, query: str, texts: list[str]) -> np.ndarray:
+        """Each text's rerank score ``(len(texts),) float32`` (see the class docstring)."""
+        import numpy as np
+        from fathom.index.reader import best_spans
+
+        if not texts:
+            return np.zeros(0, dtype=np.float32)
+        windows = self.chosen(query, texts)
+        start, end, rel = self.reader.run(windows)
+        _, _, margin = best_spans(start, end, windows.passage)
+        reading = np.full(len(texts), -np.inf, dtype=np.float64)
+        np.maximum.at(reading, windows.owner, rel.astype(np.float64) + margin)
+        reading[~np.isfinite(reading)] = reading[np.isfinite(reading)].min(initial=0.0) - 1.0
+        spread = reading.std()
+        z = (reading - reading.mean()) / spread if spread > 0 else np.zeros_like(reading)
+        prior = -np.log(np.arange(1, len(texts) + 1, dtype=np.float64))
+        return (z + self.PRIOR * prior).astype(np.float32)
+
+    def rerank(self, query: str, hits: list[Hit]) -> list[Hit]:
+        """``hits`` re-ordered by the reader's relevance (new Hit objects)."""
+        if not hits:
+            return []
+        return _reordered(hits, self.scores(query, [h.chunk.text for h in hits]).tolist())
+
+
+# ---------------------------------------------------------------------------------------------
 # Embedding fallback
 # ---------------------------------------------------------------------------------------------
 
@@ -359,18 +444,25 @@ def make_reranker(
     embedder: Embedder | None,
     vectors: Callable[[list[Hit]], np.ndarray | None] | None = None,
 ) -> tuple[Reranker, str | None]:
-    """The configured cross-encoder, loaded now; else the embedding reranker and a notice.
+    """The configured reranker (Fathom's reader or a cross-encoder), loaded now; else the
+    embedding reranker and a notice.
 
-    The notice is one plain-English line for the report; it is ``None`` when the cross-encoder
-    loaded. The caller decides whether reranking is enabled (``cfg.enabled``).
+    The notice is one plain-English line for the report; it is ``None`` when the configured
+    model loaded. The caller decides whether reranking is enabled (``cfg.enabled``).
     """
-    ce = CrossEncoderReranker(cfg.model, batch_size=cfg.batch_size)
+    from fathom.index.reader import NAME
+
+    chosen = (
+        ReaderReranker()
+        if cfg.model == NAME
+        else CrossEncoderReranker(cfg.model, batch_size=cfg.batch_size)
+    )
     try:
-        return ce.load(), None
+        return chosen.load(), None
     except BackendUnavailable as exc:
         reason = str(exc)
-        prefix = f"reranker {cfg.model!r}: "
-        reason = reason[len(prefix) :] if reason.startswith(prefix) else reason
+        for prefix in (f"reranker {cfg.model!r}: ", "reader model: "):
+            reason = reason[len(prefix) :] if reason.startswith(prefix) else reason
         reason = reason.split(" — ", 1)[0]
     fallback = EmbeddingReranker(embedder, vectors=vectors)
     where = " offline" if _offline() else ""

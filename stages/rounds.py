@@ -60,7 +60,12 @@ def generate_round(
     if escalated and on_token is not None:
         on_token("\n")
     timing = clock.time_budget(trace, until) if deadline else {}
-    draft = generator.generate(question, kept, on_token=on_token, **timing)
+    draft = None
+    if trace.query_type == "summarization" and not generator.language_model:
+        # No model answers a summary request with a span: the answerer's own summary.
+        draft = generator.summarize(kept, on_token=on_token)
+    if draft is None:
+        draft = generator.generate(question, kept, on_token=on_token, **timing)
     trace.add_ms("generate", elapsed_ms(t))
     clock.note_cut(draft, trace)
     trace.add_generation(draft)

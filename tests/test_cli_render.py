@@ -128,6 +128,13 @@ def test_render_portfolio_eval_prints_the_table_and_the_differences(capsys) -> N
     assert "portfolio − best single: +0.500 [+0.250, +0.750] (paired bootstrap)" in out
     render_portfolio_eval(result, as_json=True)
     assert json.loads(capsys.readouterr().out) == result
+    docs = {"mean": 0.5, "lo": 0.1, "hi": 0.9}
+    result["coverage_documents"] = {"best single (bm25)": docs}
+    result["differences_documents"] = {"portfolio − best single": docs}
+    render_portfolio_eval(result)
+    out = " ".join(capsys.readouterr().out.split())  # the line wraps at the console's width
+    assert "[0.100, 0.900]" in out
+    assert "(paired bootstrap; by document [+0.100, +0.900])" in out
 
 
 def test_tables_never_cut_a_name_a_user_types_back(

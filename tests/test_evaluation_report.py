@@ -319,3 +319,16 @@ def test_write_report(tmp_path: Path, summary: dict, rows: list[dict]) -> None:
     first = path.read_bytes()
     write_report(out, summary, plots)
     assert path.read_bytes() == first
+
+
+def test_the_table_gives_the_intervals_over_documents(summary: dict) -> None:
+    gap = summary["strategies"]["gap"]
+    gap["metrics_documents"] = {"quality": {"mean": 0.7, "lo": 0.55, "hi": 0.82, "n": 10}}
+    gap.setdefault("vs_baseline", {})["quality_diff_documents"] = {
+        "mean": -0.1, "lo": -0.3, "hi": 0.05, "n": 10
+    }  # fmt: skip
+    rows = {r[0]: dict(zip(COLUMNS, r, strict=True)) for r in summary_rows(summary)}
+    assert rows["gap"]["by document"] == "[0.550, 0.820]"
+    assert rows["gap"]["Δ by document"] == "[-0.300, +0.050]"
+    baseline = summary["run"]["baseline"]
+    assert rows[baseline]["Δ by document"] == MISSING

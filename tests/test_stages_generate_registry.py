@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 
 import click
@@ -150,7 +151,8 @@ def test_the_mcp_ask_tool_offers_a_registered_backend(standin, monkeypatch) -> N
     # The tool takes it: the call gets as far as finding no collection to read.
     from fathom.mcp_server.tools import FathomTools
 
-    tools = FathomTools(load_config(env={}))
+    # the test's own empty FATHOM_HOME, never the machine's default data directory
+    tools = FathomTools(load_config(env={"FATHOM_HOME": os.environ["FATHOM_HOME"]}))
     with pytest.raises(CollectionNotFound):
         tools.ask("why?", generator="standin")
     # A backend that sends passages away is listed after the local ones, and a call may

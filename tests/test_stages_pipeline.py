@@ -101,7 +101,7 @@ def test_ask_json_matches_the_documented_schema(tmp_path: Path, minilm) -> None:
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     jsonschema.validate(data, schema)
-    assert data["schema_version"] == 6
+    assert data["schema_version"] == 7
     assert data["trace"]["tokens"]["context_read"] >= data["trace"]["tokens"]["context"]
     assert data["citations"][0]["pages"] == "2"
     # A script can show what was cited: each source carries the text the answer was made from.
@@ -184,6 +184,18 @@ def test_whole_document_summary_covers_its_sections(tmp_path: Path, extractive_c
     assert len({c.pages for c in answer.citations}) >= 2  # more than one page of the document
     assert len({c.section for c in answer.citations}) >= 3
     assert answer.confidence["score"] >= 0.45
+
+
+def test_a_summary_request_is_summarised_not_answered_with_a_span(
+    tmp_path: Path, extractive_cfg
+) -> None:
+    """Without a language model a summary request at a chosen depth gets the extractive summary
+    (central sentences of its sources), never the reader's one span."""
+    pdf = docgen.make_sample_pdf(tmp_path / "sample.pdf")
+    answer = ask(extractive_cfg, str(pdf), "Summarize the key points of this document.", k=3)
+    assert answer.trace.query_type == "summarization" and answer.trace.decision.k == 3
+    assert answer.span is None and "span" not in answer.to_dict()
+    assert len(answer.citations) >= 2
 
 
 def test_citations_after_the_full_stop_belong_to_the_sentence_before() -> None:

@@ -312,3 +312,66 @@ def test_the_embedding_fallback_reads_fewer_candidates_than_a_cross_encoder() ->
         rerank_head(RerankConfig(candidates=5, embedding_candidates=8), EmbeddingReranker(None))
         == 5
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Fathom's reader
+# ---------------------------------------------------------------------------------------------
+
+
+def test_the_default_reranker_is_fathoms_reader(minilm) -> None:
+    from fathom.stages.rerank import ReaderReranker
+
+    assert RerankConfig().model == "fathom-reader"
+    reranker, notice = make_reranker(RerankConfig(), minilm)
+    assert notice is None
+    assert isinstance(reranker, ReaderReranker) and isinstance(reranker, Reranker)
+    assert reranker.name == "fathom-reader"
+    # A sanity check on plain factoid questions, the answer not first in the input; how well
+    # it reranks is measured on the test halves by bench/reader.py.
+    for query, relevant, irrelevant in HELD_OUT:
+        hits = make_hits([*irrelevant[:2], relevant, irrelevant[2]])
+        out = reranker.rerank(query, hits)
+        check_contract(hits, out)
+        assert out[0].chunk.text == relevant, query
+
+
+@pytest.mark.parametrize("state", ["missing", "corrupt"])
+def test_a_missing_or_corrupt_reader_falls_back_with_one_line(
+    state: str, tmp_path: Path, monkeypatch, minilm
+) -> None:
+    from fathom.index.reader import META_FILE, MODEL_DIR, MODEL_FILE, TOKENIZER_FILE
+
+    folder = tmp_path / "reader"
+    folder.mkdir()
+    if state == "corrupt":
+        for name in (TOKENIZER_FILE, META_FILE):
+            (folder / name).write_bytes((MODEL_DIR / name).read_bytes())
+        (folder / MODEL_FILE).write_bytes((MODEL_DIR / MODEL_FILE).read_bytes()[:4096])
+    monkeypatch.setenv("FATHOM_READER_DIR", str(folder))
+    reranker, notice = make_reranker(RerankConfig(), minilm)
+    assert isinstance(reranker, EmbeddingReranker)
+    assert notice is not None and "\n" not in notice
+    assert notice.startswith("reranker: fathom-reader unavailable (")
+    assert notice.endswith("used the embedding reranker instead")
+    assert ("is missing" if state == "missing" else "cannot be loaded") in notice
+
+
+def test_the_reader_reranker_reads_each_hits_best_window() -> None:
+    from fathom.stages.rerank import ReaderReranker
+    from fathom.tests.support.fake_reader import FakeReader
+
+    filler = " ".join(f"Paragraph {i} is about the weather in spring." for i in range(40))
+    # The answer sits at the end of a long chunk: only its best window by the question's
+    # words is read, and that one holds it.
+    long = filler + " The engine runs at about 90 degrees Celsius under normal load."
+    hits = make_hits([CHUNKS[0], long, CHUNKS[2]])
+    reader = FakeReader(["90 degrees Celsius"])
+    reranker = ReaderReranker(reader)
+    question = "How hot does the engine run under load?"
+    windows = reranker.chosen(question, [h.chunk.text for h in hits])
+    assert sorted(windows.owner.tolist()) == [0, 1, 2]  # one window a hit
+    out = reranker.rerank(question, hits)
+    check_contract(hits, out)
+    assert out[0].chunk.text == long
+    assert reranker.rerank("q", []) == []

@@ -1,5 +1,11 @@
-"""An answerer without a language model: it quotes the source sentences that answer the
-question, each followed by its ``[n]`` citation.
+"""An answerer without a language model: the exact answer span Fathom's reader finds, then the
+sentence that holds it, quoted with its ``[n]`` citation (``span``), stating the reader's
+probability of the span over no answer as its confidence.
+
+When no span clears the reader's bar (no-answer wins: often a question whose answer is a
+statement rather than a name, date or number), or without the reader (its model missing or
+broken), it quotes the source sentences that answer the question, each cited, as below, and
+abstains only when no sentence is supported either. Summaries quote central sentences.
 
 Every sentence of the sources is a candidate (split with ``chunking.sentences``, cut at
 paragraph breaks). The learned scorer (``sentence_scorer``: stemmed IDF-weighted overlap,
@@ -149,12 +155,19 @@ class ExtractiveGenerator(BaseGenerator):
         cfg: GeneratorConfig | None = None,
         scorer: SentenceScorer | None = None,
         learned: bool = True,
+        reader: Any = "shared",
     ) -> None:
         """``scorer``: the sentence scorer (default: the shipped one); ``learned=False``
-        answers by term overlap alone (what a training run of the scorer starts from)."""
+        answers by term overlap alone (what a training run of the scorer starts from);
+        ``reader``: the span reader (default: the packaged one; None quotes sentences)."""
         super().__init__(cfg or GeneratorConfig())
         self.scorer = (scorer or shipped_scorer()) if learned else None
-        self.model = "sentence-scorer" if self.scorer is not None else "lexical-overlap"
+        self.sentence_model = "sentence-scorer" if self.scorer is not None else "lexical-overlap"
+        if reader == "shared":
+            from fathom.index.reader import shared_reader
+
+            reader = shared_reader() if learned else None
+        self.reader = reader
         self._vectors: Any = None
 
     def __repr__(self) -> str:
@@ -170,17 +183,19 @@ class ExtractiveGenerator(BaseGenerator):
         return _WORDS.count(texts)
 
     def cosines(self, question: str, cands: list[Candidate]):
-        """Each candidate's cosine to the question from the vectors the reranker made, or None
-        when one is not remembered: the answerer never runs the model itself (the lexical
-        scorer answers then), so generating stays a matter of milliseconds."""
+        """Each candidate's cosine to the question, or None without sentence vectors (the
+        lexical scorer answers then). The embedding reranker leaves the vectors of every
+        sentence it read; after the reader (which embeds nothing) the sources' sentences are
+        embedded here, once: a few hundred sentences at most, remembered for the session."""
         import numpy as np
 
         vectors = self._vectors
         if vectors is None or not cands:
             return None
-        sv = vectors.lookup([c.text for c in cands])
+        texts = [c.text for c in cands]
+        sv = vectors.lookup(texts)
         if sv is None:
-            return None
+            sv = np.asarray(vectors.embed(texts), dtype=np.float32)
         qv = np.asarray(vectors.embed_query(question), dtype=np.float32).reshape(-1)
         return (sv @ qv).astype(np.float64)
 
@@ -268,6 +283,9 @@ class ExtractiveGenerator(BaseGenerator):
         """Quote the best 1–3 sentences with ``[n]`` citations, or say the sources do not
         answer; ``on_token`` receives each quoted sentence."""
         t0 = time.perf_counter()
+        spanned = self._span_answer(question, hits, on_token, t0)
+        if spanned is not None:
+            return spanned
         chosen, confidence = self.select(question, hits)
         draft = self._quote(question, hits, [(n, s) for _, n, s in chosen], on_token, t0)
         if self.scorer is None:
@@ -275,6 +293,58 @@ class ExtractiveGenerator(BaseGenerator):
         import dataclasses
 
         return dataclasses.replace(draft, confidence=round(confidence, 4))
+
+    @property
+    def model(self) -> str:  # type: ignore[override]
+        """``fathom-reader`` when the reader answers, else the sentence scorer's name."""
+        reader = self._reader()
+        return reader.name if reader is not None else self.sentence_model
+
+    def _reader(self) -> Any:
+        """The span reader, loaded; None when there is none or it cannot be loaded."""
+        from fathom.core.errors import BackendUnavailable
+
+        if self.reader is None:
+            return None
+        try:
+            return self.reader.load()
+        except BackendUnavailable:
+            return None
+
+    def _span_answer(
+        self,
+        question: str,
+        hits: list[Hit],
+        on_token: Callable[[str], Any] | None,
+        t0: float,
+    ) -> Draft | None:
+        """The reader's answer, or None without a reader or when no span clears its bar."""
+        from fathom.stages.generate.span import answer_text, read_span
+
+        reader = self._reader()
+        if reader is None or not hits:
+            return None
+        span, _ = read_span(reader, question, hits, candidates(hits))
+        if span is None:
+            return None  # no span clears the bar: a supported sentence, or no answer
+        # The sentences the scorer would quote stand behind the span as further evidence.
+        chosen, _ = self.select(question, hits) if self.scorer is not None else ([], 0.0)
+        more = [(n, sentence) for _, n, sentence in chosen]
+        text = answer_text(span, more)
+        if on_token is not None:
+            on_token(text)
+        return Draft(
+            text=text,
+            citations=tuple(dict.fromkeys([span.n, *(n for n, _ in more)])),
+            prompt_tokens=self.prompt_tokens(question, hits),
+            completion_tokens=estimate_words(text),
+            backend=self.name,
+            model=self.model,
+            finish_reason="stop",
+            ms=(time.perf_counter() - t0) * 1000,
+            confidence=round(span.probability, 4),
+            span=span.to_dict(hits[span.n - 1]),
+        )
 
     def _quote(
         self,
@@ -298,7 +368,7 @@ class ExtractiveGenerator(BaseGenerator):
             prompt_tokens=self.prompt_tokens(question, hits),
             completion_tokens=estimate_words(text),
             backend=self.name,
-            model=self.model,
+            model=self.sentence_model,
             finish_reason="stop",
             ms=(time.perf_counter() - t0) * 1000,
         )

