@@ -177,13 +177,21 @@ class Reader:
         self._session: Any = None
         self._tok: Any = None
         self.meta: dict[str, Any] = {}
+        self._error: BackendUnavailable | None = None  # a failed open, not tried again
         self._lock = threading.Lock()
 
     def load(self) -> Reader:
-        """Open the model now; ``BackendUnavailable`` (one line) when it is missing or broken."""
+        """Open the model now; ``BackendUnavailable`` (one line) when it is missing or broken.
+        A model that failed to open is not opened again: every later call raises the same."""
         with self._lock:
+            if self._error is not None:
+                raise self._error
             if self._session is None:
-                self._open()
+                try:
+                    self._open()
+                except BackendUnavailable as exc:
+                    self._error = exc
+                    raise
         return self
 
     def _open(self) -> None:

@@ -92,9 +92,14 @@ def test_a_corrupt_model_is_one_clear_line(tmp_path: Path) -> None:
     (tmp_path / MODEL_FILE).write_bytes(b"\x00not an onnx graph" * 100)
     (tmp_path / TOKENIZER_FILE).write_bytes((packaged_minilm_dir() / "tokenizer.json").read_bytes())
     (tmp_path / META_FILE).write_text("{}")
+    reader = Reader(tmp_path)
     with pytest.raises(BackendUnavailable) as err:
-        Reader(tmp_path).load()
+        reader.load()
     assert "cannot be loaded" in str(err.value) and "\n" not in str(err.value)
+    (tmp_path / MODEL_FILE).write_bytes((MODEL_DIR / MODEL_FILE).read_bytes())
+    with pytest.raises(BackendUnavailable) as again:  # a failed open is not retried per call
+        reader.load()
+    assert again.value is err.value
 
 
 # ---------------------------------------------------------------------------------------------
