@@ -37,9 +37,7 @@ CPU_UNRECORDED = {
 # README rows (by the start of their "what" cell) whose numbers no committed results file backs,
 # with the command that would make one. Both embed about 10,000 chunks, which takes longer than a
 # quarter of an hour on 2 shared cores; the docs page gives their numbers and commands.
-UNBACKED: dict[str, str] = {
-    "hybrid search": "FATHOM_DATA=… python bench/search.py --out docs/results/search/search.json",
-}
+UNBACKED: dict[str, str] = {}
 
 NUMBER = re.compile(r"(?<![\w.])[-+−]?\d+(?:,\d{3})*(?:\.\d+)?(?: ?%| s\b)?")
 TEXT = (".json", ".md", ".txt")
