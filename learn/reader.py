@@ -2,7 +2,7 @@
 
     python -m fathom.learn.reader [--data DIR] [--sets squad_v1.1_dev,squad_v2.0_dev,…] \\
         [--split train] [--layers 6] [--steps 1500] [--batch 16] [--lr 1e-4] [--seed 0] \\
-        [--work DIR] [--out index/reader]
+        [--work DIR] [--out index/reader] [--calibration FILE|DIR [--calibration-articles 10]]
 
 1. ``reader_data.collect``: each set's ``--split`` questions with the top 20 chunks Fathom's
    hybrid retrieval finds (cached under ``--work``).
@@ -14,6 +14,11 @@
    ``--checkpoint-every`` steps (a rerun resumes from it).
 4. Export to ONNX, dynamic int8 quantization, and ``reader.json`` beside it: the training
    record (sets and counts, steps, seed, time, machine) and the files' checksums.
+5. The abstention bar (``reader_calibrate``), fitted on ``--calibration``: questions about
+   documents none of the sets holds — SQuAD's ``train-v2.0.json`` (its first
+   ``--calibration-articles`` articles are read) or a question-set folder — or, without it, on
+   the training records (whose margins run high: the model has seen them).
+   ``--calibrate-only`` fits it again for the model in ``--out``.
 """
 
 from __future__ import annotations
@@ -294,12 +299,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--calibrate-only", action="store_true", help="re-fit the abstention bar of --out"
     )
+    p.add_argument(
+        "--calibration",
+        type=Path,
+        default=None,
+        help="questions on unseen documents to fit the bar on: a SQuAD-format JSON file "
+        "(train-v2.0.json) or a folder with docs.jsonl and questions.jsonl",
+    )
+    p.add_argument("--calibration-articles", type=int, default=10)
     args = p.parse_args(argv)
     if args.split != "train":
         print(
             "warning: training on the test half makes every reported number void", file=sys.stderr
         )
     sets = [s for s in args.sets.split(",") if s]
+    held_out = calibration_records(args, sets)
+    if args.calibrate_only and held_out is not None:
+        print(calibrate(args.out, held_out[0], args.seed, held_out[1]))
+        return 0
     records = load_records(args.data, sets, args.split, args.work)
     if args.calibrate_only:
         print(calibrate(args.out, records, args.seed))
@@ -320,19 +337,56 @@ def main(argv: list[str] | None = None) -> int:
         "machine": _machine(),
     }
     export(model, args.out, record)
-    print(calibrate(args.out, records, args.seed))
+    if held_out is not None:
+        print(calibrate(args.out, held_out[0], args.seed, held_out[1]))
+    else:
+        print(calibrate(args.out, records, args.seed))
     return 0
 
 
-def calibrate(out: Path, records: list[dict[str, Any]], seed: int) -> Path:
-    """Fit the abstention bar on the records' unanswerable and answerable questions (SQuAD
-    2.0's training half) with the exported model; written into ``reader.json``."""
+def calibration_records(
+    args: argparse.Namespace, sets: list[str]
+) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
+    """``--calibration``'s records (every question, with the passages Fathom retrieves for it)
+    and a description of them; None without it. Refuses a set that shares a document with
+    ``sets``."""
+    from fathom.learn.reader_calibrate import shared_documents, squad_set
+    from fathom.learn.reader_data import collect
+
+    source = args.calibration
+    if source is None:
+        return None
+    folder = Path(source)
+    if folder.is_file():
+        n = args.calibration_articles
+        folder = squad_set(folder, n, args.work / f"{folder.stem}-{n}")
+    shared = shared_documents(folder, args.data, sets)
+    if shared:
+        raise SystemExit(f"--calibration shares documents with the training sets: {shared[:5]}")
+    path = collect(folder.parent, folder.name, "all", args.work)
+    with open(path, encoding="utf-8") as f:
+        records = [{**json.loads(line), "set": folder.name} for line in f]
+    with open(folder / "docs.jsonl", encoding="utf-8") as f:
+        documents = [json.loads(line)["doc_id"] for line in f if line.strip()]
+    name = Path(source).name
+    about = {"source": name, "documents": documents, "questions": len(records)}
+    return records, about
+
+
+def calibrate(
+    out: Path, records: list[dict[str, Any]], seed: int, about: dict[str, Any] | None = None
+) -> Path:
+    """Fit the abstention bar with the exported model on ``records``' unanswerable and
+    answerable questions — ``--calibration``'s (``about`` says which), else the training
+    halves' of SQuAD 2.0 and 1.1 — and write it into ``reader.json``."""
     from fathom.index.reader import META_FILE, Reader
     from fathom.learn.reader_calibrate import fit_abstain
 
-    squad2 = [r for r in records if r["set"] == "squad_v2.0_dev"]
-    squad1 = [r for r in records if r["set"] == "squad_v1.1_dev"]
-    fitted = fit_abstain(Reader(out).load(), squad2 + squad1, seed)
+    if about is None:
+        squad2 = [r for r in records if r["set"] == "squad_v2.0_dev"]
+        squad1 = [r for r in records if r["set"] == "squad_v1.1_dev"]
+        records = squad2 + squad1
+    fitted = fit_abstain(Reader(out).load(), records, seed, about)
     meta = json.loads((out / META_FILE).read_text())
     meta.update(fitted)
     (out / META_FILE).write_text(json.dumps(meta, indent=1) + "\n")

@@ -1,17 +1,24 @@
 """The reader's abstention bar: the margin over no-answer under which the answerer says the
 sources do not answer.
 
-Fitted on a training half with unanswerable questions (SQuAD 2.0's): each question's first
-``CONTEXT`` retrieved passages (``reader_data`` records) are read as the extractive answerer
-reads its sources (``stages.generate.span.read_span`` without a bar), and the bar is the
-``ANSWERABLE_ABSTAIN`` quantile of the answerable questions' best margins — the answerer then
-abstains on about that share of answerable questions — reported with the share of unanswerable
-questions it abstains on.
+Fitted on questions about documents the reader never trained on, with unanswerable questions
+among them (the shipped reader: the first ten articles of SQuAD 2.0's training set,
+``train-v2.0.json``, none of them an article of the dev subsets its training and test halves
+come from; ``squad_set`` reads them). A model's margins on the articles it trained on run
+higher than on unseen ones, so a bar fitted there withholds far more answers on new documents
+than it was fitted to. Each question's first ``CONTEXT`` retrieved passages (``reader_data``
+records) are read as the extractive answerer reads its sources
+(``stages.generate.span.read_span`` without a bar), and the bar is the ``ANSWERABLE_ABSTAIN``
+quantile of the answerable questions' best margins — the answerer then abstains on about that
+share of answerable questions — reported with the share of unanswerable questions it abstains
+on.
 """
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,6 +26,61 @@ import numpy as np
 CONTEXT = 4
 ANSWERABLE_ABSTAIN = 0.10
 SAMPLE = 400  # questions of each kind
+
+
+def squad_set(path: Path, articles: int, folder: Path) -> Path:
+    """The first ``articles`` articles of a SQuAD-format file (``train-v2.0.json``) as a question
+    set in ``folder``: ``docs.jsonl`` (an article a document, its paragraphs joined by a blank
+    line, as the dev subsets are) and ``questions.jsonl`` (answers with their offsets in the
+    document, ``is_impossible`` kept). Returns ``folder``."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))["data"][:articles]
+    docs, questions = [], []
+    for article in data:
+        doc_id = article["title"]
+        text, spans = "", []
+        for para in article["paragraphs"]:
+            text += "\n\n" if text else ""
+            spans.append((len(text), len(text) + len(para["context"])))
+            text += para["context"]
+        for index, para in enumerate(article["paragraphs"]):
+            lo, hi = spans[index]
+            for qa in para["qas"]:
+                answers = [a["text"] for a in qa["answers"]]
+                starts = [lo + a["answer_start"] for a in qa["answers"]]
+                questions.append(
+                    {
+                        "qid": qa["id"],
+                        "question": qa["question"],
+                        "answers": answers,
+                        "answer_starts": starts,
+                        "doc_ids": [doc_id],
+                        "para_index": index,
+                        "para_char_start": lo,
+                        "para_char_end": hi,
+                        "is_impossible": bool(qa.get("is_impossible")),
+                    }
+                )
+        title = doc_id.replace("_", " ")
+        docs.append({"doc_id": doc_id, "title": title, "text": text, "n_paragraphs": len(spans)})
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, rows in (("docs.jsonl", docs), ("questions.jsonl", questions)):
+        with open(folder / name, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(row) + "\n" for row in rows)
+    return folder
+
+
+def shared_documents(folder: Path, data: Path, sets: list[str]) -> list[str]:
+    """The documents of the set in ``folder`` that one of ``sets`` (under ``data``) holds too:
+    a calibration set must share none with the data the reader is trained and tested on."""
+
+    def ids(path: Path) -> set[str]:
+        if not path.is_file():
+            return set()
+        with open(path, encoding="utf-8") as f:
+            return {str(json.loads(line)["doc_id"]) for line in f if line.strip()}
+
+    mine = ids(folder / "docs.jsonl")
+    return sorted(mine & set().union(*(ids(data / name / "docs.jsonl") for name in sets)))
 
 
 def _hit(n: int, text: str) -> Any:
@@ -47,8 +109,11 @@ def best_margins(reader: Any, records: list[dict[str, Any]]) -> np.ndarray:
     return np.asarray(out, dtype=np.float64)
 
 
-def fit_abstain(reader: Any, records: list[dict[str, Any]], seed: int = 0) -> dict[str, Any]:
-    """The bar and what it does on the records' answerable and unanswerable questions."""
+def fit_abstain(
+    reader: Any, records: list[dict[str, Any]], seed: int = 0, data: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The bar and what it does on the records' answerable and unanswerable questions;
+    ``data`` describes where the records come from (kept in the fit's record)."""
     rng = random.Random(seed)
     answerable = [r for r in records if not r["unanswerable"]]
     unanswerable = [r for r in records if r["unanswerable"]]
@@ -68,5 +133,6 @@ def fit_abstain(reader: Any, records: list[dict[str, Any]], seed: int = 0) -> di
             "quantile": ANSWERABLE_ABSTAIN,
             "context": CONTEXT,
             "seed": seed,
+            **({"data": data} if data else {}),
         },
     }

@@ -81,7 +81,8 @@ def _gold_passage(raw: dict[str, Any], spans: dict[str, list[tuple[int, int]]], 
 
 
 def collect(data: Path, name: str, split: str, work: Path, seed: int = 0) -> Path:
-    """Search every ``split`` question of set ``name``; write ``work/<name>-<split>.jsonl``."""
+    """Search every ``split`` question of set ``name`` (``all``: every question, for a set none
+    of whose documents is in a training half); write ``work/<name>-<split>.jsonl``."""
     from fathom.core.config import load_config
     from fathom.index.retrieve import open_retriever
     from fathom.index.targets import resolve_target
@@ -94,7 +95,9 @@ def collect(data: Path, name: str, split: str, work: Path, seed: int = 0) -> Pat
     cfg = load_config()
     docs = {str(d["doc_id"]): d["text"] for d in _read_jsonl(data / name / "docs.jsonl")}
     raw = {str(r["qid"]): r for r in _read_jsonl(data / name / "questions.jsonl")}
-    questions = split_by_document(load_questions(data / name / "questions.jsonl"), split, seed)
+    questions = load_questions(data / name / "questions.jsonl")
+    if split != "all":
+        questions = split_by_document(questions, split, seed)
     retriever = open_retriever(cfg, resolve_target(cfg, str(data / name / "docs.jsonl")))
     tmp = out.with_suffix(".tmp")
     t0 = time.perf_counter()

@@ -25,7 +25,7 @@ def test_the_answer_is_the_span_then_its_sentence_with_the_citation() -> None:
     d = gen.generate("When was the Eiffel Tower completed?", h)
     assert d.text == (
         "31 March 1889 — \"The Eiffel Tower was completed on 31 March 1889 for the World's "
-        "Fair.\" [2]"
+        'Fair." [2]'
     )
     assert d.citations == (2,)
     assert d.model == "fathom-reader" and gen.model == "fathom-reader"

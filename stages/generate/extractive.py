@@ -2,15 +2,18 @@
 sentence that holds it, quoted with its ``[n]`` citation (``span``), stating the reader's
 probability of the span over no answer as its confidence.
 
-When no span clears the reader's bar (no-answer wins: often a question whose answer is a
-statement rather than a name, date or number), or without the reader (its model missing or
-broken), it quotes the source sentences that answer the question, each cited, as below, and
-abstains only when no sentence is supported either. Summaries quote central sentences.
+After the span and its sentence, the lexical sentence scorer's supported quotes follow as
+further evidence (it embeds nothing: the dense scorer would embed every sentence of every
+source to add them). When no span clears the reader's bar (no-answer wins: often a question
+whose answer is a statement rather than a name, date or number), or without the reader (its
+model missing or broken), it quotes the source sentences that answer the question, each cited,
+as below, and abstains only when no sentence is supported either. Summaries quote central
+sentences.
 
 Every sentence of the sources is a candidate (split with ``chunking.sentences``, cut at
 paragraph breaks). The learned scorer (``sentence_scorer``: stemmed IDF-weighted overlap,
-answer-type cues, position and neighbours, and — when the reranker has already embedded the
-sentences — their embeddings' similarity to the question) ranks them; a softmax over a
+answer-type cues, position and neighbours, and their embeddings' similarity to the question:
+the reranker's when it embedded them, else embedded here) ranks them; a softmax over a
 question's candidates gives each one's share. The answer quotes the best sentence and up to
 two more whose share is at least ``keep_ratio`` × the best's, in score order (ties: retrieval
 rank, then position). It abstains ("I don't know") only when no sentence is supported: none
@@ -52,6 +55,9 @@ if TYPE_CHECKING:
 _WORDS = WordCounter()
 NO_ANSWER = "I don't know — the sources do not answer this."
 MAX_SENTENCES = 3
+# sources whose sentences the answerer embeds itself for the dense scorer (the embedding
+# reranker read 8 candidates; a deeper context is ranked lexically)
+DENSE_SOURCES = 8
 SUMMARY_DAMPING = 0.85
 SUMMARY_OVERLAP = 0.5  # a summary sentence sharing this much with one picked is left out
 SUMMARY_SENTENCES = 3  # a summary of few sources quotes at least this many sentences
@@ -185,8 +191,10 @@ class ExtractiveGenerator(BaseGenerator):
     def cosines(self, question: str, cands: list[Candidate]):
         """Each candidate's cosine to the question, or None without sentence vectors (the
         lexical scorer answers then). The embedding reranker leaves the vectors of every
-        sentence it read; after the reader (which embeds nothing) the sources' sentences are
-        embedded here, once: a few hundred sentences at most, remembered for the session."""
+        sentence it read; after the reader (which embeds nothing) the sentences of up to
+        ``DENSE_SOURCES`` sources are embedded here, once, and remembered for the session;
+        a deeper context is ranked by the lexical scorer, as embedding every sentence of 12 or
+        20 sources would take seconds on a small CPU."""
         import numpy as np
 
         vectors = self._vectors
@@ -194,21 +202,26 @@ class ExtractiveGenerator(BaseGenerator):
             return None
         texts = [c.text for c in cands]
         sv = vectors.lookup(texts)
+        if sv is None and len({c.n for c in cands}) > DENSE_SOURCES:
+            return None
         if sv is None:
             sv = np.asarray(vectors.embed(texts), dtype=np.float32)
         qv = np.asarray(vectors.embed_query(question), dtype=np.float32).reshape(-1)
         return (sv @ qv).astype(np.float64)
 
-    def select(self, question: str, hits: list[Hit]) -> tuple[list[tuple[float, int, str]], float]:
+    def select(
+        self, question: str, hits: list[Hit], dense: bool = True
+    ) -> tuple[list[tuple[float, int, str]], float]:
         """``(chosen, confidence)``: the quoted ``(share, source number, sentence)``, best first
-        (empty for no answer), and the probability that they hold the answer."""
+        (empty for no answer), and the probability that they hold the answer; ``dense=False``
+        ranks by the lexical scorer, which embeds nothing."""
         wanted = answer_terms(question)
         if not hits or not wanted:
             return [], 0.0
         cands = candidates(hits)
         if not any(c.quotable for c in cands):
             return [], 0.0
-        cos = self.cosines(question, cands) if self.scorer is not None else None
+        cos = self.cosines(question, cands) if self.scorer is not None and dense else None
         x, own = features(question, wanted, cands, cos)
         if self.scorer is None:
             return _overlap_choice(cands, own), 0.0
@@ -327,8 +340,12 @@ class ExtractiveGenerator(BaseGenerator):
         span, _ = read_span(reader, question, hits, candidates(hits))
         if span is None:
             return None  # no span clears the bar: a supported sentence, or no answer
-        # The sentences the scorer would quote stand behind the span as further evidence.
-        chosen, _ = self.select(question, hits) if self.scorer is not None else ([], 0.0)
+        # The sentences the scorer would quote stand behind the span as further evidence. The
+        # lexical scorer picks them: the dense one would embed every sentence of every source
+        # (most of an answer's time at k = 8–20 on two cores) to add quotes after the answer.
+        chosen, _ = (
+            self.select(question, hits, dense=False) if self.scorer is not None else ([], 0.0)
+        )
         more = [(n, sentence) for _, n, sentence in chosen]
         text = answer_text(span, more)
         if on_token is not None:

@@ -1,0 +1,121 @@
+"""The reader's abstention bar: the calibration set read from SQuAD's JSON, the check that it
+shares no document with the training data, and the bar fitted on answerable and unanswerable
+questions (a stand-in reader with chosen logits)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from fathom.learn.reader_calibrate import (
+    ANSWERABLE_ABSTAIN,
+    fit_abstain,
+    shared_documents,
+    squad_set,
+)
+from fathom.tests.support.fake_reader import FakeReader
+
+SQUAD = {
+    "version": "v2.0",
+    "data": [
+        {
+            "title": "Alder_Reach",
+            "paragraphs": [
+                {
+                    "context": "Alder Reach is a port town. Its harbour opened in 1871.",
+                    "qas": [
+                        {
+                            "id": "q1",
+                            "question": "When did the harbour open?",
+                            "answers": [{"text": "1871", "answer_start": 50}],
+                            "is_impossible": False,
+                        }
+                    ],
+                },
+                {
+                    "context": "The town's lighthouse is painted red.",
+                    "qas": [
+                        {
+                            "id": "q2",
+                            "question": "What colour is the lighthouse?",
+                            "answers": [{"text": "red", "answer_start": 33}],
+                            "is_impossible": False,
+                        },
+                        {
+                            "id": "q3",
+                            "question": "Who painted the harbour?",
+                            "answers": [],
+                            "is_impossible": True,
+                        },
+                    ],
+                },
+            ],
+        },
+        {"title": "Bramble_Moor", "paragraphs": [{"context": "Heath.", "qas": []}]},
+    ],
+}
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_a_squad_file_becomes_a_question_set_with_offsets_in_the_document(tmp_path: Path) -> None:
+    source = tmp_path / "train-v2.0.json"
+    source.write_text(json.dumps(SQUAD), encoding="utf-8")
+    folder = squad_set(source, 1, tmp_path / "set")
+    docs = _rows(folder / "docs.jsonl")
+    questions = _rows(folder / "questions.jsonl")
+    assert [d["doc_id"] for d in docs] == ["Alder_Reach"]  # the first article only
+    text = docs[0]["text"]
+    assert docs[0]["title"] == "Alder Reach" and docs[0]["n_paragraphs"] == 2
+    assert "\n\nThe town's lighthouse" in text
+    by_id = {q["qid"]: q for q in questions}
+    for qid in ("q1", "q2"):
+        q = by_id[qid]
+        (answer,), (start,) = q["answers"], q["answer_starts"]
+        assert text[start : start + len(answer)] == answer
+        assert q["para_char_start"] <= start < q["para_char_end"]
+    assert by_id["q3"]["is_impossible"] and by_id["q3"]["answers"] == []
+    assert not by_id["q1"]["is_impossible"]
+
+
+def test_a_calibration_set_sharing_a_training_document_is_found(tmp_path: Path) -> None:
+    source = tmp_path / "train.json"
+    source.write_text(json.dumps(SQUAD), encoding="utf-8")
+    folder = squad_set(source, 2, tmp_path / "cal")
+    data = tmp_path / "data"
+    for name, ids in (("one", ["Other"]), ("two", ["Bramble_Moor", "Else"])):
+        (data / name).mkdir(parents=True)
+        lines = [json.dumps({"doc_id": d, "title": d, "text": "x"}) for d in ids]
+        (data / name / "docs.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert shared_documents(folder, data, ["one", "two", "absent"]) == ["Bramble_Moor"]
+    assert shared_documents(folder, data, ["one"]) == []
+
+
+def test_the_bar_withholds_the_asked_share_of_answerable_questions() -> None:
+    """Answerable questions' passages hold their answer (margins 1.5 to 11), unanswerable ones
+    do not (margin −1): the bar sits among the answerable margins and withholds about 10 % of
+    them, and every unanswerable question."""
+    names = [f"Keeper{chr(65 + i)}son" for i in range(20)]
+    reader = FakeReader(names, score=12.0, null=1.0)  # margins 11, 10.5, …, 1.5: no ties
+    records = []
+    for i, name in enumerate(names):
+        kept = f"The keeper of lighthouse {i} was {name}. It stands on the cliff."
+        bare = f"Lighthouse {i} stands on the cliff."
+        for question, passage, none in (
+            (f"Who kept lighthouse {i}?", kept, False),
+            (f"Who built lighthouse {i}?", bare, True),
+        ):
+            records.append(
+                {"question": question, "unanswerable": none, "passages": [{"text": passage}]}
+            )
+    fitted = fit_abstain(reader, records, seed=0, data={"source": "test"})
+    fit = fitted["fit"]
+    assert fit["answerable"] == 20 and fit["unanswerable"] == 20
+    assert fit["data"] == {"source": "test"}
+    assert 0.0 < fit["abstain_answerable"] <= ANSWERABLE_ABSTAIN + 0.05
+    assert fit["abstain_unanswerable"] == 1.0
+    assert np.isfinite(fitted["abstain_below"])
+    assert reader.meta.get("abstain_below") is None  # the reader's own bar is left as it was
