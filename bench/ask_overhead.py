@@ -1,15 +1,20 @@
 """What `fathom ask` costs around the generator, and how fast it starts.
 
 1. Per-stage latency of ``Engine.ask`` with the extractive generator on a ~10k-chunk collection
-   (SciFact), over many questions, with the reranker off and on. Generation is reported but
-   excluded from the total: the question is what Fathom adds to a model call. Each ask starts
-   with no remembered sentence vectors (``Engine.sentence_vectors``), as a new process would.
-   Target: P95 ≤ 30 ms without the reranker.
+   (SciFact), over many questions, with the reranker off, with the default reranker (Fathom's
+   reader) and with the embedding reranker (``rerank.model`` set to a model that does not load:
+   the reranker before the reader). Generation is reported but excluded from the total: the
+   question is what Fathom adds to a model call. Each ask starts with no remembered sentence
+   vectors (``Engine.sentence_vectors``), as a new process would. Target: P95 ≤ 30 ms without
+   the reranker.
 2. Cold start: a new process running ``python cli.py ask COLLECTION "question" --generator
-   extractive`` until it exits, 10 runs, beside the baseline of ``python -c pass`` and of
-   ``python cli.py --help`` in the same run. Target: median ≤ 1.5 s.
+   extractive`` until it exits, 10 runs each without the reranker, as shipped (the reader) and
+   with the embedding reranker — and, with ``--previous DIR``, another checkout's ``cli.py``
+   with its own defaults — beside the baseline of ``python -c pass`` and of ``python cli.py
+   --help``, interleaved run by run so load changes hit all alike. Target: median ≤ 1.5 s.
 
-    python bench/ask_overhead.py [--data DIR] [--queries 200] [--home DIR] [--out FILE]
+    python bench/ask_overhead.py [--data DIR] [--queries 200] [--rerank-queries N] [--runs 10]
+        [--previous DIR] [--home DIR] [--out FILE]
 
 ``--home`` keeps the built collection (and the ONNX export) for later runs.
 """
@@ -40,6 +45,8 @@ from fathom.bench.common import (
 
 COLLECTION = "scifact"
 EXCLUDED = ("generate",)
+# a rerank.model that does not load: the embedding reranker, the default before the reader
+EMBEDDING_RERANKER = "embedding-fallback"
 
 
 def build(cfg, data: Path) -> None:
@@ -92,35 +99,38 @@ def run_asks(cfg, questions: list[str], rerank: bool) -> dict:
     }
 
 
-def cold_start(home: Path, question: str, runs: int) -> dict:
+def cold_start(home: Path, question: str, runs: int, previous: Path | None = None) -> dict:
+    """Median, min and max seconds of each command, run ``runs`` times in turn."""
     env = {**os.environ, "FATHOM_HOME": str(home)}
-    commands = {
-        "python -c pass": [sys.executable, "-c", "pass"],
-        "cli.py --help": [sys.executable, str(REPO / "cli.py"), "--help"],
-        "cli.py ask (extractive)": [
-            sys.executable,
-            str(REPO / "cli.py"),
-            "ask",
-            COLLECTION,
-            question,
-            "--generator",
-            "extractive",
-            "--no-rerank",
-        ],
+    cli = [sys.executable, str(REPO / "cli.py")]
+    ask = [*cli, "ask", COLLECTION, question, "--generator", "extractive"]
+    embedding = {**env, "FATHOM_RERANK__MODEL": EMBEDDING_RERANKER}
+    commands: dict[str, tuple[list[str], dict[str, str], Path]] = {
+        "python -c pass": ([sys.executable, "-c", "pass"], env, REPO),
+        "cli.py --help": ([*cli, "--help"], env, REPO),
+        "cli.py ask (extractive)": ([*ask, "--no-rerank"], env, REPO),
+        "cli.py ask (extractive, reader)": (ask, env, REPO),
+        "cli.py ask (extractive, embedding reranker)": (ask, embedding, REPO),
     }
-    out = {}
-    for label, cmd in commands.items():
-        times = []
-        for _ in range(runs):
+    if previous is not None:
+        # the other checkout's cli.py registers itself as ``fathom``; keep this one off the path
+        old = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+        cmd = [sys.executable, str(previous / "cli.py"), *ask[2:]]
+        commands["previous checkout: cli.py ask (extractive)"] = (cmd, old, previous)
+    times: dict[str, list[float]] = {label: [] for label in commands}
+    for _ in range(runs):
+        for label, (cmd, cmd_env, cwd) in commands.items():
             t = time.perf_counter()
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=REPO)
-            times.append(time.perf_counter() - t)
+            proc = subprocess.run(cmd, env=cmd_env, capture_output=True, text=True, cwd=cwd)
+            times[label].append(time.perf_counter() - t)
             if proc.returncode != 0:
                 raise SystemExit(f"{label} failed: {proc.stderr[-2000:]}")
+    out = {}
+    for label, values in times.items():
         out[label] = {
-            "median_s": statistics.median(times),
-            "min_s": min(times),
-            "max_s": max(times),
+            "median_s": statistics.median(values),
+            "min_s": min(values),
+            "max_s": max(values),
             "runs": runs,
         }
         log(f"cold start {label}: median {out[label]['median_s']:.3f} s")
@@ -139,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="questions for the reranker run (default: --queries)",
     )
+    ap.add_argument(
+        "--previous", type=Path, default=None, help="another checkout to cold-start beside"
+    )
     ap.add_argument("--out", type=Path, default=default_out("ask_overhead"))
     args = ap.parse_args(argv)
     data = data_dir(args.data)
@@ -149,11 +162,16 @@ def main(argv: list[str] | None = None) -> int:
         cfg = bench_config(home, {"generator.backend": "extractive"})
         build(cfg, data)
         n_rerank = args.queries if args.rerank_queries is None else args.rerank_queries
+        fallback = bench_config(
+            home, {"generator.backend": "extractive", "rerank.model": EMBEDDING_RERANKER}
+        )
         results = {
             "without_rerank": run_asks(cfg, questions, rerank=False),
             "with_rerank": run_asks(cfg, questions[:n_rerank], rerank=True),
+            "with_embedding_rerank": run_asks(fallback, questions[:n_rerank], rerank=True),
         }
-        results["cold_start"] = cold_start(home, questions[0], args.runs)
+        previous = args.previous.resolve() if args.previous else None
+        results["cold_start"] = cold_start(home, questions[0], args.runs, previous)
         return results
 
     if args.home:
@@ -164,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
             results = run(home)
 
     rows = []
-    for key in ("without_rerank", "with_rerank"):
+    for key in ("without_rerank", "with_rerank", "with_embedding_rerank"):
         r = results[key]
         t = r["total_excluding_generation_ms"]
         rows.append(
@@ -187,16 +205,30 @@ def main(argv: list[str] | None = None) -> int:
     stage_rows = []
     for name in results["without_rerank"]["stages_ms"]:
         a = results["without_rerank"]["stages_ms"][name]
-        b = results["with_rerank"]["stages_ms"].get(
-            name, {"p50": float("nan"), "p95": float("nan")}
+        row = [name, a["p50"], a["p95"]]
+        for key in ("with_rerank", "with_embedding_rerank"):
+            b = results[key]["stages_ms"].get(name, {"p50": float("nan"), "p95": float("nan")})
+            row += [b["p50"], b["p95"]]
+        stage_rows.append(row)
+    reranked = [
+        results[k]["stages_ms"].get("rerank") for k in ("with_rerank", "with_embedding_rerank")
+    ]
+    if all(reranked):
+        nan = float("nan")
+        stage_rows.append(
+            ["rerank", nan, nan, *(v for r in reranked for v in (r["p50"], r["p95"]))]
         )
-        stage_rows.append([name, a["p50"], a["p95"], b["p50"], b["p95"]])
-    if "rerank" in results["with_rerank"]["stages_ms"]:
-        r = results["with_rerank"]["stages_ms"]["rerank"]
-        stage_rows.append(["rerank", float("nan"), float("nan"), r["p50"], r["p95"]])
     print_table(
         "per stage (ms)",
-        ["stage", "P50 no rerank", "P95 no rerank", "P50 rerank", "P95 rerank"],
+        [
+            "stage",
+            "P50 no rerank",
+            "P95 no rerank",
+            "P50 reader",
+            "P95 reader",
+            "P50 embedding",
+            "P95 embedding",
+        ],
         stage_rows,
         digits=2,
     )

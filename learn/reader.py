@@ -315,11 +315,11 @@ def main(argv: list[str] | None = None) -> int:
     sets = [s for s in args.sets.split(",") if s]
     held_out = calibration_records(args, sets)
     if args.calibrate_only and held_out is not None:
-        print(calibrate(args.out, held_out[0], args.seed, held_out[1]))
+        print(calibrate(args.out, *held_out, seed=args.seed))
         return 0
     records = load_records(args.data, sets, args.split, args.work)
     if args.calibrate_only:
-        print(calibrate(args.out, records, args.seed))
+        print(calibrate(args.out, records, seed=args.seed))
         return 0
     model, state = train(args, records)
     record = {
@@ -337,10 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": _machine(),
     }
     export(model, args.out, record)
-    if held_out is not None:
-        print(calibrate(args.out, held_out[0], args.seed, held_out[1]))
-    else:
-        print(calibrate(args.out, records, args.seed))
+    print(calibrate(args.out, *(held_out or (records, None)), seed=args.seed))
     return 0
 
 
@@ -374,7 +371,7 @@ def calibration_records(
 
 
 def calibrate(
-    out: Path, records: list[dict[str, Any]], seed: int, about: dict[str, Any] | None = None
+    out: Path, records: list[dict[str, Any]], about: dict[str, Any] | None = None, seed: int = 0
 ) -> Path:
     """Fit the abstention bar with the exported model on ``records``' unanswerable and
     answerable questions — ``--calibration``'s (``about`` says which), else the training
