@@ -123,18 +123,25 @@ def ingest(
 @click.argument("query")
 @click.option("-k", "k", type=click.IntRange(1, 1000), default=None, help="Number of hits.")
 @click.option("--mode", type=click.Choice(["dense", "bm25", "hybrid"]), default=None)
+@options.DOC_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON.")
 @click.pass_context
 def search(
-    ctx: click.Context, collection: str, query: str, k: int | None, mode: str | None, as_json: bool
+    ctx: click.Context,
+    collection: str,
+    query: str,
+    k: int | None,
+    mode: str | None,
+    docs: tuple[str, ...],
+    as_json: bool,
 ) -> None:
     """Search COLLECTION for QUERY and print the best chunks."""
     from fathom import commands
     from fathom.render import render_hits
 
     cfg = command_config(ctx, **{"retrieval.k": k, "retrieval.mode": mode})
-    probe, used = commands.search(cfg, collection, query)
-    render_hits(collection, query, probe, mode=used, k=cfg.retrieval.k, as_json=as_json)
+    probe, used, kept = commands.search(cfg, collection, query, docs)
+    render_hits(collection, query, probe, mode=used, k=cfg.retrieval.k, as_json=as_json, docs=kept)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -161,6 +168,7 @@ def _ask_config(ctx: click.Context, opts: dict[str, Any]):
 @options.ASK_OPTIONS
 @click.option("--rebuild", is_flag=True, help="Re-index TARGET before answering.")
 @options.password_option("Password for an encrypted PDF TARGET (or set FATHOM_PDF_PASSWORD).")
+@options.SHOW_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print the answer and report as JSON.")
 @click.option(
     "--no-stream",
@@ -176,6 +184,7 @@ def ask(ctx: click.Context, target: str, question: str, **opts: Any) -> None:
         IngestProgress,
         ask_events,
         render_answer,
+        render_shown,
         stderr_console,
     )
 
@@ -196,7 +205,17 @@ def ask(ctx: click.Context, target: str, question: str, **opts: Any) -> None:
         on_event=ask_events(err),
         **options.answer_options(opts),
     )
-    render_answer(answer, streamed=stream.started, as_json=as_json)
+    if opts["show"] is None:
+        render_answer(answer, streamed=stream.started, as_json=as_json)
+        return
+    # --show: the answer first, then each cited source where it stands (one object with --json)
+    if not as_json:
+        render_answer(answer, streamed=stream.started)
+    shown = commands.show_answer(cfg, answer, opts["show"], password=opts["password"])
+    if as_json:
+        render_answer(answer, as_json=True, shown=shown)
+    else:
+        render_shown(shown)
 
 
 @main.command()
@@ -211,6 +230,7 @@ def chat(ctx: click.Context, target: str, **opts: Any) -> None:
         AnswerStream,
         IngestProgress,
         ask_events,
+        docs_note,
         plain,
         render_answer,
         stderr_console,
@@ -218,9 +238,14 @@ def chat(ctx: click.Context, target: str, **opts: Any) -> None:
 
     cfg = _ask_config(ctx, opts)
     err = stderr_console()
-    with commands.Chat(cfg, target, display=IngestProgress(enabled=True)) as session:
+    display = IngestProgress(enabled=True)
+    with commands.Chat(cfg, target, display=display, docs=opts["docs"]) as session:
+        within = f" ({docs_note(session.docs)})" if session.docs else ""
         err.print(
-            f"chatting with {session.collection!r} — an empty line or Ctrl-D ends the session"
+            plain(
+                f"chatting with {session.collection!r}{within} — an empty line or Ctrl-D "
+                "ends the session"
+            )
         )
         while True:
             try:
@@ -243,6 +268,37 @@ def chat(ctx: click.Context, target: str, **opts: Any) -> None:
                 err.print("[red]error[/red]", plain(str(exc)))
                 continue
             render_answer(answer, streamed=stream.started)
+
+
+@main.command("show")
+@click.argument("collection")
+@click.argument("chunk_id")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the page's PNG (or the marked passage) to FILE; a chunk's further pages beside "
+    "it as FILE-pN.png (default: FATHOM_HOME/shown/COLLECTION-CHUNK_ID-pN.png).",
+)
+@options.password_option("Password for an encrypted PDF (or set FATHOM_PDF_PASSWORD).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was shown as JSON.")
+@click.pass_context
+def show_command(
+    ctx: click.Context,
+    collection: str,
+    chunk_id: str,
+    out: Path | None,
+    password: str | None,
+    as_json: bool,
+) -> None:
+    """Show chunk CHUNK_ID of COLLECTION where it stands in its source: its PDF page, scan or
+    image with the passage highlighted, or the passage in its surrounding text."""
+    from fathom import commands
+    from fathom.render import render_shown
+
+    cfg = command_config(ctx)
+    shown = commands.show(cfg, collection, chunk_id, out=out, password=password)
+    render_shown(shown, as_json, head={"collection": collection, "chunk_id": chunk_id})
 
 
 @main.command()
@@ -319,7 +375,8 @@ def mcp_command(
     ctx: click.Context, collections: tuple[str, ...], roots: tuple[Path, ...], generator: str | None
 ) -> None:
     """Serve Fathom to an MCP client (an assistant, an editor, an agent) over stdio: search,
-    retrieve, ask, list_collections, chunks as fathom:// resources, and ingest under --root."""
+    retrieve, ask, show (a cited page as an image), list_collections, chunks and pages as
+    fathom:// resources, and ingest under --root."""
     from fathom.mcp_server import serve
 
     serve(command_config(ctx, **{"generator.backend": generator}), list(collections), list(roots))

@@ -43,13 +43,19 @@ def ingest(
         )
 
 
-def search(cfg: Any, collection: str, query: str) -> tuple[Any, str]:
-    """``fathom search``: the probe of ``query`` in ``collection`` to ``retrieval.k``, and the
-    retrieval mode it ran in."""
+def search(
+    cfg: Any, collection: str, query: str, docs: tuple[str, ...] = ()
+) -> tuple[Any, str, dict[str, Any] | None]:
+    """``fathom search``: the probe of ``query`` in ``collection`` to ``retrieval.k`` (within
+    the documents the patterns ``docs`` select), the retrieval mode it ran in, and those
+    documents (None without patterns)."""
+    from fathom.index.doc_filter import select_documents
     from fathom.index.retrieve import open_retriever
 
     retriever = open_retriever(cfg, collection)
-    return retriever.probe(query, cfg.retrieval.k), retriever.mode
+    within = select_documents(retriever.collection.manifest, docs)
+    probe = retriever.probe(query, cfg.retrieval.k, within=within)
+    return probe, retriever.mode, within.to_dict() if within is not None else None
 
 
 def ask(
@@ -73,11 +79,69 @@ def ask(
     return run_ask(cfg, target, question, collection=name, **answer_opts)
 
 
+def show(
+    cfg: Any, collection: str, chunk_id: str, *, out: Path | None, password: str | None
+) -> list[Any]:
+    """``fathom show``: chunk ``chunk_id`` of ``collection`` where it stands in its source (its
+    page highlighted, or its passage in context), written to ``out`` or under
+    ``FATHOM_HOME/shown``; the records written (``index.grounding.Shown``)."""
+    from fathom.index.collection import Collection
+    from fathom.index.grounding import ocr_settings, save_shown, show_chunk, shown_dir
+
+    coll = Collection.open(cfg, collection)
+    try:
+        shown = show_chunk(coll, chunk_id, ocr=ocr_settings(cfg), password=password)
+    finally:
+        coll.close()
+    return save_shown(shown, shown_dir(cfg), out)
+
+
+def show_answer(cfg: Any, answer: Any, folder: str, *, password: str | None) -> list[Any]:
+    """``ask --show [DIR]``: every chunk ``answer`` cites, shown as ``show`` shows one (the
+    span's sentence marked in its chunk) and written into ``folder`` (empty: the default,
+    ``FATHOM_HOME/shown``). A source that cannot be shown is a record of kind ``none`` whose
+    note says why; the others are still shown."""
+    from fathom.core.errors import FathomError
+    from fathom.index.collection import Collection
+    from fathom.index.grounding import Shown, ocr_settings, save_shown, show_chunk, shown_dir
+
+    directory = Path(folder) if folder else shown_dir(cfg)
+    span = answer.span or {}
+    shown: list[Any] = []
+    cited = {c.chunk_id: c for c in answer.citations}  # a chunk cited twice is shown once
+    if not cited:
+        return shown
+    coll = Collection.open(cfg, answer.trace.collection)
+    try:
+        for c in cited.values():
+            sentence = span.get("sentence") if span.get("chunk_id") == c.chunk_id else None
+            try:
+                found = show_chunk(
+                    coll,
+                    c.chunk_id,
+                    sentence=sentence,
+                    ocr=ocr_settings(cfg),
+                    password=password,
+                    n=c.n,
+                )
+            except FathomError as exc:
+                fields = (c.chunk_id, c.doc_id, c.title, c.path, c.pages, c.section)
+                shown.append(Shown(coll.name, *fields, kind="none", n=c.n, note=str(exc)))
+                continue
+            shown += save_shown(found, directory)
+    finally:
+        coll.close()
+    return shown
+
+
 class Chat:
     """``fathom chat``: one Engine over ``target``'s collection, kept loaded from one question
-    to the next; every answer is recorded in the history. Closes the Engine on leaving."""
+    to the next; every answer is recorded in the history. Closes the Engine on leaving.
+    ``docs``, the session's document patterns, are checked before the first question: the
+    documents they select (``DocFilter.to_dict``) are ``self.docs``."""
 
-    def __init__(self, cfg: Any, target: str, display: Display) -> None:
+    def __init__(self, cfg: Any, target: str, display: Display, docs: tuple[str, ...] = ()):
+        from fathom.index.doc_filter import select_documents
         from fathom.index.targets import resolve_target
         from fathom.stages.pipeline import Engine
 
@@ -85,6 +149,12 @@ class Chat:
         with display as prog:
             self.collection = resolve_target(cfg, target, progress=prog)
         self.engine = Engine(cfg, self.collection)
+        try:
+            within = select_documents(self.engine.collection.manifest, docs)
+        except BaseException:
+            self.engine.close()
+            raise
+        self.docs = within.to_dict() if within is not None else None
 
     def __enter__(self) -> Chat:
         return self

@@ -104,8 +104,35 @@ PREFER_OPTION = click.option(
     "answering model's reading time or price. Default balanced.",
 )
 
+# `--doc`: which documents of the collection `ask`, `chat` and `search` read
+# (index/doc_filter.py holds the rule).
+DOC_OPTION = click.option(
+    "--doc",
+    "docs",
+    multiple=True,
+    metavar="PATTERN",
+    help="Read only the documents PATTERN selects: a title or file name (any case), a glob over "
+    "the path, file name or title ('*.pdf'), or part of a title. Repeat for several (their "
+    "union). A pattern that selects none is an error naming the closest titles.",
+)
+
+# `--show [DIR]`: each cited source where it stands (index/grounding.py); given alone, its
+# value is "" and the files go to FATHOM_HOME/shown.
+SHOW_OPTION = click.option(
+    "--show",
+    "show",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[DIR]",
+    help="Show each cited source where it stands: its PDF page, scan or image with the passage "
+    "highlighted (a PNG, drawn in kitty, Ghostty, iTerm2 and WezTerm), or its passage in the "
+    "surrounding text; files go to DIR (default FATHOM_HOME/shown), their paths are printed.",
+)
+
 # What `ask` and `chat` take besides their arguments.
 ASK_OPTIONS = stack(
+    DOC_OPTION,
     click.option(
         "--k",
         "k",
@@ -275,5 +302,6 @@ def overrides(opts: dict[str, Any], *names: str) -> dict[str, Any]:
 
 
 def answer_options(opts: dict[str, Any]) -> dict[str, Any]:
-    """What the ask options left in ``opts`` ask of the Engine: a fixed depth, no reranker."""
-    return {"k": opts["k"], "rerank": False if opts["no_rerank"] else None}
+    """What the ask options left in ``opts`` ask of the Engine: a fixed depth, no reranker,
+    the documents to read."""
+    return {"k": opts["k"], "rerank": False if opts["no_rerank"] else None, "docs": opts["docs"]}

@@ -302,25 +302,33 @@ class WatchDisplay:
 
 
 def render_hits(
-    collection: str, query: str, probe, *, mode: str, k: int, as_json: bool = False
+    collection: str,
+    query: str,
+    probe,
+    *,
+    mode: str,
+    k: int,
+    as_json: bool = False,
+    docs: dict | None = None,
 ) -> None:
-    """The search table (or JSON): ``probe``'s hits for ``query`` in ``collection``."""
+    """The search table (or JSON): ``probe``'s hits for ``query`` in ``collection`` (in the
+    documents ``docs`` describes, when ``--doc`` selected some)."""
     if as_json:
-        print_json(
-            {
-                "collection": collection,
-                "query": query,
-                "mode": mode,
-                "k": k,
-                "timings_ms": {k: round(v, 3) for k, v in probe.timings_ms.items()},
-                "hits": [h.to_dict() for h in probe.hits],
-            }
-        )
+        out = {
+            "collection": collection,
+            "query": query,
+            "mode": mode,
+            "k": k,
+            "timings_ms": {k: round(v, 3) for k, v in probe.timings_ms.items()},
+            "hits": [h.to_dict() for h in probe.hits],
+        }
+        print_json(out if docs is None else {**out, "docs": docs})
         return
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=plain(f"{collection}: {query}"), show_lines=True)
+    title = f"{collection}: {query}" + (f" ({docs_note(docs)})" if docs else "")
+    table = Table(title=plain(title), show_lines=True)
     for col in ("#", "score", "document", "pages", "section", "text"):
         table.add_column(col, overflow="fold")
     for i, hit in enumerate(probe.hits, start=1):
@@ -353,11 +361,13 @@ def _answerer_note(answer: Any) -> str:
     return f" · quote {conf['answerer']:.0%} likely to answer"
 
 
-def render_answer(answer, streamed: bool = False, as_json: bool = False) -> None:
+def render_answer(answer, streamed: bool = False, as_json: bool = False, shown=None) -> None:
     """The answer panel (unless it was streamed and is final), its sources, the decision,
-    confidence, portfolio, latency, tokens and notices."""
+    confidence, portfolio, latency, tokens and notices; with ``--json``, one object (with
+    ``shown``, what ``--show`` wrote, when it is given)."""
     if as_json:
-        print_json(answer.to_dict())
+        out = answer.to_dict()
+        print_json(out if shown is None else {**out, "shown": [s.to_dict() for s in shown]})
         return
     from rich.console import Console
     from rich.panel import Panel
@@ -381,6 +391,8 @@ def render_answer(answer, streamed: bool = False, as_json: bool = False) -> None
     )
     if d is not None and d.cost:
         out.print(f"[bold]Trade[/bold] {plain(d.cost['trade'])}", highlight=False)
+    if tr.docs:
+        out.print("[bold]Documents[/bold]", plain(docs_note(tr.docs)), highlight=False)
     out.print(
         f"[bold]Confidence[/bold] {conf['score']:.2f}"
         + (" (abstained)" if conf.get("abstained") else "")
@@ -409,6 +421,15 @@ def render_answer(answer, streamed: bool = False, as_json: bool = False) -> None
     )
     for notice in tr.notices:
         out.print("[yellow]note[/yellow]", plain(notice), highlight=False)
+
+
+def docs_note(docs: dict) -> str:
+    """What a --doc filter kept (its ``to_dict``), in words: "restricted to 2 of 32 documents:
+    Warsaw, Kenya"; past five titles, how many more."""
+    titles = [d["title"] or d["path"] for d in docs["documents"]]
+    n, of = len(titles), docs["collection_documents"]
+    shown = ", ".join(titles[:5]) + (f" and {n - 5} more" if n > 5 else "")
+    return f"restricted to {n} of {of} document{'s' if of != 1 else ''}: {shown}"
 
 
 def read_note(tokens: dict, passes: int) -> str:
@@ -472,3 +493,68 @@ def print_latency(out, tr) -> None:
             "[bold]Latency (ms)[/bold] " + " · ".join(f"{a} {b}" for a, b in cells),
             highlight=False,
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# show: cited sources where they stand
+# ---------------------------------------------------------------------------------------------
+
+SHOW_COLUMNS = 100  # widest a page picture is drawn, in terminal cells
+
+
+def render_shown(shown: list, as_json: bool = False, head: dict | None = None) -> None:
+    """What ``--show`` and ``fathom show`` wrote: a page drawn in the terminal when it speaks an
+    image protocol (``terminal_images``), and its file's path; a passage in its surrounding
+    text, styled on a terminal and marked ``⟦ ⟧`` / ``⟪ ⟫`` otherwise. ``--json``: ``head``
+    with ``shown``, one object."""
+    if as_json:
+        print_json({**(head or {}), "shown": [s.to_dict() for s in shown]})
+        return
+    err = stderr_console()
+    if not shown:
+        err.print("nothing cited to show", highlight=False)
+        return
+    import shutil
+
+    from fathom.terminal_images import image_protocol, image_sequence
+    from rich.console import Console
+
+    out = Console()
+    protocol = image_protocol(sys.stdout)
+    columns = min(SHOW_COLUMNS, shutil.get_terminal_size().columns)
+    for item in shown:
+        label = (f"[{item.n}] " if item.n else "") + (item.title or item.path)
+        if item.kind == "none":
+            err.print("[yellow]cannot show[/yellow]", plain(f"{label}: {item.note}"))
+            continue
+        if item.note:
+            err.print("[yellow]note[/yellow]", plain(item.note), highlight=False)
+        if item.image is not None:
+            where = f"page {item.image.number} ({item.image.located})"
+            if protocol is not None:
+                out.print(plain(f"{label} · {where}"), highlight=False)
+                out.file.write(image_sequence(protocol, item.image.png, columns) + "\n")
+                out.file.flush()
+            out.print(plain(f"{label} · {where} → {item.file}"), highlight=False, soft_wrap=True)
+            continue
+        out.print(plain(f"{label} · {item.section or 'passage'} → {item.file}"), soft_wrap=True)
+        out.print(_passage_text(item, styled=out.is_terminal), soft_wrap=True)
+
+
+def _passage_text(item: Any, styled: bool):
+    """A shown passage in its surrounding text: the neighbours dim, the passage highlighted,
+    the answer's sentence in it more strongly; unstyled, the plain text with its marks."""
+    from fathom.core.text import safe_terminal_text
+    from rich.text import Text
+
+    if not styled:
+        return Text(safe_terminal_text(item.marked()))
+    text = Text()
+    text.append(safe_terminal_text(item.before), style="dim")
+    a, b = item.strong or (len(item.passage), len(item.passage))
+    passage = item.passage
+    for part, style in ((passage[:a], "on grey23"), (passage[a:b], "bold black on yellow")):
+        text.append(safe_terminal_text(part), style=style)
+    text.append(safe_terminal_text(passage[b:]), style="on grey23")
+    text.append(safe_terminal_text(item.after), style="dim")
+    return text

@@ -38,3 +38,8 @@ class BackendUnavailable(FathomError):
 
 class ConfigError(FathomError):
     """A configuration key or value is wrong; the message names the key, value and source."""
+
+
+class DocumentNotFound(FathomError):
+    """A document pattern (``--doc``, the MCP tools' ``doc``) matches no document of the
+    collection."""

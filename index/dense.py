@@ -1,8 +1,15 @@
-"""Dense vector index: FAISS exact inner product, HNSW above a configurable size."""
+"""Dense vector index: FAISS exact inner product, HNSW above a configurable size.
+
+A search may be restricted to some rows (the chunks of the documents ``--doc`` selects, as
+``[start, end)`` ranges): an exact scan of just those vectors, read in place from FAISS's own
+storage, when the index is flat or they number at most ``scan_up_to`` (a collection of that
+size would be a flat index); else the HNSW graph searched with an ID selector, and scanned
+exactly after all when the graph finds fewer than ``k`` of them.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +32,7 @@ class DenseIndex:
     def __init__(self, index: Any, kind: str) -> None:
         self.index = index
         self.kind = kind
+        self._stored: np.ndarray | None = None  # a view of FAISS's vectors (``stored``)
 
     @property
     def size(self) -> int:
@@ -76,10 +84,19 @@ class DenseIndex:
             kind = "hnsw"
         return cls(index, kind)
 
-    def search(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Top ``k`` rows for ``query`` ``(dim,)``: ``(scores (k',), rows (k',) int64)``."""
+    def search(
+        self,
+        query: np.ndarray,
+        k: int,
+        within: Sequence[tuple[int, int]] | None = None,
+        scan_up_to: int = 250_000,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top ``k`` rows for ``query`` ``(dim,)``: ``(scores (k',), rows (k',) int64)``;
+        ``within``: only these ``[start, end)`` row ranges (sorted, disjoint)."""
         import numpy as np
 
+        if within is not None:
+            return self._search_within(query, k, within, scan_up_to)
         k = min(k, self.size)
         if k <= 0:
             return np.zeros(0, np.float32), np.zeros(0, np.int64)
@@ -87,6 +104,56 @@ class DenseIndex:
         scores, rows = self.index.search(q, k)
         keep = rows[0] >= 0
         return scores[0][keep], rows[0][keep].astype(np.int64)
+
+    def _search_within(
+        self, query: np.ndarray, k: int, within: Sequence[tuple[int, int]], scan_up_to: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        import numpy as np
+
+        n = sum(b - a for a, b in within)
+        k = min(k, n)
+        if k <= 0:
+            return np.zeros(0, np.float32), np.zeros(0, np.int64)
+        q = np.ascontiguousarray(query.reshape(-1), dtype=np.float32)
+        if self.kind == "hnsw" and n > scan_up_to:
+            scores, rows = self._graph_within(q, k, within)
+            if len(rows) == k:
+                return scores, rows
+        stored = self.stored()
+        scores = np.concatenate([stored[a:b] @ q for a, b in within])
+        rows = np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in within])
+        return top_k(scores, rows, k)
+
+    def _graph_within(
+        self, q: np.ndarray, k: int, within: Sequence[tuple[int, int]]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The HNSW graph searched for rows ``within`` only (an ID selector)."""
+        import numpy as np
+
+        faiss = _faiss()
+        if len(within) == 1:
+            selector = faiss.IDSelectorRange(int(within[0][0]), int(within[0][1]))
+        else:
+            rows = np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in within])
+            selector = faiss.IDSelectorBatch(rows)
+        ef = max(int(self.index.hnsw.efSearch), k)
+        params = faiss.SearchParametersHNSW(sel=selector, efSearch=ef)
+        scores, rows = self.index.search(q.reshape(1, -1), k, params=params)
+        keep = rows[0] >= 0
+        return scores[0][keep], rows[0][keep].astype(np.int64)
+
+    def stored(self) -> np.ndarray:
+        """Every stored vector, ``(n, dim) float32``: a view of FAISS's own memory where the
+        index keeps its vectors flat (no copy), else a copy."""
+        if self._stored is None or len(self._stored) != self.size:
+            faiss = _faiss()
+            flat = faiss.downcast_index(self.index.storage) if self.kind == "hnsw" else self.index
+            if hasattr(flat, "get_xb") and self.size:
+                view = faiss.rev_swig_ptr(flat.get_xb(), self.size * self.dim)
+                self._stored = view.reshape(self.size, self.dim)
+            else:
+                self._stored = self.vectors()
+        return self._stored
 
     def rows_vectors(self, rows: Iterable[int]) -> np.ndarray:
         """Stored vectors of ``rows`` as ``(len(rows), dim) float32``, in one FAISS call."""
@@ -105,3 +172,18 @@ class DenseIndex:
         if end <= start:
             return np.zeros((0, self.dim), dtype=np.float32)
         return self.index.reconstruct_n(start, end - start)
+
+
+def top_k(scores: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` best of ``scores`` ``(n,)`` with their ``rows`` ``(n,) int64``, by score and
+    then row: ``(scores (k,) float32, rows (k,) int64)``."""
+    import numpy as np
+
+    if k < len(scores):
+        cand = np.argpartition(-scores, k - 1)[:k]
+        kth = scores[cand].min()
+        cand = np.flatnonzero(scores >= kth)  # every row tied at the k-th score competes
+    else:
+        cand = np.arange(len(scores))
+    order = cand[np.lexsort((rows[cand], -scores[cand]))[:k]]
+    return scores[order].astype(np.float32), rows[order].astype(np.int64)

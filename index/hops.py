@@ -14,6 +14,7 @@ from fathom.core.base import Hit, Probe
 from fathom.index.retrieve import rrf_fuse
 
 if TYPE_CHECKING:
+    from fathom.index.doc_filter import DocFilter
     from fathom.index.retrieve import CollectionRetriever
 
 _CAPS = re.compile(
@@ -49,16 +50,18 @@ def next_hop(
     depth: int,
     rrf_k: int,
     asked: list[str] | None = None,
+    within: DocFilter | None = None,
 ) -> tuple[Probe, str]:
     """The hops so far (``probe``) fused with one more, searched by ``sparse`` (BM25) for the
-    follow-up query. Returns the fused probe and the follow-up ("" when there was none, or when
-    it repeats one in ``asked``: the probe is then returned as it was)."""
+    follow-up query (``within`` those documents only, as the first hop was). Returns the fused
+    probe and the follow-up ("" when there was none, or when it repeats one in ``asked``: the
+    probe is then returned as it was)."""
     import numpy as np
 
     follow = followup_query(question, list(probe.hits[:3]), asked or ())
     if not follow or follow in (asked or ()):
         return probe, ""
-    second = sparse.probe(follow, depth)
+    second = sparse.probe(follow, depth, within=within)
 
     # The second hop's scores and ranks are kept under "hop2_*" names, so "dense" and "bm25"
     # always mean the first hop's lists; a chunk both hops found keeps its first-hop hit.

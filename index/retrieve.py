@@ -9,6 +9,11 @@ SciFact's *train* queries is the untuned 0.5 (``bench/retrieval_beir.py``).
 
 Each hit keeps its chunk, its 1-based rank and score in every retriever that found it, and the
 fused score. ``probe`` returns the hits together with per-stage timings.
+
+``within`` (a ``index.doc_filter.DocFilter``) restricts every retriever to the chunks of some
+documents before fusion: the dense search to their vectors, BM25's ranking to their rows. The
+top ``k`` is then exact within those documents, and holds ``k`` hits whenever they have ``k``
+chunks (BM25, as always, ranks only chunks that share a term with the query).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ if TYPE_CHECKING:
     import numpy as np
     from fathom.core.base import Embedder, SearchMode
     from fathom.index.collection import Collection
+    from fathom.index.doc_filter import DocFilter
 
 
 def rrf_fuse(
@@ -115,15 +121,20 @@ class CollectionRetriever:
         self.rrf_k = rrf_k
         self.candidates = candidates
 
-    def search(self, query: str, k: int) -> list[Hit]:
-        return list(self.probe(query, k).hits)
+    def search(self, query: str, k: int, within: DocFilter | None = None) -> list[Hit]:
+        return list(self.probe(query, k, within=within).hits)
 
     def ranked(
-        self, query: str, depth: int, qvec: np.ndarray | None = None
+        self,
+        query: str,
+        depth: int,
+        qvec: np.ndarray | None = None,
+        within: DocFilter | None = None,
     ) -> tuple[dict, dict[str, float]]:
         """Each retriever's ``(scores, rows)`` to ``depth``, and the time each step took (ms).
 
-        ``qvec`` is the query's embedding when the caller already has it.
+        ``qvec`` is the query's embedding when the caller already has it; ``within``, the
+        documents to search (default: all).
         """
         timings: dict[str, float] = {}
         ranked: dict[str, tuple] = {}
@@ -134,18 +145,31 @@ class CollectionRetriever:
                 qvec = self.embedder.embed_query(query)
                 timings["embed_query"] = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
-            ranked["dense"] = self.collection.dense.search(qvec, depth)
+            ranked["dense"] = self.collection.dense.search(
+                qvec,
+                depth,
+                within=within.ranges if within is not None else None,
+                scan_up_to=self.collection.cfg.index.hnsw_threshold,
+            )
             timings["dense"] = (time.perf_counter() - t) * 1000
         if self.mode in ("bm25", "hybrid"):
             t = time.perf_counter()
-            ranked["bm25"] = self.collection.bm25.search(query, depth)
+            rows = within.rows if within is not None else None
+            ranked["bm25"] = self.collection.bm25.search(query, depth, within=rows)
             timings["bm25"] = (time.perf_counter() - t) * 1000
         return ranked, timings
 
-    def probe(self, query: str, k: int, qvec: np.ndarray | None = None) -> Probe:
-        """Top ``k`` hits with timings: embed_query, dense, bm25, fuse, fetch (ms)."""
+    def probe(
+        self,
+        query: str,
+        k: int,
+        qvec: np.ndarray | None = None,
+        within: DocFilter | None = None,
+    ) -> Probe:
+        """Top ``k`` hits with timings: embed_query, dense, bm25, fuse, fetch (ms); ``within``:
+        only the chunks of those documents."""
         depth = max(k, self.candidates) if self.mode == "hybrid" else k
-        ranked, timings = self.ranked(query, depth, qvec)
+        ranked, timings = self.ranked(query, depth, qvec, within)
         t = time.perf_counter()
         if self.mode == "hybrid" and self.fusion == "convex":
             top = convex_fuse(ranked, self.weights, k)

@@ -187,22 +187,33 @@ class Bm25Index:
         vals = np.concatenate([self.data[a:b] for a, b in zip(starts, ends, strict=True)])
         return np.bincount(rows, weights=vals, minlength=self.n).astype(np.float32)
 
-    def search(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def search(
+        self, query: str, k: int, within: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Top ``k`` rows with a positive score, by score then row: ``(scores (k',), rows (k',)
-        int64)``."""
-        import numpy as np
-
+        int64)``; ``within``: only these rows (``(n,) int64``, ascending)."""
         scores = self.scores(query)
-        n = scores.shape[0]
-        k = min(k, n)
-        if k <= 0:
-            return np.zeros(0, np.float32), np.zeros(0, np.int64)
-        # Exact order: score descending, then row ascending, also for which of the rows tied at
-        # the k-th score make the cut (argpartition alone keeps an arbitrary subset of them). The
-        # candidates are every positive row scoring at least the k-th score: O(n), then a sort of
-        # the few candidates. (Partitioning the negated scores at k − 1 is much faster than the
-        # scores at n − k when most of them are 0.)
-        kth = -np.partition(-scores, k - 1)[k - 1] if k < n else scores.min()
-        cand = np.flatnonzero((scores >= kth) & (scores > 0))
-        top = cand[np.lexsort((cand, -scores[cand]))[:k]]
-        return scores[top].astype(np.float32), top.astype(np.int64)
+        if within is not None and len(scores):
+            picked, where = top_positive(scores[within], k)
+            return picked, within[where]
+        return top_positive(scores, k)
+
+
+def top_positive(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The top ``k`` positions of ``scores`` ``(n,)`` with a positive score, by score then
+    position: ``(scores (k',) float32, positions (k',) int64)``."""
+    import numpy as np
+
+    n = scores.shape[0]
+    k = min(k, n)
+    if k <= 0:
+        return np.zeros(0, np.float32), np.zeros(0, np.int64)
+    # Exact order: score descending, then row ascending, also for which of the rows tied at
+    # the k-th score make the cut (argpartition alone keeps an arbitrary subset of them). The
+    # candidates are every positive row scoring at least the k-th score: O(n), then a sort of
+    # the few candidates. (Partitioning the negated scores at k − 1 is much faster than the
+    # scores at n − k when most of them are 0.)
+    kth = -np.partition(-scores, k - 1)[k - 1] if k < n else scores.min()
+    cand = np.flatnonzero((scores >= kth) & (scores > 0))
+    top = cand[np.lexsort((cand, -scores[cand]))[:k]]
+    return scores[top].astype(np.float32), top.astype(np.int64)

@@ -62,7 +62,7 @@ class ImageLoader:
             raise ParseError(
                 name, f"an image needs OCR, which is unavailable: {problem}", OCR_INSTALL
             )
-        image, n = _open_image(name, data)
+        image, n = open_image(name, data)
         eng = engine(self.options.ocr.threads)
         pages = []
         unreadable: list[int] = []
@@ -70,7 +70,7 @@ class ImageLoader:
         if self.options.on_page is not None:
             self.options.on_page(0, n)  # how many pages OCR will read
         for number in range(1, n + 1):
-            gray, dpi = _frame(name, image, number - 1)
+            gray, dpi = read_frame(name, image, number - 1)
             result = eng.read(gray)
             if self.options.on_page is not None:
                 self.options.on_page(number, n)
@@ -115,7 +115,7 @@ def _pillow_rules() -> Iterator[None]:
         yield
 
 
-def _open_image(name: str, data: bytes) -> tuple[Any, int]:
+def open_image(name: str, data: bytes) -> tuple[Any, int]:
     """The image, not yet decoded, and its number of frames; ParseError when it is not one."""
     try:
         from PIL import Image, UnidentifiedImageError
@@ -155,7 +155,7 @@ def _open_image(name: str, data: bytes) -> tuple[Any, int]:
     return image, n
 
 
-def _frame(name: str, image: Any, index: int) -> tuple[Any, float]:
+def read_frame(name: str, image: Any, index: int) -> tuple[Any, float]:
     """Frame ``index`` as ``(h, w)`` uint8 grey with its resolution (dots per inch), decoded
     only when OCR reads it: a many-page scan never holds every page in memory at once."""
     import numpy as np

@@ -98,7 +98,7 @@ def ocr_document_pages(
     unreadable: list[str] = []
     for count, i in enumerate(todo):
         pdf_page = doc.load_page(i)
-        dpi = _render_dpi(pdf_page.rect, settings.dpi)
+        dpi = render_dpi(pdf_page.rect, settings.dpi)
         try:
             pix = pdf_page.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY, alpha=False)
         except Exception as exc:  # PyMuPDF raises its own and C-level errors on damaged pages
@@ -138,7 +138,7 @@ def _without_ocr(
     )
 
 
-def _render_dpi(rect: Any, dpi: int) -> int:
+def render_dpi(rect: Any, dpi: int) -> int:
     """``dpi``, lowered for a page so large that rendering it would pass MAX_RENDER_PIXELS."""
     pixels = rect.width * rect.height * (dpi / 72) ** 2
     if pixels > MAX_RENDER_PIXELS:

@@ -5,7 +5,8 @@ Built on the official ``mcp`` SDK (``MCPServer``, stdio transport): the SDK spea
 this package says what each tool does. ``tools.FathomTools`` holds the work and knows nothing of
 MCP (the benchmark calls it in process); ``safety`` keeps paths, secrets and errors in bounds;
 ``build_server`` here wraps them in tools with JSON schemas and descriptions written for a
-model, and in the ``fathom://COLLECTION/CHUNK_ID`` resource. The ask tool's generator argument
+model, and in the ``fathom://COLLECTION/CHUNK_ID`` resource (and ``…/page.png``, a passage's
+page as a PNG, as the ``show`` tool gives it). The ask tool's generator argument
 takes the generator registry's backends (``stages/generate/registry.py``).
 
 What it promises:
@@ -41,7 +42,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fathom.core.errors import CollectionNotFound, FathomError
 from fathom.mcp_server.safety import RedactingFilter, Redactor, Root, one_line_error
-from fathom.mcp_server.tools import MAX_K, MAX_PATHS, UNTRUSTED, FathomTools
+from fathom.mcp_server.tools import MAX_DOC_PATTERNS, MAX_K, MAX_PATHS, UNTRUSTED, FathomTools
 from fathom.stages.generate.registry import AUTO, BACKENDS, local_choices, remote_names
 
 if TYPE_CHECKING:
@@ -50,6 +51,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger("fathom.mcp")
 
 COLLECTION_ARG = "Collection name (see list_collections); may be left out when one is served."
+DOC_ARG = (
+    "Read only these documents of the collection: each pattern a title or file name (any "
+    "case), a glob over the path, file name or title ('*.pdf'), or part of a title; several "
+    "select their union. A pattern that selects no document is an error naming the closest "
+    "titles. Default: every document."
+)
 
 SEARCH_DOC = f"""Search the user's own documents (PDF, scans, images, DOCX, PPTX, HTML, EPUB, TXT
 and Markdown indexed by Fathom on this machine) and return the best-matching passages, best
@@ -86,6 +93,14 @@ def generator_arg_doc() -> str:
     return f"Answering backend (default: the server's{''.join('; ' + r for r in remote)})."
 
 
+SHOW_DOC = f"""Show a passage where it stands in its document, to check a citation by eye: for
+a PDF, a scanned page or an image, each page the passage is on as a PNG image with the passage
+highlighted in yellow (found by the page's text layer, or by OCR on a scan: "located" says
+which, "not found" leaves the page unmarked); for DOCX, PPTX, HTML, EPUB, text and Markdown, the
+passage in the text around it, marked ⟦like this⟧. chunk_id is a passage's id from search,
+retrieve or ask (their citations and sources). The page is also the resource
+fathom://COLLECTION/CHUNK_ID/page.png. {UNTRUSTED}"""
+
 LIST_DOC = """List the document collections this server searches, with how many documents and
 chunks each holds, when it was last updated, and whether this server may ingest files."""
 
@@ -104,9 +119,11 @@ def build_server(tools: FathomTools, redactor: Redactor | None = None) -> Any:
     run = _runner(redactor)
     _add_search_tools(server, tools, run)
     _add_ask_tool(server, tools, run)
+    _add_show_tool(server, tools, redactor)
     if tools.roots:
         _add_ingest_tool(server, tools, run)
     _add_chunk_resource(server, tools, redactor)
+    _add_page_resource(server, tools, redactor)
     return server
 
 
@@ -144,8 +161,9 @@ def _new_server(tools: FathomTools, redactor: Redactor) -> Any:
         instructions=(
             "Fathom searches and answers from the user's own documents on this machine, with "
             "page citations. Use search to find passages, retrieve to get a compact, cited "
-            "context for your own answer, ask for Fathom's answer, list_collections to see "
-            f"what is indexed. {UNTRUSTED}"
+            "context for your own answer, ask for Fathom's answer, show to see a passage on "
+            "its page (an image), list_collections to see what is indexed. "
+            f"{UNTRUSTED}"
         ),
         log_level="WARNING",
         lifespan=stdout_to_stderr,
@@ -179,13 +197,22 @@ def _collection_arg() -> Any:
     return Annotated[str | None, Field(description=COLLECTION_ARG)]
 
 
+def _doc_arg() -> Any:
+    from pydantic import Field
+
+    return Annotated[
+        list[str] | None,
+        Field(description=DOC_ARG, json_schema_extra={"maxItems": MAX_DOC_PATTERNS}),
+    ]
+
+
 def _add_search_tools(server: Any, tools: FathomTools, run: Runner) -> None:
     """``search`` and ``retrieve``: read-only, over the served collections."""
     from mcp_types import ToolAnnotations
     from pydantic import Field
 
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-    Collection = _collection_arg()
+    Collection, Doc = _collection_arg(), _doc_arg()
 
     @server.tool(description=SEARCH_DOC, annotations=read_only)
     def search(
@@ -203,15 +230,17 @@ def _add_search_tools(server: Any, tools: FathomTools, run: Runner) -> None:
             Literal["hybrid", "dense", "bm25"] | None,
             Field(description="hybrid (default), dense or bm25."),
         ] = None,
+        doc: Doc = None,
     ) -> dict[str, Any]:
-        return run("search", lambda: tools.search(query, collection, k, mode))
+        return run("search", lambda: tools.search(query, collection, k, mode, doc))
 
     @server.tool(description=RETRIEVE_DOC, annotations=read_only)
     def retrieve(
         question: Annotated[str, Field(description="The question to gather context for.")],
         collection: Collection = None,
+        doc: Doc = None,
     ) -> dict[str, Any]:
-        return run("retrieve", lambda: tools.retrieve(question, collection))
+        return run("retrieve", lambda: tools.retrieve(question, collection, doc))
 
 
 def _add_ask_tool(server: Any, tools: FathomTools, run: Runner) -> None:
@@ -220,7 +249,7 @@ def _add_ask_tool(server: Any, tools: FathomTools, run: Runner) -> None:
     from mcp_types import ToolAnnotations
     from pydantic import Field
 
-    Collection = _collection_arg()
+    Collection, Doc = _collection_arg(), _doc_arg()
     backends = (*local_choices(), *remote_names())
     Backend = Literal[backends]  # type: ignore[valid-type]
 
@@ -234,8 +263,9 @@ def _add_ask_tool(server: Any, tools: FathomTools, run: Runner) -> None:
         question: Annotated[str, Field(description="The question to answer.")],
         collection: Collection = None,
         generator: Annotated[Backend | None, Field(description=generator_arg_doc())] = None,
+        doc: Doc = None,
     ) -> dict[str, Any]:
-        return run("ask", lambda: tools.ask(question, collection, generator))
+        return run("ask", lambda: tools.ask(question, collection, generator, doc))
 
     @server.tool(
         description=LIST_DOC,
@@ -243,6 +273,40 @@ def _add_ask_tool(server: Any, tools: FathomTools, run: Runner) -> None:
     )
     def list_collections() -> dict[str, Any]:
         return run("list_collections", tools.list_collections)
+
+
+def _add_show_tool(server: Any, tools: FathomTools, redactor: Redactor) -> None:
+    """``show``: a chunk's pages as image content (PNG) after their description, or its
+    passage in context as text."""
+    import json
+
+    from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
+    from pydantic import Field
+
+    Collection = _collection_arg()
+
+    @server.tool(
+        description=SHOW_DOC,
+        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    )
+    def show(
+        chunk_id: Annotated[
+            str, Field(description="The passage's chunk_id (from search, retrieve or ask).")
+        ],
+        collection: Collection = None,
+    ) -> CallToolResult:
+        try:
+            data = tools.show(chunk_id, collection)
+        except FathomError as exc:
+            message = redactor.text(str(exc))
+            logger.info("show: %s", message)
+            return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+        # The pictures leave the JSON before redaction: base64 is not text to search for secrets.
+        pngs = [item.pop("png_base64") for item in data["shown"] if "png_base64" in item]
+        data = redactor.data(data)
+        content: list[Any] = [TextContent(type="text", text=json.dumps(data, ensure_ascii=False))]
+        content += [ImageContent(type="image", data=png, mime_type="image/png") for png in pngs]
+        return CallToolResult(content=content, structured_content=data)
 
 
 def _add_ingest_tool(server: Any, tools: FathomTools, run: Runner) -> None:
@@ -300,6 +364,35 @@ def _add_chunk_resource(server: Any, tools: FathomTools, redactor: Redactor) -> 
         except FathomError as exc:
             raise ResourceError(redactor.text(str(exc))) from None
         return json.dumps(data, ensure_ascii=False)
+
+
+def _add_page_resource(server: Any, tools: FathomTools, redactor: Redactor) -> None:
+    """``fathom://COLLECTION/CHUNK_ID/page.png``: the first page of a passage, highlighted."""
+    import base64
+
+    from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+
+    @server.resource(
+        "fathom://{collection}/{chunk_id}/page.png",
+        name="page",
+        description="The page a passage of a PDF, scan or image is on, as a PNG with the "
+        "passage highlighted (its first page; the show tool gives every page).",
+        mime_type="image/png",
+    )
+    def page(collection: str, chunk_id: str) -> bytes:
+        try:
+            data = tools.show(chunk_id, collection)
+        except CollectionNotFound as exc:
+            raise ResourceNotFoundError(redactor.text(str(exc))) from None
+        except FathomError as exc:
+            raise ResourceError(redactor.text(str(exc))) from None
+        first = data["shown"][0]
+        if "png_base64" not in first:
+            raise ResourceError(
+                f"chunk {chunk_id} is from a document without pages (not a PDF, scan or "
+                f"image): read fathom://{collection}/{chunk_id}, or call show for its context"
+            )
+        return base64.b64decode(first["png_base64"])
 
 
 def serve(

@@ -25,6 +25,8 @@ logger = logging.getLogger("fathom.mcp")
 
 MAX_K = 50  # hits one search returns at most
 MAX_QUERY_CHARS = 10_000
+MAX_DOC_PATTERNS = 20  # document patterns one call takes
+MAX_PATTERN_CHARS = 1_000
 MAX_PATHS = 100  # paths one ingest call takes
 MAX_FILES_LISTED = 200  # files an ingest result lists (the counts cover them all)
 CHUNK_CHARS = 20_000  # a chunk read as a resource
@@ -214,11 +216,14 @@ class FathomTools:
         collection: str | None = None,
         k: int | None = None,
         mode: str | None = None,
+        doc: list[str] | None = None,
     ) -> dict[str, Any]:
-        """The top ``k`` chunks for ``query``."""
+        """The top ``k`` chunks for ``query`` (in the documents the patterns ``doc`` select)."""
+        from fathom.index.doc_filter import select_documents
         from fathom.index.retrieve import retriever_for
 
         query = self._question(query, "query")
+        patterns = doc_patterns(doc)
         k = self.cfg.retrieval.k if k is None else k
         if not 1 <= k <= MAX_K:
             raise FathomError(f"k = {k}: give between 1 and {MAX_K} hits")
@@ -229,7 +234,8 @@ class FathomTools:
             if mode is not None and mode != retriever.mode:
                 embedder = engine.embedder if mode != "bm25" else None
                 retriever = retriever_for(self.cfg, engine.collection, embedder, mode)  # type: ignore[arg-type]
-            probe = retriever.probe(query, k)
+            within = select_documents(engine.collection.manifest, patterns)
+            probe = retriever.probe(query, k, within=within)
             name, paths = engine.collection.name, slot.paths
         hits = []
         for n, hit in enumerate(probe.hits, start=1):
@@ -247,7 +253,7 @@ class FathomTools:
                     "text": self._text(c.text),
                 }
             )
-        return {
+        out = {
             "collection": name,
             "query": query,
             "mode": retriever.mode,
@@ -255,14 +261,19 @@ class FathomTools:
             "note": UNTRUSTED,
             "hits": hits,
         }
+        return out if within is None else {**out, "docs": within.to_dict()}
 
-    def retrieve(self, question: str, collection: str | None = None) -> dict[str, Any]:
-        """The context Fathom's generator would read for ``question``, without generating."""
+    def retrieve(
+        self, question: str, collection: str | None = None, doc: list[str] | None = None
+    ) -> dict[str, Any]:
+        """The context Fathom's generator would read for ``question``, without generating (from
+        the documents the patterns ``doc`` select)."""
         from fathom.stages.generate.prompt import SYSTEM, render_sources
 
         question = self._question(question, "question")
+        patterns = doc_patterns(doc)
         with self.engine(collection) as (engine, _slot):
-            ctx = engine.context(question)
+            ctx = engine.context(question, docs=patterns)
         tr = ctx.trace
         decision = tr.decision
         assert decision is not None
@@ -271,6 +282,7 @@ class FathomTools:
             rendered = rendered[:CONTEXT_CHARS] + "\n[… context cut at the tool's output limit]"
         return {
             "collection": tr.collection,
+            **({"docs": tr.docs} if tr.docs is not None else {}),
             "question": ctx.question,
             "query_type": tr.query_type,
             "k": decision.k,
@@ -296,15 +308,21 @@ class FathomTools:
         }
 
     def ask(
-        self, question: str, collection: str | None = None, generator: str | None = None
+        self,
+        question: str,
+        collection: str | None = None,
+        generator: str | None = None,
+        doc: list[str] | None = None,
     ) -> dict[str, Any]:
-        """Fathom's answer to ``question`` (the ``ask --json`` object)."""
+        """Fathom's answer to ``question`` (the ``ask --json`` object), from the documents the
+        patterns ``doc`` select."""
         from fathom.stages.history import record_ask
 
         question = self._question(question, "question")
         self._check_generator(generator)
+        patterns = doc_patterns(doc)
         with self.engine(collection, generator) as (engine, _slot):
-            answer = engine.ask(question)
+            answer = engine.ask(question, docs=patterns)
         record_ask(self.cfg, answer.trace.collection, answer)
         return answer.to_dict()
 
@@ -408,3 +426,62 @@ class FathomTools:
             "note": UNTRUSTED,
             "text": text,
         }
+
+    def show(self, chunk_id: str, collection: str | None = None) -> dict[str, Any]:
+        """A chunk where it stands in its source: each page of a PDF or image chunk as a PNG
+        (``png_base64``) with the passage highlighted, or the passage in its surrounding text,
+        marked; what ``fathom show`` writes, kept in memory."""
+        from fathom.index.grounding import ocr_settings, show_chunk
+
+        if not isinstance(chunk_id, str) or not chunk_id.strip() or len(chunk_id) > 64:
+            raise FathomError("give the chunk_id of a passage that search, retrieve or ask gave")
+        with self.engine(collection) as (engine, _slot):
+            shown = show_chunk(engine.collection, chunk_id, ocr=ocr_settings(self.cfg))
+            name = engine.collection.name
+        first = shown[0]
+        head = {k: getattr(first, k) for k in ("chunk_id", "title", "path", "pages", "section")}
+        return {
+            "collection": name,
+            **head,
+            "uri": self.uri(name, first.chunk_id),
+            "note": UNTRUSTED,
+            "shown": [shown_item(s, lambda text: self._text(text, CHUNK_CHARS)) for s in shown],
+        }
+
+
+def shown_item(shown: Any, text: Any) -> dict[str, Any]:
+    """One ``index.grounding.Shown`` as the ``show`` tool gives it: nothing of the files
+    ``fathom show`` writes, document text through ``text`` (the tools' filter), a page's
+    PNG as ``png_base64``."""
+    import base64
+
+    item = {k: v for k, v in shown.to_dict().items() if k not in ("collection", "file")}
+    for key in ("before", "passage", "after", "marked"):
+        if key in item:
+            item[key] = text(item[key])
+    if shown.image is not None:
+        item["png_base64"] = base64.b64encode(shown.image.png).decode("ascii")
+    return item
+
+
+def doc_patterns(doc: list[str] | None) -> tuple[str, ...]:
+    """A call's ``doc`` argument checked before any work: at most ``MAX_DOC_PATTERNS``
+    patterns, each a non-empty string of at most ``MAX_PATTERN_CHARS`` characters."""
+    if doc is None:
+        return ()
+    if isinstance(doc, str):
+        doc = [doc]
+    if len(doc) > MAX_DOC_PATTERNS:
+        raise FathomError(f"{len(doc)} document patterns — give at most {MAX_DOC_PATTERNS}")
+    for pattern in doc:
+        if not isinstance(pattern, str) or not pattern.strip():
+            raise FathomError(
+                "a document pattern is empty — give a title, a file name, a path glob (*.pdf) "
+                "or part of a title"
+            )
+        if len(pattern) > MAX_PATTERN_CHARS:
+            raise FathomError(
+                f"a document pattern is {len(pattern):,} characters long — keep it under "
+                f"{MAX_PATTERN_CHARS:,} (a title, a file name or a glob)"
+            )
+    return tuple(doc)

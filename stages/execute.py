@@ -1,11 +1,11 @@
 """The third step of an answer: carry out a ``stages.plan.Plan``.
 
-The plan's mode says how: ``map-reduce`` summarises every section of the collection
-(``stages.summary``); every other mode answers at the decided depth in rounds
-(``stages.rounds``) under a feedback loop — the config's rules (deeper while the answer's
-support is low), or for a plan with a ``climb`` the cascade's ladder (deeper while the
-answer's own confidence is low). In ``select`` mode a round is each portfolio member answering
-and the generator picking (``stages.select``).
+The plan's mode says how: ``map-reduce`` summarises every section of the collection, or of
+the documents ``--doc`` selected (``stages.summary``); every other mode answers at the decided
+depth in rounds (``stages.rounds``) under a feedback loop — the config's rules (deeper while
+the answer's support is low), or for a plan with a ``climb`` the cascade's ladder (deeper
+while the answer's own confidence is low). In ``select`` mode a round is each portfolio member
+answering and the generator picking (``stages.select``).
 """
 
 from __future__ import annotations
@@ -47,15 +47,22 @@ def execute(
 def _map_reduce(
     parts: Parts, prepared: Prepared, plan: Plan, trace: Trace, on_token: TokenSink | None
 ) -> tuple[list[Hit], Any, Any]:
-    """A summary of every section of the collection, scored against what it read."""
+    """A summary of every section of the collection (of the documents ``--doc`` selected),
+    scored against what it read."""
     from fathom.stages.summary import CollectionSummary
 
     summary = CollectionSummary(
         parts.generator, parts.compressor, parts.clock, parts.budget, parts.context_tokens
     )
-    draft, used = summary.run(
-        prepared.question, parts.collection.store.all, plan.budget, trace, on_token
-    )
+    coll, within = parts.collection, prepared.docs
+
+    def chunks() -> list[tuple[int, Any]]:  # (vector row, chunk) in store order
+        if within is None:
+            return list(enumerate(coll.store.all()))
+        rows = within.rows.tolist()
+        return list(zip(rows, coll.chunks(rows), strict=True))
+
+    draft, used = summary.run(prepared.question, chunks, plan.budget, trace, on_token)
     conf = parts.scorer.score(draft, used)
     trace.add_round(plan.decision.k, draft, conf, len(used))
     return used, draft, conf

@@ -12,7 +12,7 @@ the later stages reuse its hits, so a small k never costs a second search.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fathom.core.base import DepthPolicy, Generator
@@ -66,9 +66,12 @@ class Engine:
 
     # -- one question ------------------------------------------------------------------------
 
-    def prepare(self, question: str, *, retrieve: bool = True, depth: int = 0) -> Prepared:
-        """The question-only stages, shared by every depth (``stages.prepare``)."""
-        return prepare(self.parts, question, retrieve=retrieve, depth=depth)
+    def prepare(
+        self, question: str, *, retrieve: bool = True, depth: int = 0, docs: Sequence[str] = ()
+    ) -> Prepared:
+        """The question-only stages, shared by every depth (``stages.prepare``), within the
+        documents the patterns ``docs`` select."""
+        return prepare(self.parts, question, retrieve=retrieve, depth=depth, docs=docs)
 
     def ask(
         self,
@@ -80,10 +83,12 @@ class Engine:
         budget_tokens: int | None = None,
         on_token: TokenSink | None = None,
         on_event: Progress | None = None,
+        docs: Sequence[str] = (),
     ) -> Answer:
         """Answer ``question``; ``k`` fixes the depth, else ``policy``, else the configured
-        policy, else the strategy."""
-        prepared, policy = prepare_for(self.parts, question, k, policy)
+        policy, else the strategy. ``docs``: patterns of the documents to read
+        (``index.doc_filter``; default all)."""
+        prepared, policy = prepare_for(self.parts, question, k, policy, docs)
         return self.answer(
             prepared,
             k=k,
@@ -138,13 +143,15 @@ class Engine:
         k: int | None = None,
         rerank: bool | None = None,
         budget_tokens: int | None = None,
+        docs: Sequence[str] = (),
     ) -> Context:
         """What ``ask`` would hand the generator for ``question``, without generating: the
         depth the configured policy (or ``k``) decides, the candidates reranked and compressed
         into the decided context budget, and their token count in the generator's tokenizer.
-        The feedback loop, which deepens only after reading an answer, does not run."""
+        The feedback loop, which deepens only after reading an answer, does not run.
+        ``docs``: patterns of the documents to read (default all)."""
         parts = self.parts
-        prepared, policy = prepare_for(parts, question, k, None)
+        prepared, policy = prepare_for(parts, question, k, None, docs)
         trace = start_trace(parts, prepared, no_retrieval=k == 0)
         the_plan = plan(
             parts,
@@ -219,10 +226,12 @@ def ask(
     on_token: TokenSink | None = None,
     on_event: Progress | None = None,
     collection: str | None = None,
+    docs: Sequence[str] = (),
 ) -> Answer:
     """Resolve ``target`` (ingesting it on first use), answer ``question``, record it.
 
-    ``collection`` is ``target``'s collection when the caller resolved it already.
+    ``collection`` is ``target``'s collection when the caller resolved it already; ``docs``,
+    patterns of the documents to read (default all).
     """
     t0 = time.perf_counter()
     name = collection or resolve_target(cfg, target, progress=progress, rebuild=rebuild)
@@ -236,6 +245,7 @@ def ask(
             budget_tokens=budget_tokens,
             on_token=on_token,
             on_event=on_event,
+            docs=docs,
         )
     finally:
         engine.close()

@@ -67,6 +67,13 @@ def start_trace(parts: Parts, prepared: Prepared, no_retrieval: bool) -> Trace:
     trace.strategy = prepared.strategy.to_dict()
     if not no_retrieval:
         trace.hops.extend(prepared.hops)
+    if prepared.docs is not None:
+        trace.docs = prepared.docs.to_dict()
+        if parts.cfg.retrieval.portfolio.strip():
+            trace.note(
+                "the retriever portfolio was not used: its members search the whole "
+                "collection, and this answer reads only the documents --doc selected"
+            )
     return trace
 
 

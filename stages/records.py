@@ -12,6 +12,7 @@ from fathom.core.base import Citation, Decision, Draft, Hit, Probe
 
 if TYPE_CHECKING:
     from fathom.core.config import Config
+    from fathom.index.doc_filter import DocFilter
 
 
 def elapsed_ms(t0: float) -> float:
@@ -56,6 +57,9 @@ class Trace:
     # it: "query type" (the strategy's), "depth" (a policy or fixed k: the window's room) or
     # "explicit" (--budget-tokens, compress.budget_tokens).
     budget: dict[str, Any] = field(default_factory=lambda: {"tokens": 0, "source": ""})
+    # The documents a --doc filter kept (``DocFilter.to_dict``); None: the whole collection.
+    # Reported beside the collection (``Answer.to_dict``), not in the trace's own object.
+    docs: dict[str, Any] | None = None
     # The previous generation's source texts and their tokens (``set_context``); not reported.
     _last_read: tuple[tuple[str, ...], int] = field(default=((), 0), repr=False, compare=False)
 
@@ -171,6 +175,7 @@ class Prepared:
     embedding_tokens: int
     hops: tuple[str, ...] = ()
     portfolio: PortfolioLists | None = None  # with a retriever portfolio
+    docs: DocFilter | None = None  # the documents retrieval was restricted to (--doc)
     # Work later stages share across depths (the reranked candidates), with its cost in ms.
     memo: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -199,6 +204,8 @@ class Answer:
         }
         if self.span is not None:
             out["span"] = self.span
+        if self.trace.docs is not None:
+            out["docs"] = self.trace.docs
         return out
 
 
@@ -213,17 +220,20 @@ class Context:
     used: tuple[Hit, ...] = ()  # the compressed hits, in source order
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "question": self.question,
             "sources": [c.to_dict() for c in self.sources],
             "collection": self.trace.collection,
             "trace": self.trace.to_dict(),
         }
+        if self.trace.docs is not None:
+            out["docs"] = self.trace.docs
+        return out
 
 
-# docs/answer.schema.json; 7: span; 6: tokens.context_read; 5: trace.budget; 4: trace.decision.cost; 3: confidence.answerer;
-# 2: sources' text
-ANSWER_SCHEMA_VERSION = 7
+# docs/answer.schema.json; 8: docs; 7: span; 6: tokens.context_read; 5: trace.budget;
+# 4: trace.decision.cost; 3: confidence.answerer; 2: sources' text
+ANSWER_SCHEMA_VERSION = 8
 
 
 def price(cfg: Config, model: str, prompt_tokens: int, completion_tokens: int) -> float:

@@ -44,13 +44,13 @@ class CollectionSummary:
     def run(
         self,
         question: str,
-        chunks: Callable[[], list[Chunk]],
+        chunks: Callable[[], list[tuple[int, Chunk]]],
         budget: int,
         trace: Trace,
         on_token: Callable[[str], Any] | None,
     ) -> tuple[Draft, list[Hit]]:
-        """The answer to ``question`` over ``chunks()`` (the store's, in vector-row order) and
-        the sources it was generated from."""
+        """The answer to ``question`` over ``chunks()`` (``(vector row, chunk)``, in store
+        order) and the sources it was generated from."""
         gen = self.generator
         held = gen.language_model and gen.supports_deadline
         until = self.clock.until(trace) if held else None
@@ -135,11 +135,11 @@ class CollectionSummary:
             )
 
 
-def sections(chunks: list[Chunk]) -> list[list[tuple[int, Chunk]]]:
-    """The chunks grouped by (document, section) as ``(vector row, chunk)``, in store order;
+def sections(chunks: list[tuple[int, Chunk]]) -> list[list[tuple[int, Chunk]]]:
+    """The ``(vector row, chunk)`` pairs grouped by (document, section), in store order;
     beyond ``MAX_SECTIONS``, the largest (most text), still in document order."""
     by_section: dict[tuple[str, str], list[tuple[int, Chunk]]] = {}
-    for row, c in enumerate(chunks):  # store order is the vector row
+    for row, c in chunks:
         by_section.setdefault((c.doc_id, c.section), []).append((row, c))
     groups = list(by_section.values())
     if len(groups) > MAX_SECTIONS:

@@ -5,6 +5,7 @@ keeps serving."""
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -37,12 +38,12 @@ def test_tools_schemas_answers_and_resources(docs: Path, tmp_path: Path) -> None
     async def body():
         async with mcp_session("--generator", "extractive", log=tmp_path / "err.log") as s:
             tools = {t.name: t for t in (await s.list_tools()).tools}
-            assert set(tools) == {"search", "retrieve", "ask", "list_collections"}  # no --root
+            assert set(tools) == {"search", "retrieve", "ask", "show", "list_collections"}
             for tool in tools.values():
                 assert len(tool.description) > 100 and tool.input_schema["type"] == "object"
             search_args = tools["search"].input_schema["properties"]
             assert search_args["k"]["maximum"] == 50
-            assert {"query", "collection", "k", "mode"} == set(search_args)
+            assert {"query", "collection", "k", "mode", "doc"} == set(search_args)
             assert tools["search"].input_schema["required"] == ["query"]
             assert tools["ask"].input_schema["required"] == ["question"]
 
@@ -68,10 +69,29 @@ def test_tools_schemas_answers_and_resources(docs: Path, tmp_path: Path) -> None
             jsonschema.validate(answer, schema)
 
             templates = (await s.list_resource_templates()).resource_templates
-            assert [t.uri_template for t in templates] == ["fathom://{collection}/{chunk_id}"]
+            assert [t.uri_template for t in templates] == [
+                "fathom://{collection}/{chunk_id}",
+                "fathom://{collection}/{chunk_id}/page.png",
+            ]
             read = await s.read_resource(top["uri"])
             chunk = json.loads(read.contents[0].text)
             assert chunk["pages"] == "3" and "2 when the command line" in chunk["text"]
+
+            # show: the page as image content after its description; the same PNG as a resource
+            assert tools["show"].input_schema["required"] == ["chunk_id"]
+            shown = await s.call_tool("show", {"chunk_id": top["chunk_id"]})
+            described = result(shown)
+            assert described["shown"][0]["page"] == 3 and described["pages"] == "3"
+            text, image = shown.content
+            assert json.loads(text.text) == described
+            assert image.type == "image" and image.mime_type == "image/png"
+            png = base64.b64decode(image.data)
+            assert png.startswith(b"\x89PNG")
+            page = await s.read_resource(f"{top['uri']}/page.png")
+            assert page.contents[0].mime_type == "image/png"
+            assert base64.b64decode(page.contents[0].blob) == png
+            missing = error(await s.call_tool("show", {"chunk_id": "feedfacefeedface"}))
+            assert "no chunk 'feedfacefeedface' in collection 'guide'" in missing
 
             listed = result(await s.call_tool("list_collections", {}))
             assert listed["collections"][0]["name"] == "guide" and listed["ingest"] is False

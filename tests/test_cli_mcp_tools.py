@@ -194,8 +194,46 @@ def test_every_tool_and_resource_shows_document_text_filtered(tmp_path: Path, mi
         hit = tools.search("Quillon relief valve pressure", "valves", k=1)["hits"][0]
         sources = tools.retrieve("At what pressure does the Quillon relief valve open?", "valves")
         chunk = tools.chunk("valves", hit["chunk_id"])
+        [passage] = tools.show(hit["chunk_id"], "valves")["shown"]
         shown = [hit["text"], chunk["text"], *(s["text"] for s in sources["sources"])]
+        shown += [passage["passage"], passage["marked"]]
         assert all("nine bar" in t or "yearly" in t for t in shown[:2])
+        assert "⟦" in passage["marked"] and "nine bar" in passage["passage"]
         assert not any("OSKIBUN" in t for t in shown), shown
+    finally:
+        tools.close()
+
+
+def test_show_gives_each_page_as_a_png_with_the_passage_highlighted(tmp_path: Path, minilm) -> None:
+    import base64
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    cfg = load_config(overrides={"generator.backend": "extractive"})
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    docgen.make_user_guide_pdf(folder / "guide.pdf")
+    ingest_paths(cfg, [folder], "guide", embedder=minilm)
+    tools = FathomTools(cfg)
+    try:
+        hit = tools.search("exit code command line wrong", k=1)["hits"][0]
+        shown = tools.show(hit["chunk_id"])
+        assert shown["collection"] == "guide" and shown["uri"] == hit["uri"]
+        assert shown["pages"] == "3" and "untrusted" in shown["note"]
+        [page] = shown["shown"]
+        assert page["kind"] == "page" and page["page"] == 3 and page["located"] == "text layer"
+        assert "file" not in page and "collection" not in page  # nothing written
+        png = base64.b64decode(page["png_base64"])
+        rgb = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+        assert rgb.shape[:2] == (page["height"], page["width"])
+        x0, y0, x1, y1 = (int(v) for v in page["boxes"][-1])
+        inside = rgb[y0 + 3 : y1 - 3, x0:x1]
+        assert ((inside[..., 0] - inside[..., 2]) > 60).mean() > 0.5  # painted behind the text
+        with pytest.raises(FathomError, match="no chunk 'feedfacefeedface'"):
+            tools.show("feedfacefeedface")
+        with pytest.raises(FathomError, match="give the chunk_id"):
+            tools.show("  ")
     finally:
         tools.close()

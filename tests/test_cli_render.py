@@ -39,7 +39,8 @@ def test_importing_render_loads_no_rich_and_no_fathom_above_core(module, allowed
 
 
 @pytest.mark.parametrize(
-    ("module", "beside_core"), [("render", set()), ("tables", {"fathom.render"})]
+    ("module", "beside_core"),
+    [("render", {"fathom.terminal_images"}), ("tables", {"fathom.render"})],
 )
 def test_render_imports_only_fathom_core(module, beside_core) -> None:
     tree = ast.parse((REPO / f"{module}.py").read_text(encoding="utf-8"))

@@ -1,0 +1,26 @@
+"""bench/render_page.py, in its smoke form on the bundled guide: both sides measured on every
+cited page, the passage located on each, and a results file that names no path here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fathom.bench import render_page
+
+
+@pytest.mark.slow
+def test_the_smoke_run_renders_every_cited_page_both_ways(tmp_path: Path) -> None:
+    out = tmp_path / "render.json"
+    assert render_page.main(["--smoke", "--warmup", "1", "--out", str(out)]) == 0
+    results = json.loads(out.read_text())
+    assert results["pdfs_used"] == ["fathom-user-guide.pdf"]
+    assert results["chunks"] >= 10 and results["pages_rendered"] >= results["chunks"]
+    assert results["located_share"] == 1.0  # every chunk of the guide found on its page
+    for side in ("shown_ms", "plain_ms", "show_chunk_ms"):
+        assert 0 < results[side]["p50"] <= results[side]["p95"] <= results[side]["p99"]
+    assert results["pdfs"]["fathom-user-guide.pdf"]["pages_rendered"] == results["pages_rendered"]
+    assert results["dpi"] == 120 and "machine" in results
+    assert results["command"] == "python bench/render_page.py --warmup 1 --smoke"
+    assert str(tmp_path) not in out.read_text() and "/work/" not in out.read_text()
