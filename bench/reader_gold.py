@@ -67,9 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     from fathom.evaluation.metrics import bootstrap_ci, cluster_bootstrap_ci
     from fathom.feedback.judges import exact_match, f1
-    from fathom.index.reader import shared_reader
+    from fathom.index.reader import Reader
 
-    reader = shared_reader().load()
+    reader = Reader().load()  # its own: the bar is lifted below, not the process's reader's
     bar = float(reader.meta.get("abstain_below", 0.0))
     reader.meta["abstain_below"] = float("-inf")  # every span, its margin reported
     items = gold_questions(data_dir(args.data), args.set, args.limit)

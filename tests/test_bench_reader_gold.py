@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from fathom.bench import reader_gold
+from fathom.index.reader import shared_reader
 from fathom.learn.questions import document_half
 
 TOWNS = ["Rostfeld", "Quillmere", "Dunhallow", "Brackwater", "Elmsworth", "Karrow"]
@@ -72,3 +73,5 @@ def test_the_bench_scores_the_span_and_writes_its_record(tmp_path: Path) -> None
         assert 0.0 <= lo <= result[key]["mean"] <= hi <= 1.0
     assert result["command"] == "FATHOM_DATA=… python bench/reader_gold.py --set squadish"
     assert "machine" in result and str(tmp_path) not in out.read_text()
+    # the process's shared reader keeps its bar (later answers in this process abstain as before)
+    assert shared_reader().load().meta["abstain_below"] == result["abstain_below"]
