@@ -169,6 +169,13 @@ def _ask_config(ctx: click.Context, opts: dict[str, Any]):
 @click.option("--rebuild", is_flag=True, help="Re-index TARGET before answering.")
 @options.password_option("Password for an encrypted PDF TARGET (or set FATHOM_PDF_PASSWORD).")
 @options.SHOW_OPTION
+@click.option(
+    "--session",
+    metavar="NAME",
+    default=None,
+    help="A conversation kept in the history: QUESTION may follow up the session's earlier "
+    'questions ("And its limits?"), and is recorded as its next turn.',
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the answer and report as JSON.")
 @click.option(
     "--no-stream",
@@ -203,6 +210,7 @@ def ask(ctx: click.Context, target: str, question: str, **opts: Any) -> None:
         password=opts["password"],
         on_token=stream,
         on_event=ask_events(err),
+        session=opts["session"],
         **options.answer_options(opts),
     )
     if opts["show"] is None:
@@ -223,7 +231,9 @@ def ask(ctx: click.Context, target: str, question: str, **opts: Any) -> None:
 @options.ASK_OPTIONS
 @click.pass_context
 def chat(ctx: click.Context, target: str, **opts: Any) -> None:
-    """Ask questions about TARGET one after another, with the index and models kept loaded."""
+    """Ask questions about TARGET one after another, with the index and models kept loaded.
+    A follow-up ("How well does it do on HotpotQA?") is made standalone from the turns before
+    it. /sources, /doc PATTERN, /clear and /help; Ctrl-C stops an answer being written."""
     from fathom import commands
     from fathom.core.errors import FathomError
     from fathom.render import (
@@ -233,18 +243,20 @@ def chat(ctx: click.Context, target: str, **opts: Any) -> None:
         docs_note,
         plain,
         render_answer,
+        render_chat_command,
         stderr_console,
     )
 
     cfg = _ask_config(ctx, opts)
     err = stderr_console()
     display = IngestProgress(enabled=True)
-    with commands.Chat(cfg, target, display=display, docs=opts["docs"]) as session:
+    answer_opts = options.answer_options(opts)
+    with commands.Chat(cfg, target, display=display, docs=answer_opts.pop("docs")) as session:
         within = f" ({docs_note(session.docs)})" if session.docs else ""
         err.print(
             plain(
-                f"chatting with {session.collection!r}{within} — an empty line or Ctrl-D "
-                "ends the session"
+                f"chatting with {session.collection!r}{within} — /help for commands; an empty "
+                "line or Ctrl-D ends the session"
             )
         )
         while True:
@@ -256,16 +268,19 @@ def chat(ctx: click.Context, target: str, **opts: Any) -> None:
                 break
             if not question.strip():
                 break
-            stream = AnswerStream(enabled=sys.stdout.isatty())
             try:
+                if question.lstrip().startswith("/"):
+                    render_chat_command(*session.command(question))
+                    continue
+                stream = AnswerStream(enabled=sys.stdout.isatty())
                 answer = session.ask(
-                    question,
-                    on_token=stream,
-                    on_event=ask_events(err),
-                    **options.answer_options(opts),
+                    question, on_token=stream, on_event=ask_events(err), **answer_opts
                 )
             except FathomError as exc:
                 err.print("[red]error[/red]", plain(str(exc)))
+                continue
+            except KeyboardInterrupt:  # Ctrl-C while answering: that answer stops, not the chat
+                err.print("\n[yellow]stopped[/yellow] — the answer was not kept")
                 continue
             render_answer(answer, streamed=stream.started)
 

@@ -134,27 +134,41 @@ def show_answer(cfg: Any, answer: Any, folder: str, *, password: str | None) -> 
     return shown
 
 
+CHAT_HELP = (
+    'Ask a question, or a follow-up ("And its failure modes?"): a follow-up is made '
+    "standalone from the turns before it, and the report shows how.\n"
+    "/sources        the last answer's sources\n"
+    "/doc PATTERN    read only the documents PATTERN selects (as --doc); /doc alone: all\n"
+    "/clear          forget the turns so far (the next question starts afresh)\n"
+    "/help           this help\n"
+    "Ctrl-C stops an answer being written; Ctrl-C at the prompt, Ctrl-D or an empty line "
+    "ends the session."
+)
+
+
 class Chat:
     """``fathom chat``: one Engine over ``target``'s collection, kept loaded from one question
-    to the next; every answer is recorded in the history. Closes the Engine on leaving.
-    ``docs``, the session's document patterns, are checked before the first question: the
-    documents they select (``DocFilter.to_dict``) are ``self.docs``."""
+    to the next, and the conversation's turns, which complete a follow-up
+    (``stages.followup``); every answer is recorded in the history. Closes the Engine on
+    leaving. ``docs``, the session's document patterns (``/doc`` changes them), are checked
+    before the first question: the documents they select (``DocFilter.to_dict``) are
+    ``self.docs``."""
 
     def __init__(self, cfg: Any, target: str, display: Display, docs: tuple[str, ...] = ()):
-        from fathom.index.doc_filter import select_documents
         from fathom.index.targets import resolve_target
         from fathom.stages.pipeline import Engine
 
         self.cfg, self.target = cfg, target
+        self.turns: list[Any] = []  # stages.followup.Turn, oldest first
+        self.last: Any = None  # the last answer
         with display as prog:
             self.collection = resolve_target(cfg, target, progress=prog)
         self.engine = Engine(cfg, self.collection)
         try:
-            within = select_documents(self.engine.collection.manifest, docs)
+            self.set_docs(docs)
         except BaseException:
             self.engine.close()
             raise
-        self.docs = within.to_dict() if within is not None else None
 
     def __enter__(self) -> Chat:
         return self
@@ -162,12 +176,48 @@ class Chat:
     def __exit__(self, *exc: object) -> None:
         self.engine.close()
 
+    def set_docs(self, patterns: tuple[str, ...]) -> dict[str, Any] | None:
+        """Read only the documents ``patterns`` select from now on (none: all of them); the
+        selection (``DocFilter.to_dict``), or None. A pattern that selects nothing raises,
+        and the documents read stay as they were."""
+        from fathom.index.doc_filter import select_documents
+
+        within = select_documents(self.engine.collection.manifest, patterns)
+        self.patterns = tuple(patterns)
+        self.docs = within.to_dict() if within is not None else None
+        return self.docs
+
     def ask(self, question: str, **answer_opts: Any) -> Any:
+        """Answer ``question`` as a turn of the conversation, within the session's documents;
+        the turn is remembered once the answer is complete."""
+        from fathom.stages.followup import Turn
         from fathom.stages.history import record_ask
 
-        answer = self.engine.ask(question, **answer_opts)
+        answer_opts["docs"] = self.patterns
+        answer = self.engine.ask(question, turns=self.turns, **answer_opts)
         record_ask(self.cfg, self.target, answer)
+        self.turns.append(Turn.from_answer(answer))
+        self.last = answer
         return answer
+
+    def command(self, line: str) -> tuple[str, Any]:
+        """A slash command (``CHAT_HELP``): ``(what it did, what to show)``: ``("sources",
+        the last answer or None)``, ``("doc", the selection or None)``, ``("clear", turns
+        forgotten)``, ``("help", text)``, or ``("unknown", the command)``."""
+        name, _, arg = line.strip().partition(" ")
+        name = name.lower()
+        if name == "/sources":
+            return "sources", self.last
+        if name == "/doc":
+            return "doc", self.set_docs((arg.strip(),) if arg.strip() else ())
+        if name == "/clear":
+            forgotten = len(self.turns)
+            self.turns.clear()
+            self.last = None
+            return "clear", forgotten
+        if name in ("/help", "/?"):
+            return "help", CHAT_HELP
+        return "unknown", name
 
 
 def history(cfg: Any, limit: int) -> list[dict[str, Any]]:

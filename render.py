@@ -382,8 +382,8 @@ def render_answer(answer, streamed: bool = False, as_json: bool = False, shown=N
         out.print(Panel(plain(answer.text), title=title, expand=False))
     if answer.sources:
         out.print(sources_table(answer))
-    d = tr.decision
-    conf = answer.confidence
+    print_followup(out, answer.followup)
+    d, conf = tr.decision, answer.confidence
     out.print(
         f"[bold]Decision[/bold] {tr.query_type.replace('_', '-')} question · policy "
         f"{d.policy if d else '-'} · k = {d.k if d else 0} · {d.reason if d else ''}",
@@ -421,6 +421,40 @@ def render_answer(answer, streamed: bool = False, as_json: bool = False, shown=N
     )
     for notice in tr.notices:
         out.print("[yellow]note[/yellow]", plain(notice), highlight=False)
+
+
+def print_followup(out, follow: dict | None) -> None:
+    """A rewritten follow-up (``Answer.followup``): as asked, as answered, how."""
+    if not follow or follow["method"] == "unchanged":
+        return
+    out.print(
+        f"[bold]Follow-up[/bold] {plain(follow['asked'])} → asked as "
+        f"{plain(follow['question'])} ({follow['method']}"
+        + (f", subject {plain(follow['subject'])}" if follow["subject"] else "")
+        + ")",
+        highlight=False,
+    )
+
+
+def render_chat_command(kind: str, shown: Any) -> None:
+    """What a chat slash command did (``commands.Chat.command``): the last answer's sources
+    on stdout; the rest on stderr."""
+    from rich.console import Console
+
+    err = stderr_console()
+    if kind == "sources":
+        if shown is None or not shown.sources:
+            err.print("no sources yet — ask a question first", highlight=False)
+        else:
+            Console().print(sources_table(shown))
+    elif kind == "doc":
+        err.print(plain(f"reading {docs_note(shown)}" if shown else "reading every document"))
+    elif kind == "clear":
+        err.print(f"forgot {shown} turn(s): the next question starts afresh", highlight=False)
+    elif kind == "help":
+        err.print(plain(shown))
+    else:
+        err.print(plain(f"unknown command {shown} — /help lists them"))
 
 
 def docs_note(docs: dict) -> str:

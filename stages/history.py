@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from fathom.core.config import Config
+    from fathom.stages.followup import Turn
     from fathom.stages.records import Answer
 
 MIGRATIONS: list[str] = [
@@ -47,6 +48,15 @@ MIGRATIONS: list[str] = [
         answer TEXT
     );
     CREATE INDEX asks_ts ON asks(ts);
+    """,
+    # 2: conversations (ask --session): the session, the question as asked (``question`` is
+    # the standalone one answered), the subject a follow-up was resolved to, the cited titles
+    """
+    ALTER TABLE asks ADD COLUMN session TEXT;
+    ALTER TABLE asks ADD COLUMN asked TEXT;
+    ALTER TABLE asks ADD COLUMN subject TEXT;
+    ALTER TABLE asks ADD COLUMN cited TEXT;
+    CREATE INDEX asks_session ON asks(session, id);
     """,
 ]
 
@@ -112,9 +122,14 @@ class History:
             "confidence",
             "rounds",
             "answer",
+            "session",
+            "asked",
+            "subject",
+            "cited",
         ]
         data = {**row, "ts": row.get("ts", time.time())}
         data["stages_ms"] = json.dumps(data.get("stages_ms", {}))
+        data["cited"] = json.dumps(list(data.get("cited") or []))
         values = [data.get(c) for c in cols]
         with self._connect() as conn, conn:
             cur = conn.execute(
@@ -133,6 +148,27 @@ class History:
             d["stages_ms"] = json.loads(d["stages_ms"] or "{}")
             out.append(d)
         return out
+
+    def turns(self, session: str, limit: int) -> list[Turn]:
+        """The last ``limit`` asks of conversation ``session``, oldest first."""
+        from fathom.stages.followup import Turn
+
+        with self._connect() as conn:
+            rows = conn.execute(
+                "SELECT asked, question, subject, cited, answer FROM asks WHERE session = ? "
+                "ORDER BY id DESC LIMIT ?",
+                (session, limit),
+            ).fetchall()
+        return [
+            Turn(
+                asked=asked or question,
+                question=question,
+                subject=subject or "",
+                cited=tuple(json.loads(cited or "[]")),
+                answer=answer or "",
+            )
+            for asked, question, subject, cited, answer in reversed(rows)
+        ]
 
     def stats(self, since: float | None = None, slo_ms: float | None = None) -> dict[str, Any]:
         """Latency P50/P95, SLO compliance, mean depth, tokens and cost since ``since`` (s)."""
@@ -171,9 +207,13 @@ class History:
         return out
 
 
-def record_ask(cfg: Config, target: str, answer: Answer) -> None:
-    """Append the ask to ``FATHOM_HOME/history.db``."""
+def record_ask(cfg: Config, target: str, answer: Answer, session: str | None = None) -> None:
+    """Append the ask to ``FATHOM_HOME/history.db`` (in conversation ``session``, when given:
+    ``ask --session``)."""
+    from fathom.stages.followup import Turn
+
     tr = answer.trace
+    turn = Turn.from_answer(answer)
     History(cfg.home_path() / "history.db").record(
         {
             "question": answer.question,
@@ -196,5 +236,9 @@ def record_ask(cfg: Config, target: str, answer: Answer) -> None:
             "confidence": answer.confidence.get("score"),
             "rounds": tr.passes,
             "answer": answer.text,
+            "session": session,
+            "asked": turn.asked,
+            "subject": turn.subject,
+            "cited": turn.cited,
         }
     )

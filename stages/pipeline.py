@@ -11,6 +11,7 @@ the later stages reuse its hits, so a small k never costs a second search.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 from fathom.core.base import DepthPolicy, Generator
 from fathom.index.targets import resolve_target
 from fathom.stages.execute import execute
-from fathom.stages.history import record_ask
+from fathom.stages.followup import LOOKBACK, Turn, rewrite
+from fathom.stages.history import History, record_ask
 from fathom.stages.parts import Parts
 from fathom.stages.plan import plan, start_trace
 from fathom.stages.prepare import prepare, prepare_for
@@ -84,12 +86,20 @@ class Engine:
         on_token: TokenSink | None = None,
         on_event: Progress | None = None,
         docs: Sequence[str] = (),
+        turns: Sequence[Turn] | None = None,
     ) -> Answer:
         """Answer ``question``; ``k`` fixes the depth, else ``policy``, else the configured
         policy, else the strategy. ``docs``: patterns of the documents to read
-        (``index.doc_filter``; default all)."""
+        (``index.doc_filter``; default all). ``turns``: the conversation so far (``chat``,
+        ``ask --session``; None: not in one): a follow-up is made standalone first
+        (``stages.followup``), and the answer's ``followup`` says how."""
+        follow = None
+        if turns is not None:
+            t = time.perf_counter()
+            follow = rewrite(question, turns, self.generator)
+            question, rewrite_ms = follow.question, elapsed_ms(t)
         prepared, policy = prepare_for(self.parts, question, k, policy, docs)
-        return self.answer(
+        answer = self.answer(
             prepared,
             k=k,
             policy=policy,
@@ -98,6 +108,10 @@ class Engine:
             on_token=on_token,
             on_event=on_event,
         )
+        if follow is None:
+            return answer
+        answer.trace.stages_ms = {"rewrite": rewrite_ms, **answer.trace.stages_ms}
+        return dataclasses.replace(answer, followup=follow.to_dict())
 
     def answer(
         self,
@@ -227,14 +241,19 @@ def ask(
     on_event: Progress | None = None,
     collection: str | None = None,
     docs: Sequence[str] = (),
+    session: str | None = None,
 ) -> Answer:
     """Resolve ``target`` (ingesting it on first use), answer ``question``, record it.
 
     ``collection`` is ``target``'s collection when the caller resolved it already; ``docs``,
-    patterns of the documents to read (default all).
+    patterns of the documents to read (default all); ``session``, a conversation recorded in
+    the history, whose last turns complete a follow-up (``ask --session``).
     """
     t0 = time.perf_counter()
     name = collection or resolve_target(cfg, target, progress=progress, rebuild=rebuild)
+    turns = None
+    if session is not None:
+        turns = History(cfg.home_path() / "history.db").turns(session, LOOKBACK)
     resolve_ms = elapsed_ms(t0)
     engine = Engine(cfg, name)
     try:
@@ -246,9 +265,10 @@ def ask(
             on_token=on_token,
             on_event=on_event,
             docs=docs,
+            turns=turns,
         )
     finally:
         engine.close()
     answer.trace.stages_ms = {"open": resolve_ms, **answer.trace.stages_ms}
-    record_ask(cfg, target, answer)
+    record_ask(cfg, target, answer, session=session)
     return answer

@@ -190,6 +190,9 @@ class Answer:
     trace: Trace
     used: tuple[Hit, ...] = ()  # the hits the final answer was generated from, in source order
     span: dict[str, Any] | None = None  # the exact answer span, when the answerer found one
+    # In a conversation (chat, ask --session): the question as asked and as answered
+    # (``stages.followup.Rewrite.to_dict``); None outside one.
+    followup: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -206,6 +209,8 @@ class Answer:
             out["span"] = self.span
         if self.trace.docs is not None:
             out["docs"] = self.trace.docs
+        if self.followup is not None:
+            out["followup"] = dict(self.followup)
         return out
 
 
@@ -231,9 +236,9 @@ class Context:
         return out
 
 
-# docs/answer.schema.json; 8: docs; 7: span; 6: tokens.context_read; 5: trace.budget;
+# docs/answer.schema.json; 9: followup; 8: docs; 7: span; 6: tokens.context_read; 5: trace.budget;
 # 4: trace.decision.cost; 3: confidence.answerer; 2: sources' text
-ANSWER_SCHEMA_VERSION = 8
+ANSWER_SCHEMA_VERSION = 9
 
 
 def price(cfg: Config, model: str, prompt_tokens: int, completion_tokens: int) -> float:

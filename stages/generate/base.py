@@ -10,7 +10,8 @@ with the citations parsed.
 The abilities the engine uses are declared here with their neutral defaults, so it never has to
 ask a backend what it can do: ``language_model`` (writes its own words),
 ``concurrent_requests`` (a server), ``supports_deadline`` (stops sampling at ``time_budget_ms``),
-``expected_prefill_ms`` / ``measure_prefill`` (prompt-evaluation speed), ``summarize`` (a
+``expected_prefill_ms`` / ``measure_prefill`` (prompt-evaluation speed), ``complete`` (the
+reply to a side prompt, such as a follow-up's rewrite), ``summarize`` (a
 summary without a model), ``replayed_ms`` (time an evaluation cache replayed), ``forget``
 (drop cached prompt state between measured answers, where ``keeps_prompt_cache``) and
 ``close``.
@@ -147,6 +148,12 @@ class BaseGenerator:
     def _complete(self, req: Request) -> Completion:
         """Run the model on ``req.prompt`` (what ``_encode`` returned)."""
         raise NotImplementedError
+
+    def complete(self, messages: list[dict[str, str]], time_budget_ms: float | None) -> str:
+        """The model's reply to chat ``messages`` (a side prompt: a follow-up's rewrite), not
+        streamed, within ``time_budget_ms`` where the backend holds to a deadline."""
+        _, prompt = self._encode(messages)
+        return self._complete(Request(prompt, None, time.perf_counter(), time_budget_ms)).text
 
     # -- abilities the engine uses (neutral defaults) -----------------------------------------
 
