@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fathom.core.machine import cpu_model, memory_gb
 from rich.console import Console
 from rich.table import Table
 
@@ -141,24 +142,6 @@ def print_table(
     out_console.print(table)
 
 
-def _memory_gb() -> float | None:
-    try:
-        return round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
-    except (AttributeError, ValueError, OSError):
-        return None
-
-
-def _cpu_model() -> str | None:
-    """The CPU's model name (Linux), else what ``platform`` knows."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or None
-
-
 def machine_info() -> dict[str, Any]:
     """Context for the JSON: CPU model, cores, memory, OS, load, versions (numbers compare only
     within a run)."""
@@ -168,8 +151,8 @@ def machine_info() -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "loadavg_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
         "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "memory_gb": _memory_gb(),
-        "cpu": _cpu_model(),
+        "memory_gb": memory_gb(),
+        "cpu": cpu_model(),
     }
     for mod in ("torch", "sentence_transformers", "faiss", "bm25s", "numpy"):
         try:

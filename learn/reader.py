@@ -254,21 +254,9 @@ def export(model: Any, out: Path, record: dict[str, Any]) -> Path:
 
 def _machine() -> dict[str, Any]:
     """The CPU model, cores and memory the reader was trained on."""
-    import platform
+    from fathom.core.machine import cpu_model, memory_gb
 
-    cpu = platform.processor() or None
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        memory = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
-    except (ValueError, OSError, AttributeError):
-        memory = None
-    return {"cpu": cpu, "cpus": os.cpu_count(), "memory_gb": memory}
+    return {"cpu": cpu_model(), "cpus": os.cpu_count(), "memory_gb": memory_gb()}
 
 
 def _counts(records: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
