@@ -243,3 +243,22 @@ def split_by_document(questions: list[Question], half: str, seed: int) -> list[Q
         for q in questions
         if document_half(find(q.doc_ids[0]) if q.doc_ids else q.qid, seed) == half
     ]
+
+
+def read_set(
+    folder: Path, split: str, seed: int = 0
+) -> tuple[dict[str, str], dict[str, dict[str, Any]], list[Question]]:
+    """A question set folder (``docs.jsonl``, ``questions.jsonl``) as the trainers read it: its
+    document texts by id, its raw question records by qid, and the questions of ``split``
+    (``train`` or ``test`` by document, as ``split_by_document``; ``all``: every one)."""
+
+    def rows(path: Path) -> list[dict[str, Any]]:
+        with open(path, encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    docs = {str(d["doc_id"]): d["text"] for d in rows(folder / "docs.jsonl")}
+    raw = {str(r["qid"]): r for r in rows(folder / "questions.jsonl")}
+    questions = load_questions(folder / "questions.jsonl")
+    if split != "all":
+        questions = split_by_document(questions, split, seed)
+    return docs, raw, questions

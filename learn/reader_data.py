@@ -24,11 +24,6 @@ CANDIDATES = 20
 GOLD_CONTEXT = 600  # characters either side of an answer when its passage is cut from the document
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def gold_spans(raw: dict[str, Any], docs: dict[str, str]) -> dict[str, list[tuple[int, int]]]:
     """The gold answers' character spans, by gold document."""
     answers = [a for a in raw.get("answers") or [] if a and a.strip()]
@@ -86,18 +81,14 @@ def collect(data: Path, name: str, split: str, work: Path, seed: int = 0) -> Pat
     from fathom.core.config import load_config
     from fathom.index.retrieve import open_retriever
     from fathom.index.targets import resolve_target
-    from fathom.learn.questions import load_questions, split_by_document
+    from fathom.learn.questions import read_set
 
     out = work / f"{name}-{split}.jsonl"
     if out.is_file():
         return out
     work.mkdir(parents=True, exist_ok=True)
     cfg = load_config()
-    docs = {str(d["doc_id"]): d["text"] for d in _read_jsonl(data / name / "docs.jsonl")}
-    raw = {str(r["qid"]): r for r in _read_jsonl(data / name / "questions.jsonl")}
-    questions = load_questions(data / name / "questions.jsonl")
-    if split != "all":
-        questions = split_by_document(questions, split, seed)
+    docs, raw, questions = read_set(data / name, split, seed)
     retriever = open_retriever(cfg, resolve_target(cfg, str(data / name / "docs.jsonl")))
     tmp = out.with_suffix(".tmp")
     t0 = time.perf_counter()

@@ -131,7 +131,7 @@ def collect(data: Path, name: str, split: str, k: int, limit: int | None, work: 
     candidates' features and labels in ``work/<name>-<split>-k<k>.npz``."""
     from fathom.core.config import load_config
     from fathom.index.targets import resolve_target
-    from fathom.learn.questions import load_questions, split_by_document
+    from fathom.learn.questions import read_set
     from fathom.stages.pipeline import Engine
 
     out = work / f"{name}-{split}-k{k}.npz"
@@ -139,9 +139,7 @@ def collect(data: Path, name: str, split: str, k: int, limit: int | None, work: 
         return out
     work.mkdir(parents=True, exist_ok=True)
     cfg = load_config()
-    docs = {str(d["doc_id"]): d["text"] for d in _read_jsonl(data / name / "docs.jsonl")}
-    raw = {str(r["qid"]): r for r in _read_jsonl(data / name / "questions.jsonl")}
-    questions = split_by_document(load_questions(data / name / "questions.jsonl"), split, 0)
+    docs, raw, questions = read_set(data / name, split)
     # Unanswerable questions (SQuAD 2.0) only calibrate the confidence: they have no gold.
     questions = [q for q in questions if q.answers or q.unanswerable][: limit or None]
     collection = resolve_target(cfg, str(data / name / "docs.jsonl"))
@@ -160,11 +158,6 @@ def collect(data: Path, name: str, split: str, k: int, limit: int | None, work: 
     engine.close()
     collected.save(out)
     return out
-
-
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f]
 
 
 class _Collected:

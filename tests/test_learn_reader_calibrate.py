@@ -119,3 +119,18 @@ def test_the_bar_withholds_the_asked_share_of_answerable_questions() -> None:
     assert fit["abstain_unanswerable"] == 1.0
     assert np.isfinite(fitted["abstain_below"])
     assert reader.meta.get("abstain_below") is None  # the reader's own bar is left as it was
+
+
+def test_read_set_gives_texts_records_and_the_asked_half(tmp_path: Path) -> None:
+    from fathom.learn.questions import document_half, read_set
+
+    source = tmp_path / "train.json"
+    source.write_text(json.dumps(SQUAD), encoding="utf-8")
+    folder = squad_set(source, 2, tmp_path / "set")
+    docs, raw, every = read_set(folder, "all")
+    assert set(docs) == {"Alder_Reach", "Bramble_Moor"} and set(raw) == {"q1", "q2", "q3"}
+    assert [q.qid for q in every] == ["q1", "q2", "q3"]
+    half = document_half("Alder_Reach", 0)
+    other = "test" if half == "train" else "train"
+    assert [q.qid for q in read_set(folder, half)[2]] == ["q1", "q2", "q3"]
+    assert read_set(folder, other)[2] == []
