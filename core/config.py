@@ -128,7 +128,8 @@ class GeneratorConfig:
 @dataclass
 class RerankConfig:
     enabled: bool = True
-    # "fathom-reader" (the reader shipped in the package), or any CrossEncoder name or path
+    # "fathom-reader" (the reader shipped in the package), "embedding" (the embedding
+    # reranker), or any CrossEncoder name or path
     model: str = "fathom-reader"
     candidates: int = 20  # hits sent to the reranker
     # hits the embedding fallback reads when no cross-encoder loads (it embeds every sentence

@@ -5,7 +5,8 @@ Both return NEW hits (records are frozen) ordered by the rerank score, best firs
 The sort is stable: hits with equal scores keep their input order.
 
 ``make_reranker`` picks the backend: ``fathom-reader`` (the default: the reader model shipped in
-the package, ``fathom.index.reader``), or a configured cross-encoder (a local path, the local
+the package, ``fathom.index.reader``), ``embedding`` (the ``EmbeddingReranker`` itself), or a
+configured cross-encoder (a local path, the local
 Hugging Face cache, then a download unless ``HF_HUB_OFFLINE`` is set), or — when that cannot be
 loaded — the ``EmbeddingReranker``, which needs no model beyond the query embedder, together with
 a plain-English notice for the report.
@@ -439,19 +440,24 @@ def rerank_behind(reranker: Reranker, question: str, hits: list[Hit], n: int) ->
 # ---------------------------------------------------------------------------------------------
 
 
+EMBEDDING = "embedding"  # rerank.model naming the embedding reranker itself
+
+
 def make_reranker(
     cfg: RerankConfig,
     embedder: Embedder | None,
     vectors: Callable[[list[Hit]], np.ndarray | None] | None = None,
 ) -> tuple[Reranker, str | None]:
-    """The configured reranker (Fathom's reader or a cross-encoder), loaded now; else the
-    embedding reranker and a notice.
+    """The configured reranker (Fathom's reader, the embedding reranker or a cross-encoder),
+    loaded now; else the embedding reranker and a notice.
 
     The notice is one plain-English line for the report; it is ``None`` when the configured
     model loaded. The caller decides whether reranking is enabled (``cfg.enabled``).
     """
     from fathom.index.reader import NAME
 
+    if cfg.model == EMBEDDING:
+        return EmbeddingReranker(embedder, vectors=vectors), None
     chosen = (
         ReaderReranker()
         if cfg.model == NAME

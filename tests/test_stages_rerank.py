@@ -319,6 +319,14 @@ def test_the_embedding_fallback_reads_fewer_candidates_than_a_cross_encoder() ->
 # ---------------------------------------------------------------------------------------------
 
 
+def test_the_embedding_reranker_is_chosen_by_name_without_a_notice(minilm) -> None:
+    reranker, notice = make_reranker(RerankConfig(model="embedding"), minilm)
+    assert notice is None and isinstance(reranker, EmbeddingReranker)
+    # a name that does not load still falls back to it, with the notice
+    reranker, notice = make_reranker(RerankConfig(model=""), minilm)
+    assert isinstance(reranker, EmbeddingReranker) and notice and "unavailable" in notice
+
+
 def test_the_default_reranker_is_fathoms_reader(minilm) -> None:
     from fathom.stages.rerank import ReaderReranker
 
