@@ -4,7 +4,8 @@ one, atomically and incrementally; ``index.locks`` keeps readers and writers apa
 Layout under ``FATHOM_HOME/collections/<name>/``::
 
     manifest.json        the commit marker; names the live generation
-    gen-000007/          chunks.jsonl, chunks.offsets.npy, dense.faiss, bm25/
+    gen-000007/          chunks.jsonl, chunks.offsets.npy, dense.faiss, bm25/, ocr-words/
+                         (the words OCR read on each scanned page, ``index.ocr_words``)
     .lock                held by the one writer
 
 A build writes a new ``gen-*`` directory, fsyncs it, then replaces ``manifest.json``; older

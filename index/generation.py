@@ -1,8 +1,9 @@
 """Writing one generation of a collection (``index.ingest`` decides what goes into it).
 
 The next manifest, chunks and vectors are assembled from the documents kept from the old
-generation and those parsed in this run, written to a temporary folder, fsynced and renamed to
-``gen-*``; replacing ``manifest.json`` is the commit point. Generations and temporary builds
+generation and those parsed in this run, written to a temporary folder with the words OCR read
+on their pages (``index.ocr_words``), fsynced and renamed to ``gen-*``; replacing
+``manifest.json`` is the commit point. Generations and temporary builds
 that no reader holds are removed afterwards.
 """
 
@@ -12,7 +13,7 @@ import os
 import re
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,16 +35,19 @@ if TYPE_CHECKING:
     from fathom.core.base import Embedder
     from fathom.core.config import Config
     from fathom.index.dense import DenseIndex
+    from fathom.index.ocr_words import PageWords, WordsUpdate
 
 Progress = Callable[..., None]
 
 
 @dataclass
 class Pending:
-    """A document parsed and chunked in this run, waiting for its vectors."""
+    """A document parsed and chunked in this run, waiting for its vectors; ``words``, those
+    OCR read on its pages (kept for showing them)."""
 
     entry: DocEntry
     chunks: list[Chunk]
+    words: PageWords = field(default_factory=dict)
 
 
 def embedder_precision(embedder: Embedder) -> str:
@@ -178,7 +182,10 @@ def write_generation(
     vectors: np.ndarray,
     cfg: Config,
     emit: Progress,
+    words: WordsUpdate | None = None,
 ) -> None:
+    """Write generation ``manifest.generation`` of the collection in ``directory``: chunks,
+    indexes and the OCR words ``words`` keeps, fsynced, then commit its manifest."""
     from fathom.index.dense import DenseIndex
     from fathom.index.sparse import Bm25Index
 
@@ -188,6 +195,8 @@ def write_generation(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     write_chunks(tmp, chunks)
+    if words is not None:
+        words.write(tmp)
     (tmp / READERS).touch()
     dense = DenseIndex.build(vectors, cfg.index)
     dense.save(tmp)

@@ -2,7 +2,9 @@
 
 A chunk of a PDF or an image file is shown as its page (each page it spans, up to
 ``MAX_PAGES``) with the chunk highlighted (``ingestion/page_image.py``: the page rendered from
-the original file, the chunk's words found on it by the text layer or by OCR). A chunk of a
+the original file, the chunk's words found on it by the text layer or, on a page read by OCR,
+among the words OCR read there at ingest, which the collection keeps (``index/ocr_words.py``);
+OCR reads the page again only when none were kept or the file changed since). A chunk of a
 DOCX, PPTX, HTML, EPUB, text or Markdown file, or of a ``docs.jsonl`` record, is shown as its
 passage in its surrounding text: up to ``CONTEXT_CHARS`` of the text before and after it, read
 from the neighbouring chunks of the collection (the source file is not read again), marked in
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from fathom.core.base import Chunk
 from fathom.core.errors import FathomError
+from fathom.index.ocr_words import read_words
 from fathom.ingestion.ocr import OcrSettings
 from fathom.ingestion.page_image import PageImage, render_page
 
@@ -167,6 +170,9 @@ def show_chunk(
         return [_text_passage(coll, base, chunk, row, entry, sentence)]
     source = _source_file(entry)
     changed = _changed_note(source, entry)
+    read_by_ocr = bool(_OCR_MARK.search(chunk.section))  # every chunk of an image's is
+    # the words OCR read at ingest, unless the file is another now (then OCR reads it again)
+    kept = read_words(coll.data_dir, entry) if read_by_ocr and not changed else {}
     last = min(chunk.page_end, chunk.page_start + MAX_PAGES - 1)
     out = []
     for number in range(chunk.page_start, last + 1):
@@ -177,8 +183,9 @@ def show_chunk(
             chunk.text,
             sentence,
             ocr=ocr,
-            read_by_ocr=bool(_OCR_MARK.search(chunk.section)),
+            read_by_ocr=read_by_ocr,
             password=password,
+            words=kept.get(number),
         )
         note = "; ".join(x for x in (changed, image.note) if x)
         out.append(dataclasses.replace(base, image=image, note=note))

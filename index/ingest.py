@@ -30,6 +30,7 @@ from fathom.index.generation import (
 )
 from fathom.index.locks import writer_lock
 from fathom.index.manifest import DocEntry, Manifest, file_sha256, read_manifest
+from fathom.index.ocr_words import PageWords, WordsUpdate
 
 if TYPE_CHECKING:
     from fathom.core.base import Chunker, Embedder
@@ -224,7 +225,12 @@ def _write_next(
         cfg, name, generation, old, old_dir, run.kept, run.pending, run.failed, new_vecs,
         embedder, chunker_params,
     )  # fmt: skip
-    write_generation(directory, manifest, chunks, vectors, cfg, emit)
+    words = WordsUpdate(
+        new=[(p.entry.doc_id, p.entry.sha256, p.words) for p in run.pending if p.words],
+        kept=[entry.doc_id for entry in run.kept.values()],
+        old_dir=old_dir,
+    )
+    write_generation(directory, manifest, chunks, vectors, cfg, emit, words)
     timings["write"] = time.perf_counter() - t2
     return manifest
 
@@ -290,9 +296,9 @@ class _Run:
         )
         self.emit("file", path=path, status="unchanged", chunks=prev.chunks)
 
-    def admit(self, doc: Document, size: int) -> None:
+    def admit(self, doc: Document, size: int, words: PageWords | None = None) -> None:
         """A parsed document: skipped as a repeat or a copy, kept when unchanged, else chunked
-        and queued for embedding."""
+        and queued for embedding (with ``words``, those OCR read on its pages)."""
         prev = self.old_by_path.get(doc.path)
         if doc.path in self.admitted:  # a .jsonl record whose id repeats an earlier one
             reason = f"record id {doc.source_id!r} repeats an earlier record; not indexed"
@@ -331,7 +337,7 @@ class _Run:
             self.failed.append(entry)
             self._result(doc.path, "failed", entry.error)
             return
-        self.pending.append(Pending(entry, chunks))
+        self.pending.append(Pending(entry, chunks, words or {}))
         info = {"ocr_pages": len(doc.ocr_pages)} if doc.ocr_pages else {}
         self._result(doc.path, "ok", pages=len(doc.pages), chunks=len(chunks), **info)
 
@@ -392,6 +398,8 @@ class _Run:
             rate = done / max(time.perf_counter() - started, 1e-9)
             self.emit("ocr_page", path=spath, done=done, total=total, rate=rate)
 
+        words: PageWords = {}  # what OCR read on each page, for showing it without OCR
+
         try:
             doc = ingestion.load_document(
                 path,
@@ -405,6 +413,7 @@ class _Run:
                         page_timeout_s=ing.ocr_page_timeout_s,
                     ),
                     on_page=on_page,
+                    on_words=words.__setitem__,
                     timeout_s=ing.file_timeout_s,
                     max_text_chars=ing.max_text_mb << 20,
                 ),
@@ -415,7 +424,7 @@ class _Run:
         except Exception as exc:  # a parser bug on one file must not sink the batch
             self.fail(spath, f"{spath}: unexpected parser error ({type(exc).__name__}: {exc})", sha)
             return
-        self.admit(doc, size)
+        self.admit(doc, size, words)
 
     def carry_over_old(self) -> bool:
         """Old documents not seen this run: dropped if under a given root or gone from disk,

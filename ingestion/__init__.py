@@ -85,7 +85,9 @@ def load_document(path: str | Path, options: LoadOptions | None = None) -> Docum
     that (plain text and Markdown are refused by their size, before they are read), since
     indexing holds a document's text several times over. ``options.ocr`` says how pages
     without a text layer are read; ``options.on_page(done, total)`` is called after each page
-    OCR read (not when the file is parsed in a child process).
+    OCR read (not when the file is parsed in a child process), and ``options.on_words(number,
+    words)`` with the words of each page whose OCR text was kept (from a child process, once it
+    is done).
     """
     options = options or LoadOptions()
     name = str(path)

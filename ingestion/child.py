@@ -4,7 +4,8 @@ SIGALRM cannot hold it (off the main thread, or where the platform has no interv
 The parent starts ``python -c CHILD_CODE <package folder>``: the child registers that folder as
 the package ``fathom`` (so it runs the parent's code whether or not, and wherever, Fathom is
 installed), reads one JSON request on stdin, loads the document with no time limit of its own
-and writes it as JSON on stdout. Past the limit the parent kills it. Nothing is pickled.
+and writes it as JSON on stdout (with the words of the pages OCR read, for ``on_words``). Past
+the limit the parent kills it. Nothing is pickled.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from fathom.core.base import Document, PageSpan, SectionSpan
 from fathom.core.errors import ParseError
 from fathom.ingestion.ocr import OcrSettings
 from fathom.ingestion.options import LoadOptions
+from fathom.ingestion.page_words import Word, words_from_json, words_json
 
 CHILD_CODE = (
     "import importlib.util as u, os, sys\n"
@@ -75,7 +77,9 @@ def options_json(options: LoadOptions) -> dict[str, Any]:
 
 
 def options_from_json(
-    d: dict[str, Any], on_page: Callable[[int, int], None] | None = None
+    d: dict[str, Any],
+    on_page: Callable[[int, int], None] | None = None,
+    on_words: Callable[[int, list[Word]], None] | None = None,
 ) -> LoadOptions:
     return LoadOptions(
         max_bytes=d["max_bytes"],
@@ -83,22 +87,28 @@ def options_from_json(
         max_text_chars=d["max_text_chars"],
         ocr=OcrSettings(**d["ocr"]),
         on_page=on_page,
+        on_words=on_words,
     )
 
 
 def serve(load_document: Callable[..., Document]) -> None:
     """The child's side: one request on stdin, one reply on stdout (``load_document`` is
     ``fathom.ingestion.load_document``, passed in: this module is below the package's own).
-    Pages read by OCR are reported on stderr as they finish."""
+    Pages read by OCR are reported on stderr as they finish; their words come with the reply."""
     request = json.loads(sys.stdin.read())
+    words: dict[str, list[list[Any]]] = {}
 
     def on_page(done: int, total: int) -> None:
         sys.stderr.write(f"{PROGRESS} {done} {total}\n")
         sys.stderr.flush()
 
+    def on_words(number: int, page: list[Word]) -> None:
+        words[str(number)] = words_json(page)
+
     try:
-        doc = load_document(request["path"], options_from_json(request["options"], on_page))
-        reply: dict[str, Any] = {"document": document_json(doc)}
+        options = options_from_json(request["options"], on_page, on_words)
+        doc = load_document(request["path"], options)
+        reply: dict[str, Any] = {"document": document_json(doc), "words": words}
     except ParseError as exc:
         reply = {"error": {"path": exc.path, "problem": exc.problem, "fix": exc.fix}}
     sys.stdout.write(json.dumps(reply, ensure_ascii=False))
@@ -126,7 +136,11 @@ def load_in_child(
     child = _Child(proc, options.timeout_s or 0.0, options)
     child.send(json.dumps(request))
     child.wait(out_of_time)
-    return _reply(str(path), proc.returncode, "".join(child.out), "".join(child.err))
+    doc, words = _reply(str(path), proc.returncode, "".join(child.out), "".join(child.err))
+    if options.on_words is not None:
+        for number, rows in sorted(words.items(), key=lambda item: int(item[0])):
+            options.on_words(int(number), words_from_json(rows))
+    return doc
 
 
 class _Child:
@@ -186,8 +200,11 @@ class _Child:
             reader.join()
 
 
-def _reply(name: str, returncode: int, out: str, err: str) -> Document:
-    """The document the child wrote, or the ParseError it reported or that its death means."""
+def _reply(
+    name: str, returncode: int, out: str, err: str
+) -> tuple[Document, dict[str, list[list[Any]]]]:
+    """The document the child wrote and the words of its OCR pages (by page number), or the
+    ParseError it reported or that its death means."""
     try:
         reply = json.loads(out) if returncode == 0 else None
     except json.JSONDecodeError:
@@ -198,4 +215,4 @@ def _reply(name: str, returncode: int, out: str, err: str) -> Document:
     if "error" in reply:
         e = reply["error"]
         raise ParseError(e["path"], e["problem"], e["fix"])
-    return document_from_json(reply["document"])
+    return document_from_json(reply["document"]), reply.get("words", {})

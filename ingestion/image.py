@@ -23,6 +23,7 @@ from fathom.ingestion.clean import (
 )
 from fathom.ingestion.ocr import OCR_INSTALL, engine, layout_page, ocr_problem
 from fathom.ingestion.options import LoadOptions
+from fathom.ingestion.page_words import ocr_words
 from fathom.ingestion.pdf import layout_title, mark_layout
 from fathom.ingestion.pdf_layout import (
     Page,
@@ -85,6 +86,8 @@ class ImageLoader:
                 continue
             h, w = gray.shape
             pages.append(layout_page(number, result, w, h, 72.0 / dpi))
+            if self.options.on_words is not None:
+                self.options.on_words(number, ocr_words(result.lines, w, h))
         if len(unreadable) == len(pages):
             raise ParseError(
                 name,
@@ -155,32 +158,45 @@ def open_image(name: str, data: bytes) -> tuple[Any, int]:
     return image, n
 
 
+def seek_frame(name: str, image: Any, index: int) -> tuple[int, int]:
+    """Make frame ``index`` the image's current one, not yet decoded; its ``(width, height)``.
+    ParseError when it is over ``MAX_PIXELS`` (refused before it takes memory) or damaged."""
+    with _pillow_rules():
+        try:
+            image.seek(index)
+            w, h = image.size
+        except _PILLOW_ERRORS as exc:
+            raise _undecodable(name, index, exc) from None
+    if w * h > MAX_PIXELS:
+        raise ParseError(
+            name,
+            f"frame {index + 1} is {w:,} × {h:,} pixels, over the "
+            f"{MAX_PIXELS / 1e6:.0f} megapixel limit (a decompression bomb?)",
+            _SCALE_DOWN,
+        )
+    return w, h
+
+
 def read_frame(name: str, image: Any, index: int) -> tuple[Any, float]:
     """Frame ``index`` as ``(h, w)`` uint8 grey with its resolution (dots per inch), decoded
     only when OCR reads it: a many-page scan never holds every page in memory at once."""
     import numpy as np
 
+    seek_frame(name, image, index)
     with _pillow_rules():
         try:
-            image.seek(index)
-            w, h = image.size
-            if w * h > MAX_PIXELS:
-                raise ParseError(
-                    name,
-                    f"frame {index + 1} is {w:,} × {h:,} pixels, over the "
-                    f"{MAX_PIXELS / 1e6:.0f} megapixel limit (a decompression bomb?)",
-                    _SCALE_DOWN,
-                )
             gray = np.asarray(image.convert("L"))
-        except ParseError:
-            raise
         except _PILLOW_ERRORS as exc:
-            raise ParseError(
-                name,
-                f"frame {index + 1} cannot be decoded ({exc}; truncated or corrupt?)",
-                "re-save or re-scan it",
-            ) from None
+            raise _undecodable(name, index, exc) from None
     return gray, _dpi(image)
+
+
+def _undecodable(name: str, index: int, exc: BaseException) -> ParseError:
+    return ParseError(
+        name,
+        f"frame {index + 1} cannot be decoded ({exc}; truncated or corrupt?)",
+        "re-save or re-scan it",
+    )
 
 
 def _dpi(image: Any) -> float:

@@ -1,10 +1,11 @@
 """A page of a source file as a PNG with a passage highlighted: the page of a PDF (its text
-layer, or a scanned page read again by OCR) or a frame of an image file.
+layer, or a scanned page's OCR words) or a frame of an image file.
 
 Where the passage is: its words are matched to the page's words (``match_words``), whose boxes
-come from PyMuPDF's text layer, or, on a page read by OCR, from the lines OCR finds on it,
-re-read by the same engine at the resolution ingest used (so the same text), each line's box
-split among its words by character position. The matching rule:
+come from PyMuPDF's text layer, or, on a page read by OCR, from the words OCR read on it at
+ingest (``words``: kept by the collection, boxes as fractions of the page), else from the lines
+OCR finds on it now, re-read by the same engine at the resolution ingest used (so the same
+text), each line's box split among its words by character position. The matching rule:
 
 1. words are compared by their letters and digits only, case-folded and NFKC-normalised, so
    whitespace, punctuation, ligatures and a word split by a hyphen at a line's end (joined
@@ -32,6 +33,7 @@ from typing import Any, Literal
 
 from fathom.core.errors import FathomError, ParseError
 from fathom.ingestion.ocr import OCR_INSTALL, OcrSettings, engine, ocr_problem
+from fathom.ingestion.page_words import Word, ocr_words, scaled
 from fathom.ingestion.scans import FEW_CHARS, render_dpi
 
 DPI = 120  # display resolution of a PDF page: an A4 page is 992 × 1404 pixels
@@ -43,23 +45,11 @@ MIN_STRETCH = 6  # covered words a stretch besides the longest needs to be highl
 PAD = 1.0  # pixels around each highlighted line
 PNG_LEVEL = 3  # zlib level: on pages of text 40 % faster than the default 6, and no larger
 _HYPHENS = ("-", "\xad", "\u2010", "\u2011")
-_OCR_CACHE: dict[tuple[Any, ...], list[Word]] = {}
+_OCR_CACHE: dict[tuple[Any, ...], list[Word]] = {}  # words read again, boxes in page fractions
 _OCR_CACHE_SIZE = 16
 
 Located = Literal["text layer", "OCR", "not found"]
 Rect = tuple[float, float, float, float]
-
-
-@dataclass(frozen=True, slots=True)
-class Word:
-    """A word on a page: its text, its box in image pixels, and the line it is on."""
-
-    text: str
-    x0: float
-    y0: float
-    x1: float
-    y1: float
-    line: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,20 +77,23 @@ def render_page(
     ocr: OcrSettings | None = None,
     read_by_ocr: bool = False,
     password: str | None = None,
+    words: Sequence[Word] | None = None,
 ) -> PageImage:
     """Page ``number`` (1-based) of the PDF or image file at ``path`` (``fmt``: ``pdf`` or
     ``image``) with ``passage`` highlighted. ``read_by_ocr``: the passage's text came from OCR
-    (its section says so), so on a PDF page that ingest read by OCR — one with less than
-    ``FEW_CHARS`` of text layer, or any with ``ingest.ocr = always`` — OCR reads it again."""
+    (its section says so), so it is looked for among the page's OCR words, as an image's
+    always is: ``words``, those OCR read on the page at ingest (boxes as fractions of the
+    page), when given; else OCR reads the page again — on a PDF, a page that ingest read by
+    OCR: one with less than ``FEW_CHARS`` of text layer, or any with ``ingest.ocr = always``."""
     settings = ocr or OcrSettings()
     if fmt == "image":
-        rgb, words, note = _image_page(path, number, settings)
+        rgb, found, note = _image_page(path, number, settings, words)
         how: Located = "OCR"
     elif fmt == "pdf":
-        rgb, words, how, note = _pdf_page(path, number, settings, read_by_ocr, password)
+        rgb, found, how, note = _pdf_page(path, number, settings, read_by_ocr, password, words)
     else:
         raise FathomError(f"{path}: a {fmt} document has no pages to render")
-    boxes, strong = highlight_boxes(words, passage, sentence)
+    boxes, strong = highlight_boxes(found, passage, sentence)
     if not boxes:
         how = "not found"
         note = note or f"the passage was not found on page {number}: the page is shown unmarked"
@@ -231,10 +224,16 @@ def highlight_boxes(
 
 
 def _pdf_page(
-    path: str | Path, number: int, settings: OcrSettings, read_by_ocr: bool, password: str | None
+    path: str | Path,
+    number: int,
+    settings: OcrSettings,
+    read_by_ocr: bool,
+    password: str | None,
+    stored: Sequence[Word] | None,
 ) -> tuple[Any, list[Word], Located, str]:
-    """The page as ``(h, w, 3)`` uint8 RGB at ``DPI``, its words in those pixels, where they
-    came from, and a note when OCR was needed but is not installed."""
+    """The page as ``(h, w, 3)`` uint8 RGB at ``DPI``, its words in those pixels (``stored``,
+    the OCR words kept at ingest, when the passage came from OCR), where they came from, and a
+    note when OCR was needed but is not installed."""
     import numpy as np
     from fathom.ingestion.pdf import import_pymupdf
 
@@ -254,6 +253,8 @@ def _pdf_page(
         pix = page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), alpha=False)
         rgb = np.frombuffer(pix.samples, dtype=np.uint8).reshape(pix.height, pix.stride)
         rgb = rgb[:, : pix.width * 3].reshape(pix.height, pix.width, 3).copy()
+        if read_by_ocr and stored is not None:
+            return rgb, scaled(stored, pix.width, pix.height), "OCR", ""
         words = _text_layer_words(page, zoom)
         few = sum(len(w.text) for w in words) < FEW_CHARS
         if not (read_by_ocr and (few or settings.mode == "always")):
@@ -264,8 +265,7 @@ def _pdf_page(
         key = (name, _stamp(name), number, settings.dpi)
         if key not in _OCR_CACHE:
             _remember(key, _ocr_pdf_words(pymupdf, page, settings))
-        scale = DPI / _ocr_dpi(page, settings)
-        return rgb, _scaled(_OCR_CACHE[key], scale), "OCR", ""
+        return rgb, scaled(_OCR_CACHE[key], pix.width, pix.height), "OCR", ""
 
 
 def _text_layer_words(page: Any, zoom: float) -> list[Word]:
@@ -278,52 +278,43 @@ def _text_layer_words(page: Any, zoom: float) -> list[Word]:
     return out
 
 
-def _ocr_dpi(page: Any, settings: OcrSettings) -> int:
-    return render_dpi(page.rect, settings.dpi)
-
-
 def _ocr_pdf_words(pymupdf: Any, page: Any, settings: OcrSettings) -> list[Word]:
-    """The words OCR reads on a PDF page rendered as ingest renders it for OCR (OCR pixels)."""
+    """The words OCR reads on a PDF page rendered as ingest renders it for OCR (fractions of
+    the page)."""
     import numpy as np
 
-    dpi = _ocr_dpi(page, settings)
+    dpi = render_dpi(page.rect, settings.dpi)
     pix = page.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY, alpha=False)
     gray = np.frombuffer(pix.samples, dtype=np.uint8).reshape(pix.height, pix.stride)
-    return _ocr_words(gray[:, : pix.width], settings)
+    return _read_words(gray[:, : pix.width], settings)
 
 
-def _ocr_words(gray: Any, settings: OcrSettings) -> list[Word]:
-    """The words of the lines OCR reads in ``gray``, each line's box split among its words by
-    character position (a recogniser gives lines, not words)."""
-    result = engine(settings.threads).read(gray)
-    words: list[Word] = []
-    for number, line in enumerate(result.lines):
-        text = line.text
-        per_char = (line.x1 - line.x0) / max(1, len(text))
-        at = 0
-        for token in text.split(" "):
-            if token:
-                x0 = line.x0 + at * per_char
-                words.append(Word(token, x0, line.y0, x0 + len(token) * per_char, line.y1, number))
-            at += len(token) + 1
-    return words
+def _read_words(gray: Any, settings: OcrSettings) -> list[Word]:
+    """The words of the lines OCR reads in ``gray`` (fractions of the image), as ingest keeps
+    them (``page_words.ocr_words``)."""
+    h, w = gray.shape
+    return ocr_words(engine(settings.threads).read(gray).lines, w, h)
 
 
 def _image_page(
-    path: str | Path, number: int, settings: OcrSettings
+    path: str | Path, number: int, settings: OcrSettings, stored: Sequence[Word] | None
 ) -> tuple[Any, list[Word], str]:
-    """Frame ``number`` of an image file as RGB (its longer side at most ``MAX_SIDE``), the
-    words OCR reads on it in those pixels, and a note when OCR is not installed."""
+    """Frame ``number`` of an image file as RGB (its longer side at most ``MAX_SIDE``), its
+    words in those pixels (``stored``, those kept at ingest, else read by OCR now), and a note
+    when they had to be read and OCR is not installed."""
     import numpy as np
-    from fathom.ingestion.image import open_image, read_frame
+    from fathom.ingestion.image import open_image, read_frame, seek_frame
 
     name = str(path)
     data = Path(path).read_bytes()
     image, frames = open_image(name, data)
     if not 1 <= number <= frames:
         raise ParseError(name, f"has no page {number} (it has {frames})", "re-ingest it")
-    gray, _ = read_frame(name, image, number - 1)
-    h, w = gray.shape
+    if stored is None:
+        gray, _ = read_frame(name, image, number - 1)
+        h, w = gray.shape
+    else:  # the words are known: the frame is decoded only in colour, to be shown
+        w, h = seek_frame(name, image, number - 1)
     scale = min(1.0, MAX_SIDE / max(h, w))
     shown = image.convert("RGB")
     if scale < 1.0:
@@ -332,13 +323,16 @@ def _image_page(
         size = (max(1, round(w * scale)), max(1, round(h * scale)))
         shown = shown.resize(size, Image.Resampling.BILINEAR)
     rgb = np.array(shown, dtype=np.uint8)
+    height, width = rgb.shape[:2]
+    if stored is not None:
+        return rgb, scaled(stored, width, height), ""
     problem = ocr_problem()
     if problem is not None:
         return rgb, [], _no_ocr(number, problem)
     key = (name, _stamp(name), number, 0)
     if key not in _OCR_CACHE:
-        _remember(key, _ocr_words(gray, settings))
-    return rgb, _scaled(_OCR_CACHE[key], scale), ""
+        _remember(key, _read_words(gray, settings))
+    return rgb, scaled(_OCR_CACHE[key], width, height), ""
 
 
 def _no_ocr(number: int, problem: str) -> str:
@@ -357,17 +351,10 @@ def _stamp(name: str) -> tuple[int, int]:
 
 
 def _remember(key: tuple[Any, ...], words: list[Word]) -> None:
-    """Keep a page's OCR words: two sources cited on one scanned page read it once."""
+    """Keep the OCR words read again on a page: two sources cited on it read it once."""
     if len(_OCR_CACHE) >= _OCR_CACHE_SIZE:
         _OCR_CACHE.pop(next(iter(_OCR_CACHE)))
     _OCR_CACHE[key] = words
-
-
-def _scaled(words: list[Word], scale: float) -> list[Word]:
-    if scale == 1.0:
-        return words
-    s = scale
-    return [Word(w.text, w.x0 * s, w.y0 * s, w.x1 * s, w.y1 * s, w.line) for w in words]
 
 
 # ---------------------------------------------------------------------------------------------

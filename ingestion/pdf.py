@@ -90,7 +90,14 @@ class PdfLoader:
             pages = [self._read_page(pymupdf, doc, i, warnings) for i in range(n_pages)]
             _fallback_pages(data, pages, warnings)
             ocr_pages = ocr_document_pages(
-                name, pymupdf, doc, pages, self.options.ocr, warnings, self.options.on_page
+                name,
+                pymupdf,
+                doc,
+                pages,
+                self.options.ocr,
+                warnings,
+                self.options.on_page,
+                self.options.on_words,
             )
             toc = _read_toc(doc, warnings)
             meta_title = (doc.metadata or {}).get("title", "")

@@ -17,6 +17,7 @@ from fathom.ingestion.ocr import (
     layout_page,
     ocr_problem,
 )
+from fathom.ingestion.page_words import ocr_words
 from fathom.ingestion.pdf_layout import Page, ranges
 
 FEW_CHARS = 40  # a page with fewer characters of text under a page-sized image is a scan
@@ -77,11 +78,13 @@ def ocr_document_pages(
     settings: OcrSettings,
     warnings: list[str],
     on_page: Any = None,
+    on_words: Any = None,
 ) -> tuple[int, ...]:
     """Read by OCR the pages of ``doc`` that need it, replacing their ``Page`` contents; the
-    numbers of the pages read. A page OCR cannot read with ``settings.min_confidence`` stays
-    empty, and ``warnings`` says so; without OCR installed, a document with no text at all
-    is a ParseError naming the install, a mixed one a warning."""
+    numbers of the pages read (``on_words(number, words)`` hears each one's words). A page OCR
+    cannot read with ``settings.min_confidence`` stays empty, and ``warnings`` says so; without
+    OCR installed, a document with no text at all is a ParseError naming the install, a mixed
+    one a warning."""
     todo = ocr_candidates(doc, pages, settings.mode)
     if not todo:
         return ()
@@ -117,6 +120,8 @@ def ocr_document_pages(
         laid = layout_page(i + 1, result, pix.width, pix.height, 72.0 / dpi)
         pages[i].lines, pages[i].tables, pages[i].fallback_text = laid.lines, [], None
         done.append(i + 1)
+        if on_words is not None:
+            on_words(i + 1, ocr_words(result.lines, pix.width, pix.height))
     warnings.extend(unreadable)
     if done:
         warnings.append(f"page(s) {ranges(done)} read by OCR")

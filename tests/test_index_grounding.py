@@ -1,11 +1,15 @@
 """Visual grounding: a cited chunk's page rendered with the chunk highlighted — checked by
-sampling the PNG's pixels against where PyMuPDF drew each word — on a generated PDF and on an
-image read by OCR; the matching rule; a passage of a text format in its context; and the
-failures (the file gone or changed, OCR missing)."""
+sampling the PNG's pixels against where PyMuPDF drew each word — on a generated PDF, and on an
+image and a scan read by OCR at ingest, whose words the collection keeps so that rendering runs
+no OCR (and runs it again for a changed file or a collection without them); the words replaced
+and removed with their document; the matching rule; a passage of a text format in its context;
+and the failures (the file gone or changed, OCR missing)."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +20,7 @@ from fathom.core.errors import FathomError
 from fathom.index.collection import Collection
 from fathom.index.grounding import PASSAGE_MARKS, SENTENCE_MARKS, save_shown, show_chunk
 from fathom.index.ingest import ingest_paths
+from fathom.index.ocr_words import FOLDER, read_words, words_path
 from fathom.ingestion import ocr, page_image
 from fathom.ingestion.page_image import DPI, Word, match_words, render_page
 
@@ -48,6 +53,33 @@ def _collection(folder: Path, name: str = "g") -> Collection:
     cfg = load_config()
     ingest_paths(cfg, [folder], name)
     return Collection.open(cfg, name)
+
+
+class _OcrReads:
+    """Every page OCR reads from now on, counted; while ``allowed`` is False a read fails the
+    test (rendering must use the words kept at ingest)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, allowed: bool = False) -> None:
+        self.count, self.allowed = 0, allowed
+        real = ocr.OcrEngine.read
+
+        def read(engine: ocr.OcrEngine, image: object) -> ocr.OcrPage:
+            self.count += 1
+            assert self.allowed, "OCR read a page while it was being shown"
+            return real(engine, image)
+
+        monkeypatch.setattr(ocr.OcrEngine, "read", read)
+
+
+def _entry(coll: Collection, name: str):
+    [entry] = [d for d in coll.manifest.documents if Path(d.path).name == name]
+    return entry
+
+
+def _kept_text(coll: Collection, name: str) -> dict[int, str]:
+    """The words the collection keeps for document ``name``, as text per page."""
+    kept = read_words(coll.data_dir, _entry(coll, name))
+    return {n: " ".join(w.text for w in words) for n, words in kept.items()}
 
 
 def _chunk_with(coll: Collection, text: str):
@@ -149,7 +181,9 @@ def test_the_cited_pdf_page_highlights_the_cited_words_and_no_other_line(tmp_pat
 
 @needs_ocr
 @pytest.mark.slow
-def test_an_image_read_by_ocr_highlights_the_cited_lines_only(tmp_path: Path) -> None:
+def test_an_image_read_by_ocr_highlights_the_cited_lines_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     folder = tmp_path / "docs"
     folder.mkdir()
     pymupdf = docgen._pymupdf()
@@ -170,11 +204,13 @@ def test_an_image_read_by_ocr_highlights_the_cited_lines_only(tmp_path: Path) ->
     doc.close()
 
     coll = _collection(folder)
+    assert "spring tide at Kestrel Point" in _kept_text(coll, "harbour.png")[1]
+    reads = _OcrReads(monkeypatch)  # the words OCR read at ingest are shown: no OCR now
     chunk = _chunk_with(coll, "spring tide")
     assert chunk.section == "2 Tide Tables (OCR)"  # two sections: two chunks on one image
     neap = "Neap tides come twice a month at the quarter moon."
     [shown] = show_chunk(coll, chunk.chunk_id, sentence=neap)
-    assert shown.image is not None and shown.image.located == "OCR"
+    assert shown.image is not None and shown.image.located == "OCR" and shown.note == ""
     rgb = _pixels(shown.image.png)
     assert rgb.shape[:2] == (420, 900)
     cited, others = _split(lines, chunk.text)
@@ -185,22 +221,121 @@ def test_an_image_read_by_ocr_highlights_the_cited_lines_only(tmp_path: Path) ->
         assert not _highlighted(_band(rgb, box, 1.0)).any(), text
     assert _strong(_band(rgb, cited[2][1], 1.0)).mean() > 0.5  # the sentence's line
     assert not _strong(_band(rgb, cited[1][1], 1.0)).any()
+    assert reads.count == 0
+
+    # A collection that kept no words (built before they were kept): OCR reads the image
+    # again, and the same lines are painted.
+    shutil.rmtree(coll.data_dir / FOLDER)
+    reads.allowed = True
+    [again] = show_chunk(coll, chunk.chunk_id, sentence=neap)
+    assert reads.count == 1 and again.image is not None and again.image.located == "OCR"
+    assert len(again.image.boxes) == len(shown.image.boxes)
+    for a, b in zip(again.image.boxes, shown.image.boxes, strict=True):
+        assert max(abs(u - v) for u, v in zip(a, b, strict=True)) < 1.5
     coll.close()
 
 
 @needs_ocr
 @pytest.mark.slow
-def test_a_scanned_pdf_page_is_located_by_ocr(tmp_path: Path) -> None:
+def test_a_scanned_pdf_page_is_located_by_the_words_ocr_read_at_ingest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     folder = tmp_path / "docs"
     folder.mkdir()
     docgen.make_scanned_pdf(folder / "scan.pdf")
     coll = _collection(folder)
+    kept = _kept_text(coll, "scan.pdf")
+    assert sorted(kept) == [1, 2]  # both pages were read by OCR
+    assert "Harbour pilots guide large vessels" in kept[1] and "spring tide" in kept[2]
+    reads = _OcrReads(monkeypatch)
     chunk = _chunk_with(coll, "spring tide")
     [shown] = show_chunk(coll, chunk.chunk_id)
-    assert shown.image is not None and shown.image.number == 2
+    assert shown.image is not None and shown.image.number == 2 and reads.count == 0
     assert shown.image.located == "OCR" and len(shown.image.boxes) == 3  # heading, 2 lines
     rgb = _pixels(shown.image.png)
-    assert _highlighted(rgb).mean() > 0.005
+    # the scan is a picture of this text PDF: its lines are where the scan shows them
+    with docgen._pymupdf().open(
+        docgen.make_pdf(tmp_path / "text.pdf", docgen.SCAN_PAGES, header=None, footer=None)
+    ) as doc:
+        lines = _lines(doc[1])
+    scale = DPI / 72.0
+    assert len(lines) == 3 and all(t in " ".join(chunk.text.split()) for t, _ in lines)
+    for text, box in lines:
+        assert _highlighted(_band(rgb, box, scale)).mean() > 0.5, text
+    top = min(b[1] for _, b in lines) * scale - 12
+    bottom = max(b[3] for _, b in lines) * scale + 12
+    assert not _highlighted(rgb[: int(top)]).any() and not _highlighted(rgb[int(bottom) :]).any()
+    coll.close()
+
+
+@needs_ocr
+@pytest.mark.slow
+def test_a_scan_changed_since_ingest_is_read_again_by_ocr(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    scan = docgen.make_scanned_pdf(folder / "scan.pdf")
+    coll = _collection(folder)
+    chunk = _chunk_with(coll, "spring tide")
+    # The file now holds the two pages the other way round: the words kept for page 2 are not
+    # the words on its page 2 any more.
+    docgen.make_scanned_pdf(scan, [docgen.SCAN_PAGES[1], docgen.SCAN_PAGES[0]])
+    reads = _OcrReads(monkeypatch, allowed=True)
+    [shown] = show_chunk(coll, chunk.chunk_id)
+    assert reads.count == 1  # read again, not drawn from the words of another version
+    assert "changed since it was ingested" in shown.note
+    assert shown.image is not None and shown.image.located == "not found"
+    assert not _highlighted(_pixels(shown.image.png)).any()
+    assert "spring tide" in _kept_text(coll, "scan.pdf")[2]  # kept, but not of this file
+    coll.close()
+
+
+@needs_ocr
+@pytest.mark.slow
+def test_the_kept_words_are_replaced_and_removed_with_their_document(tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    scan = docgen.make_scanned_pdf(folder / "scan.pdf")
+    png = docgen.make_text_png(folder / "note.png")
+    docgen.make_pdf(folder / "tides.pdf", PAGES, header=None)  # a text layer: no OCR words
+    cfg = load_config()
+    ingest_paths(cfg, [folder], "g")
+    coll = Collection.open(cfg, "g")
+    first = {name: _entry(coll, name) for name in ("scan.pdf", "note.png", "tides.pdf")}
+    kept = _kept_text(coll, "scan.pdf")
+    assert "Invoice 4471 from Marlow Timber" in _kept_text(coll, "note.png")[1]
+    assert _kept_text(coll, "tides.pdf") == {}
+    assert not words_path(coll.data_dir, first["tides.pdf"].doc_id).exists()
+    coll.close()
+
+    png.unlink()  # removed: its words go with it; the scan, unchanged, keeps its own
+    assert ingest_paths(cfg, [folder], "g").committed
+    coll = Collection.open(cfg, "g")
+    assert coll.manifest.generation == 2 and _kept_text(coll, "scan.pdf") == kept
+    assert not words_path(coll.data_dir, first["note.png"].doc_id).exists()
+    assert sorted(p.name for p in (coll.data_dir / FOLDER).iterdir()) == [
+        f"{first['scan.pdf'].doc_id}.json.gz"
+    ]
+    # another version's words are not this document's: its checksum is in the file
+    other = dataclasses.replace(first["scan.pdf"], sha256="0" * 64)
+    assert read_words(coll.data_dir, other) == {}
+    coll.close()
+
+    docgen.make_scanned_pdf(scan, [docgen.SCAN_PAGES[1]])  # changed: its words anew
+    assert ingest_paths(cfg, [folder], "g").committed
+    coll = Collection.open(cfg, "g")
+    changed = _entry(coll, "scan.pdf")
+    assert changed.doc_id != first["scan.pdf"].doc_id
+    assert sorted(p.name for p in (coll.data_dir / FOLDER).iterdir()) == [
+        f"{changed.doc_id}.json.gz"
+    ]
+    [page] = _kept_text(coll, "scan.pdf").values()
+    assert "spring tide" in page and "Harbour" not in page
+
+    # a damaged file is no words: the page would be read again
+    words_path(coll.data_dir, changed.doc_id).write_bytes(b"\x1f\x8b not gzip")
+    assert read_words(coll.data_dir, changed) == {}
     coll.close()
 
 

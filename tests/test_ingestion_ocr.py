@@ -1,5 +1,6 @@
 """OCR: generated scans (an image-only PDF, a mixed PDF, PNG, JPEG, a multi-page TIFF) read back
-with their text, pages and sections; the OCR settings; hostile images; the layout helpers."""
+with their text, pages and sections, and the words of each page OCR read (``on_words``, in this
+process and from a child process); the OCR settings; hostile images; the layout helpers."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from fathom.bench.support import docgen
 from fathom.core.errors import ParseError
 from fathom.ingestion import ImageLoader, LoadOptions, OcrSettings, PdfLoader, load_document, ocr
 from fathom.ingestion.ocr import OcrLine, OcrPage, layout_page
+from fathom.ingestion.page_words import Word, ocr_words, words_from_json, words_json
 from fathom.ingestion.scans import OCR_SECTION_LEVEL
 
 pytestmark = pytest.mark.skipif(ocr.ocr_problem() is not None, reason="OCR is not installed")
@@ -47,8 +49,13 @@ def test_scanned_pdf_text_pages_and_sections(scanned) -> None:
 
 @pytest.mark.slow
 def test_mixed_pdf_keeps_its_text_page(tmp_path: Path) -> None:
-    doc = PdfLoader().load(docgen.make_mixed_pdf(tmp_path / "mixed.pdf"))
+    heard: dict[int, list[Word]] = {}
+    options = LoadOptions(on_words=heard.__setitem__)
+    doc = PdfLoader(options).load(docgen.make_mixed_pdf(tmp_path / "mixed.pdf"))
     assert doc.ocr_pages == (2,)
+    assert list(heard) == [2]  # the words of the page OCR read, not of the text page
+    assert "Kestrel Point" in " ".join(w.text for w in heard[2])
+    assert all(0 <= w.x0 < w.x1 <= 1 and 0 <= w.y0 < w.y1 <= 1 for w in heard[2])  # fractions
     first, second = doc.pages
     assert docgen.MIXED_TEXT_PAGE[1][1] in doc.text[first.start : first.end]  # exact: text layer
     assert "kestrel point" in doc.text[second.start : second.end].lower()
@@ -115,8 +122,13 @@ def test_png_and_jpeg(tmp_path: Path) -> None:
 
 
 def test_multipage_tiff_frames_are_pages(tmp_path: Path) -> None:
-    doc = load_document(docgen.make_multipage_tiff(tmp_path / "minutes.tiff"))
+    heard: dict[int, list[Word]] = {}
+    path = docgen.make_multipage_tiff(tmp_path / "minutes.tiff")
+    doc = load_document(path, LoadOptions(on_words=heard.__setitem__))
     assert doc.ocr_pages == (1, 2)
+    assert [" ".join(w.text for w in heard[n]).lower() for n in (1, 2)] == [
+        " ".join(lines).lower() for lines in docgen.TIFF_PAGES
+    ]
     for page, lines in zip(doc.pages, docgen.TIFF_PAGES, strict=True):
         assert " ".join(words(lines[0])) in " ".join(words(doc.text[page.start : page.end]))
 
@@ -230,10 +242,12 @@ def test_off_the_main_thread_ocr_runs_in_the_child_process(scanned) -> None:
 
     path, _ = scanned
     box: dict[str, object] = {}
+    heard: dict[int, list[Word]] = {}
 
     def work() -> None:
+        options = LoadOptions(timeout_s=300, ocr=OcrSettings(dpi=150), on_words=heard.__setitem__)
         try:
-            box["doc"] = load_document(path, LoadOptions(timeout_s=300, ocr=OcrSettings(dpi=150)))
+            box["doc"] = load_document(path, options)
         except ParseError as exc:
             box["error"] = exc
 
@@ -243,3 +257,26 @@ def test_off_the_main_thread_ocr_runs_in_the_child_process(scanned) -> None:
     doc = box.get("doc")
     assert doc is not None, box.get("error")
     assert doc.ocr_pages == (1, 2) and doc.section_at(doc.text.index("spring")).endswith("(OCR)")
+    # the words of its pages come back with the document
+    assert sorted(heard) == [1, 2] and "spring" in [w.text for w in heard[2]]
+
+
+def test_ocr_words_split_each_line_by_character_position() -> None:
+    lines = [
+        OcrLine("Tide gauges", 100, 50, 220, 70, 0.9),
+        OcrLine("record", 100, 80, 160, 100, 0.9),
+    ]
+    words = ocr_words(lines, 400, 200)  # fractions of a 400 × 200 pixel image
+    assert [(w.text, w.line) for w in words] == [("Tide", 0), ("gauges", 0), ("record", 1)]
+    tide, gauges, record = words
+    per_char = 120 / 11 / 400  # the line's width over its 11 characters
+    assert tide.x0 == 0.25 and tide.x1 == pytest.approx(0.25 + 4 * per_char)
+    assert gauges.x0 == pytest.approx(0.25 + 5 * per_char) and gauges.x1 == pytest.approx(0.55)
+    assert (tide.y0, tide.y1, record.y0, record.y1) == (0.25, 0.35, 0.4, 0.5)
+    rows = words_json(words)
+    assert rows[1] == ["gauges", 0.3864, 0.25, 0.55, 0.35, 0]  # four decimals
+    again = words_from_json(rows)
+    assert [w.text for w in again] == ["Tide", "gauges", "record"]
+    assert max(abs(a.x1 - b.x1) for a, b in zip(again, words, strict=True)) < 1e-4
+    with pytest.raises(ValueError):
+        words_from_json([[7, 0, 0, 1, 1, 0]])
