@@ -209,7 +209,7 @@ def ask(ctx: click.Context, target: str, question: str, **opts: Any) -> None:
         rebuild=opts["rebuild"],
         password=opts["password"],
         on_token=stream,
-        on_event=ask_events(err),
+        on_event=ask_events(err, followup=not as_json),
         session=opts["session"],
         **options.answer_options(opts),
     )
@@ -229,11 +229,14 @@ def ask(ctx: click.Context, target: str, question: str, **opts: Any) -> None:
 @main.command()
 @click.argument("target")
 @options.ASK_OPTIONS
+@options.password_option("Password for an encrypted PDF TARGET (or set FATHOM_PDF_PASSWORD).")
+@options.SHOW_OPTION
 @click.pass_context
 def chat(ctx: click.Context, target: str, **opts: Any) -> None:
     """Ask questions about TARGET one after another, with the index and models kept loaded.
     A follow-up ("How well does it do on HotpotQA?") is made standalone from the turns before
-    it. /sources, /doc PATTERN, /clear and /help; Ctrl-C stops an answer being written."""
+    it. /sources, /show [DIR], /doc PATTERN, /clear and /help; Ctrl-C stops an answer being
+    written."""
     from fathom import commands
     from fathom.core.errors import FathomError
     from fathom.render import (
@@ -251,7 +254,10 @@ def chat(ctx: click.Context, target: str, **opts: Any) -> None:
     err = stderr_console()
     display = IngestProgress(enabled=True)
     answer_opts = options.answer_options(opts)
-    with commands.Chat(cfg, target, display=display, docs=answer_opts.pop("docs")) as session:
+    docs, show = answer_opts.pop("docs"), opts["show"]
+    with commands.Chat(
+        cfg, target, display=display, docs=docs, show=show, password=opts["password"]
+    ) as session:
         within = f" ({docs_note(session.docs)})" if session.docs else ""
         err.print(
             plain(
@@ -283,6 +289,8 @@ def chat(ctx: click.Context, target: str, **opts: Any) -> None:
                 err.print("\n[yellow]stopped[/yellow] — the answer was not kept")
                 continue
             render_answer(answer, streamed=stream.started)
+            if show is not None:  # --show: after every answer, what /show shows
+                render_chat_command("show", session.show())
 
 
 @main.command("show")

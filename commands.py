@@ -139,6 +139,7 @@ CHAT_HELP = (
     "standalone from the turns before it, and the report shows how.\n"
     "/sources        the last answer's sources\n"
     "/doc PATTERN    read only the documents PATTERN selects (as --doc); /doc alone: all\n"
+    "/show [DIR]     the last answer's cited pages and passages where they stand, as --show\n"
     "/clear          forget the turns so far (the next question starts afresh)\n"
     "/help           this help\n"
     "Ctrl-C stops an answer being written; Ctrl-C at the prompt, Ctrl-D or an empty line "
@@ -152,17 +153,28 @@ class Chat:
     (``stages.followup``); every answer is recorded in the history. Closes the Engine on
     leaving. ``docs``, the session's document patterns (``/doc`` changes them), are checked
     before the first question: the documents they select (``DocFilter.to_dict``) are
-    ``self.docs``."""
+    ``self.docs``. ``show``: the folder ``--show`` gave (``""``: the default; None: no
+    ``--show``), where ``/show`` writes too; ``password`` opens an encrypted PDF."""
 
-    def __init__(self, cfg: Any, target: str, display: Display, docs: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        cfg: Any,
+        target: str,
+        display: Display,
+        docs: tuple[str, ...] = (),
+        *,
+        show: str | None = None,
+        password: str | None = None,
+    ):
         from fathom.index.targets import resolve_target
         from fathom.stages.pipeline import Engine
 
         self.cfg, self.target = cfg, target
+        self.show_folder, self.password = show, password
         self.turns: list[Any] = []  # stages.followup.Turn, oldest first
         self.last: Any = None  # the last answer
         with display as prog:
-            self.collection = resolve_target(cfg, target, progress=prog)
+            self.collection = resolve_target(cfg, target, progress=prog, password=password)
         self.engine = Engine(cfg, self.collection)
         try:
             self.set_docs(docs)
@@ -200,14 +212,26 @@ class Chat:
         self.last = answer
         return answer
 
+    def show(self, folder: str | None = None) -> list[Any] | None:
+        """The last answer's cited sources where they stand, as ``ask --show`` shows them
+        (``show_answer``), written into ``folder`` (None: the session's ``--show`` folder,
+        else the default); None before any answer."""
+        if self.last is None:
+            return None
+        where = self.show_folder if folder is None else folder
+        return show_answer(self.cfg, self.last, where or "", password=self.password)
+
     def command(self, line: str) -> tuple[str, Any]:
         """A slash command (``CHAT_HELP``): ``(what it did, what to show)``: ``("sources",
-        the last answer or None)``, ``("doc", the selection or None)``, ``("clear", turns
-        forgotten)``, ``("help", text)``, or ``("unknown", the command)``."""
+        the last answer or None)``, ``("show", what ``show`` wrote or None)``, ``("doc", the
+        selection or None)``, ``("clear", turns forgotten)``, ``("help", text)``, or
+        ``("unknown", the command)``."""
         name, _, arg = line.strip().partition(" ")
         name = name.lower()
         if name == "/sources":
             return "sources", self.last
+        if name == "/show":
+            return "show", self.show(arg.strip() or None)
         if name == "/doc":
             return "doc", self.set_docs((arg.strip(),) if arg.strip() else ())
         if name == "/clear":

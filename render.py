@@ -220,9 +220,24 @@ class AnswerStream:
         sys.stdout.flush()
 
 
-def ask_events(console):
+def ask_events(console, followup: bool = True):
+    """The Engine's events while it answers: a rewritten follow-up (``Answer.followup``: as
+    asked, as answered, how) on stdout as soon as it is known, before the answer streams
+    (``followup`` False: not at all, for --json); a low-confidence answer retried deeper."""
+
     def on_event(event: str, **info: Any) -> None:
-        if event == "escalate":
+        follow = info.get("followup") or {}
+        if event == "followup" and followup and follow["method"] != "unchanged":
+            from rich.console import Console
+
+            Console().print(
+                f"[bold]Follow-up[/bold] {plain(follow['asked'])} → asked as "
+                f"{plain(follow['question'])} ({follow['method']}"
+                + (f", subject {plain(follow['subject'])}" if follow["subject"] else "")
+                + ")",
+                highlight=False,
+            )
+        elif event == "escalate":
             console.print(
                 f"[yellow]low confidence ({info['confidence']:.2f}) → retrieving deeper "
                 f"(k = {info['k']}) and regenerating[/yellow]"
@@ -363,8 +378,8 @@ def _answerer_note(answer: Any) -> str:
 
 def render_answer(answer, streamed: bool = False, as_json: bool = False, shown=None) -> None:
     """The answer panel (unless it was streamed and is final), its sources, the decision,
-    confidence, portfolio, latency, tokens and notices; with ``--json``, one object (with
-    ``shown``, what ``--show`` wrote, when it is given)."""
+    confidence, portfolio, latency, tokens and notices (a follow-up's rewrite came earlier:
+    ``ask_events``); with ``--json``, one object (with ``shown``, what ``--show`` wrote)."""
     if as_json:
         out = answer.to_dict()
         print_json(out if shown is None else {**out, "shown": [s.to_dict() for s in shown]})
@@ -382,7 +397,6 @@ def render_answer(answer, streamed: bool = False, as_json: bool = False, shown=N
         out.print(Panel(plain(answer.text), title=title, expand=False))
     if answer.sources:
         out.print(sources_table(answer))
-    print_followup(out, answer.followup)
     d, conf = tr.decision, answer.confidence
     out.print(
         f"[bold]Decision[/bold] {tr.query_type.replace('_', '-')} question · policy "
@@ -423,26 +437,17 @@ def render_answer(answer, streamed: bool = False, as_json: bool = False, shown=N
         out.print("[yellow]note[/yellow]", plain(notice), highlight=False)
 
 
-def print_followup(out, follow: dict | None) -> None:
-    """A rewritten follow-up (``Answer.followup``): as asked, as answered, how."""
-    if not follow or follow["method"] == "unchanged":
-        return
-    out.print(
-        f"[bold]Follow-up[/bold] {plain(follow['asked'])} → asked as "
-        f"{plain(follow['question'])} ({follow['method']}"
-        + (f", subject {plain(follow['subject'])}" if follow["subject"] else "")
-        + ")",
-        highlight=False,
-    )
-
-
 def render_chat_command(kind: str, shown: Any) -> None:
-    """What a chat slash command did (``commands.Chat.command``): the last answer's sources
-    on stdout; the rest on stderr."""
+    """What a chat slash command did (``commands.Chat.command``): the last answer's sources,
+    or its cited sources where they stand (``render_shown``), on stdout; the rest on stderr."""
     from rich.console import Console
 
     err = stderr_console()
-    if kind == "sources":
+    if kind == "show" and shown is not None:
+        render_shown(shown)
+    elif kind == "show":
+        err.print("nothing to show yet — ask a question first", highlight=False)
+    elif kind == "sources":
         if shown is None or not shown.sources:
             err.print("no sources yet — ask a question first", highlight=False)
         else:

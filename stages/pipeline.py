@@ -92,12 +92,15 @@ class Engine:
         policy, else the strategy. ``docs``: patterns of the documents to read
         (``index.doc_filter``; default all). ``turns``: the conversation so far (``chat``,
         ``ask --session``; None: not in one): a follow-up is made standalone first
-        (``stages.followup``), and the answer's ``followup`` says how."""
+        (``stages.followup``), and the answer's ``followup`` says how; ``on_event`` hears it
+        as ``("followup", followup=…)`` as soon as it is known, before retrieval."""
         follow = None
         if turns is not None:
             t = time.perf_counter()
             follow = rewrite(question, turns, self.generator)
             question, rewrite_ms = follow.question, elapsed_ms(t)
+            if on_event is not None:  # so a caller can say it before the answer streams
+                on_event("followup", followup=follow.to_dict())
         prepared, policy = prepare_for(self.parts, question, k, policy, docs)
         answer = self.answer(
             prepared,

@@ -95,6 +95,51 @@ def test_printf_follow_up_is_answered_from_the_hotpotqa_results(react_pdf: Path)
     assert f"Follow-up {rewritten} (rule, subject ReAct)" in second
 
 
+REWRITTEN = (
+    "Follow-up How well does it do on HotpotQA? → asked as How well does ReAct do on HotpotQA? "
+    "(rule, subject ReAct)"
+)
+
+
+@pytest.fixture
+def streaming(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Answers stream as on a terminal (CliRunner's stdout is not one)."""
+    from fathom import render
+
+    class Streaming(render.AnswerStream):
+        def __init__(self, enabled: bool) -> None:
+            super().__init__(enabled=True)
+
+    monkeypatch.setattr(render, "AnswerStream", Streaming)
+
+
+def test_the_rewrite_is_said_once_before_the_answer_streams(react_pdf: Path, streaming) -> None:
+    output = chat(
+        react_pdf,
+        ["Which two abilities does ReAct interleave?", "How well does it do on HotpotQA?"],
+    )
+    assert "─ Answer ─" not in output  # streamed, not drawn in a panel
+    second = output.partition("? How well does it do on HotpotQA?")[2]
+    assert output.count("Follow-up") == 1 and REWRITTEN in second
+    # the line, then the streamed answer, then its sources
+    assert second.index(REWRITTEN) < second.index("35.1") < second.index("Sources")
+
+
+def test_ask_session_says_the_rewrite_before_the_answer_streams(react_pdf: Path, streaming) -> None:
+    runner = CliRunner()
+    opts = ["--generator", "extractive", "--session", "paper"]
+    one = runner.invoke(
+        main, ["ask", str(react_pdf), "Which two abilities does ReAct interleave?", *opts]
+    )
+    assert one.exit_code == 0, one.output
+    assert "Follow-up" not in one.stdout  # the first turn: nothing to rewrite
+    two = runner.invoke(main, ["ask", str(react_pdf), "How well does it do on HotpotQA?", *opts])
+    assert two.exit_code == 0, two.output
+    out = " ".join(two.stdout.replace("│", " ").split())
+    assert out.count("Follow-up") == 1
+    assert out.index(REWRITTEN) < out.index("35.1") < out.index("Sources")
+
+
 def test_follow_up_cites_the_results_page_and_json_carries_both_questions(
     react_pdf: Path, fathom_home: Path
 ) -> None:

@@ -1,6 +1,7 @@
-"""``fathom ask --show`` and ``fathom show``: each cited page written as a PNG and its path
-printed when stdout is not a terminal, the kitty and iTerm2 escape sequences when asked for,
-which terminals are taken to draw pictures, a text passage marked, ``--json``, and the errors."""
+"""``fathom ask --show``, ``fathom chat --show`` and ``/show``, and ``fathom show``: each cited
+page written as a PNG and its path printed when stdout is not a terminal, the kitty and iTerm2
+escape sequences when asked for, which terminals are taken to draw pictures, a text passage
+marked, ``--json``, and the errors."""
 
 from __future__ import annotations
 
@@ -113,6 +114,52 @@ def test_show_draws_the_page_in_a_terminal_that_asks_for_it(guide: Path, tmp_pat
     shown = json.loads(res.stdout)
     assert shown["collection"] == "guide" and shown["chunk_id"] == chunk
     assert shown["shown"][0]["file"].endswith(f"shown/guide-{chunk}-p3.png")
+
+
+def chat(guide: Path, lines: list[str], *extra: str):
+    res = CliRunner().invoke(
+        cli.main,
+        ["chat", str(guide), "--generator", "extractive", *extra],
+        input="\n".join(lines) + "\n",
+    )
+    assert res.exit_code == 0, res.output
+    return res
+
+
+def test_chat_show_writes_each_answers_cited_page(guide: Path, tmp_path: Path) -> None:
+    out = tmp_path / "pages"
+    res = chat(guide, [QUESTION, "Where does Fathom keep its data?"], "--show", str(out))
+    pngs = sorted(out.glob("*.png"))
+    assert [p.name[-7:] for p in pngs] == ["-p1.png", "-p3.png"]  # one per answer
+    assert all(p.read_bytes().startswith(PNG) for p in pngs)
+    exit_line = f"[1] Fathom User Guide · page 3 (text layer) → {pngs[1]}"
+    data_line = f"[1] Fathom User Guide · page 1 (text layer) → {pngs[0]}"
+    lines = res.stdout.splitlines()
+    assert exit_line in lines and data_line in lines
+    # each answer's page comes after that answer and before the next
+    first, second = (m.start() for m in re.finditer("─ Answer ─", res.stdout))
+    assert first < res.stdout.index(exit_line) < second < res.stdout.index(data_line)
+
+
+def test_chat_slash_show_shows_the_last_answers_pages(guide: Path, tmp_path: Path) -> None:
+    out = tmp_path / "pages"
+    res = chat(guide, ["/show", QUESTION, f"/show {out}", "/show"])
+    # before any answer there is nothing to show, and nothing is written
+    assert res.stderr.count("nothing to show yet — ask a question first") == 1
+    [png] = out.glob("*.png")
+    assert png.name.endswith("-p3.png") and png.read_bytes().startswith(PNG)
+    assert f"[1] Fathom User Guide · page 3 (text layer) → {png}" in res.stdout.splitlines()
+    # /show alone writes into FATHOM_HOME/shown, as ask --show does
+    [home] = (tmp_path / "fathom-home" / "shown").glob("*.png")
+    assert home.name == png.name
+    assert res.stdout.index(str(png)) < res.stdout.index(str(home))
+
+
+def test_chat_slash_show_before_any_answer_says_so(guide: Path, tmp_path: Path) -> None:
+    res = chat(guide, ["/show", "/help"])
+    assert "nothing to show yet — ask a question first" in res.stderr
+    assert "/show [DIR]" in res.stderr  # /help lists it
+    assert "→" not in res.stdout and not (tmp_path / "fathom-home" / "shown").exists()
 
 
 class _Tty(io.StringIO):
