@@ -401,23 +401,7 @@ class _Run:
         words: PageWords = {}  # what OCR read on each page, for showing it without OCR
 
         try:
-            doc = ingestion.load_document(
-                path,
-                ingestion.LoadOptions(
-                    max_bytes=max_bytes,
-                    password=self.password,
-                    ocr=ingestion.OcrSettings(
-                        ing.ocr,
-                        ing.ocr_min_confidence,
-                        ing.ocr_dpi,
-                        page_timeout_s=ing.ocr_page_timeout_s,
-                    ),
-                    on_page=on_page,
-                    on_words=words.__setitem__,
-                    timeout_s=ing.file_timeout_s,
-                    max_text_chars=ing.max_text_mb << 20,
-                ),
-            )
+            doc = ingestion.load_document(path, self._load_options(on_page, words.__setitem__))
         except ParseError as exc:
             self.fail(spath, str(exc), sha)
             return
@@ -425,6 +409,27 @@ class _Run:
             self.fail(spath, f"{spath}: unexpected parser error ({type(exc).__name__}: {exc})", sha)
             return
         self.admit(doc, size, words)
+
+    def _load_options(self, on_page: Any, on_words: Any) -> Any:
+        """The loaders' options from ``ingest.*``: limits, password, OCR, the callbacks that
+        report OCR progress and keep the words OCR read."""
+        from fathom import ingestion
+
+        ing = self.cfg.ingest
+        return ingestion.LoadOptions(
+            max_bytes=ing.max_file_mb << 20,
+            password=self.password,
+            ocr=ingestion.OcrSettings(
+                ing.ocr,
+                ing.ocr_min_confidence,
+                ing.ocr_dpi,
+                page_timeout_s=ing.ocr_page_timeout_s,
+            ),
+            on_page=on_page,
+            on_words=on_words,
+            timeout_s=ing.file_timeout_s,
+            max_text_chars=ing.max_text_mb << 20,
+        )
 
     def carry_over_old(self) -> bool:
         """Old documents not seen this run: dropped if under a given root or gone from disk,

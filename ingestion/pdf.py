@@ -107,17 +107,7 @@ class PdfLoader:
         meta_title = sensible_title(meta_title) or layout_title(pages, ocr_pages)
         assembled = assemble(blocks, n_pages=n_pages, extra_sections=extra_sections)
         if not assembled.text.strip():
-            if self.options.ocr.mode == "never":
-                raise ParseError(
-                    name,
-                    "no extractable text (scanned?) and ingest.ocr is never",
-                    'set ingest.ocr = "auto" to read it by OCR, or convert it first',
-                )
-            raise ParseError(
-                name,
-                "no extractable text (scanned?), and OCR found none it could trust",
-                "OCR needs a clearer scan (or a lower ingest.ocr_min_confidence); or convert it",
-            )
+            raise _no_text(name, self.options.ocr.mode)
         assembled = mark_ocr_sections(assembled, ocr_pages)
         empty = [p.number for p in assembled.pages if p.start == p.end]
         if empty:
@@ -444,3 +434,19 @@ def quiet_pdfminer() -> None:
     logger = logging.getLogger("pdfminer")
     if logger.level == logging.NOTSET:
         logger.setLevel(logging.ERROR)
+
+
+def _no_text(name: str, ocr_mode: str) -> ParseError:
+    """The error for a PDF with no text: none in its text layer, and none OCR could trust
+    (or OCR off)."""
+    if ocr_mode == "never":
+        return ParseError(
+            name,
+            "no extractable text (scanned?) and ingest.ocr is never",
+            'set ingest.ocr = "auto" to read it by OCR, or convert it first',
+        )
+    return ParseError(
+        name,
+        "no extractable text (scanned?), and OCR found none it could trust",
+        "OCR needs a clearer scan (or a lower ingest.ocr_min_confidence); or convert it",
+    )
