@@ -40,6 +40,19 @@ def policy() -> None:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True)
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local")
+@click.option(
+    "--reading/--no-reading",
+    default=True,
+    show_default=True,
+    help="Also log what Fathom's reader makes of each question's candidates (a policy that "
+    "reads passages trains on them).",
+)
+@click.option(
+    "--context-only",
+    is_flag=True,
+    help="Score each budget's context without generating an answer (judges recall and qrels "
+    "only; the latencies then leave out generation).",
+)
 @click.option("--out", "out", type=click.Path(path_type=Path), required=True)
 @click.pass_context
 def policy_sweep(ctx: click.Context, **opts: Any) -> None:
@@ -115,6 +128,13 @@ def policy_sweep(ctx: click.Context, **opts: Any) -> None:
     "--balance-sets",
     is_flag=True,
     help="forest: every --sweep weighs the same in training, however many questions it has.",
+)
+@click.option(
+    "--reading/--no-reading",
+    default=True,
+    show_default=True,
+    help="forest: learn from the reader's readings too, where every --sweep logged them (the "
+    "policy then reads the candidates before deciding).",
 )
 @click.option("--trees", type=click.IntRange(1), default=100, show_default=True)
 @click.option("--max-depth", type=click.IntRange(1), default=10, show_default=True)

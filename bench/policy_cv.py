@@ -70,6 +70,7 @@ def out_of_fold(
     lam: float,
     preferences: tuple[str, ...],
     balance_sets: bool = False,
+    reading: bool = True,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Each question's forest probabilities and chosen budget index per preference, from the
     forest trained on the other folds."""
@@ -88,9 +89,10 @@ def out_of_fold(
             seed=seed,
             cost=lam,
             balance_sets=balance_sets,
+            reading=reading,
         )
         part = sweep.subset(held)
-        p = forest.predict_proba(part.features)
+        p = forest.predict_proba(part.inputs(forest.feature_names))
         proba[held] = p
         own = own_tokens(forest, part, f"fold {f}")
         for prefer in preferences:
@@ -165,6 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--balance-sets", action="store_true", help="each set weighs the same (as policy train)"
     )
+    ap.add_argument(
+        "--no-reading",
+        dest="reading",
+        action="store_false",
+        help="the probe's features alone, where the sweeps logged the reader's too",
+    )
     ap.add_argument("--out", type=Path, default=default_out("policy_cv"))
     args = ap.parse_args(argv)
     if args.test and args.policy is None:
@@ -189,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         proba, choice = out_of_fold(
             train, folds, seed=seed, trees=args.trees, max_depth=args.max_depth,
             lam=args.lam, preferences=PREFERENCES, balance_sets=args.balance_sets,
+            reading=args.reading,
         )  # fmt: skip
         if first_proba is None:
             first_proba, first_choice = proba, choice
@@ -207,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         "max_depth": args.max_depth,
         "lambda": args.lam,
         "balance_sets": args.balance_sets,
+        "reading": args.reading and train.reading is not None,
         "cv": {},
         "shift": {},
     }
@@ -257,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"{test_dir}: no training sweep of {name}; no shift table")
                 continue
             rows = np.flatnonzero(names == name)
-            held_proba = policy.predict_proba(test.features).astype(np.float64)
+            held_proba = policy.predict_proba(test.inputs(policy.feature_names)).astype(np.float64)
             held_choice = policy.choose(
                 held_proba,
                 reading=ReadingCost("quality"),

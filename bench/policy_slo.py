@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     for strict in (False, True):
         for eps in (float(x) for x in args.epsilons.split(",")):
             forest = train_forest(train, epsilon=eps, slo_ms=slo, seed=args.seed, strict_slo=strict)
-            proba = forest.predict_proba(test.features)
+            proba = forest.predict_proba(test.inputs(forest.feature_names))
             tag = f"forest{' strict' if strict else ''} ε={eps:g}"
             for c in (float(x) for x in args.confidences.split(",")):
                 choices[f"{tag} c={c:g}"] = forest.choose(proba, confidence=c)

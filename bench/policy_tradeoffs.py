@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         for j, b in enumerate(test.budgets):
             rows["none" if b == 0 else f"fixed:{b}"] = score(test, np.full(n, j), boot, doc_boot)
         if forest is not None:
-            proba = forest.predict_proba(test.features)
+            proba = forest.predict_proba(test.inputs(forest.feature_names))
             own = own_tokens(forest, test, name)
             for lam in lambdas:
                 choice = forest.choose(proba, cost=lam, tokens=own)
@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
                     test, forest.choose(proba, confidence=c), boot, doc_boot
                 )
         for path, given in given_policies.items():
-            given_proba = given.predict_proba(test.features)
+            given_proba = given.predict_proba(test.inputs(given.feature_names))
             given_own = own_tokens(given, test, name)
             for prefer in PREFERENCES:
                 choice = given.choose(given_proba, reading=ReadingCost(prefer), tokens=given_own)
@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
             first = next(iter(given_policies))
             given = given_policies[first]
             choice = given.choose(
-                given.predict_proba(test.features),
+                given.predict_proba(test.inputs(given.feature_names)),
                 reading=ReadingCost(),
                 tokens=own_tokens(given, test, name),
             )

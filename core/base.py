@@ -223,7 +223,9 @@ class DepthQuery:
     """What a depth policy decides from: the question, its probe, its query type and the type
     probabilities, the query vector ``(dim,) float32`` (None where none was embedded) and, for
     a policy that prices its choice, what a context token costs the answering backend
-    (``router.cost.ReadingCost``; None otherwise)."""
+    (``router.cost.ReadingCost``; None otherwise); for a policy that reads passages, the
+    probe's first candidates as Fathom's reader read them, best reading first (each hit's
+    ``scores["reading"]`` and ``scores["margin"]``; None where the reader could not run)."""
 
     question: str
     probe: Probe
@@ -231,6 +233,7 @@ class DepthQuery:
     type_probs: dict[str, float] | None = None
     qvec: Any = None
     cost: Any = None
+    readings: tuple[Hit, ...] | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -280,15 +283,18 @@ class DepthPolicy(Protocol):
     what it needs of one ``DepthQuery`` (the probe, the query type and its probabilities, the
     query vector, the reading cost).
 
-    Two attributes tell the Engine how the decision is carried out, so it never asks which
-    class a policy is: ``follows_strategy`` (the depth is the query type's strategy default,
-    so that type's context budget and whole-document map-reduce apply) and ``climb`` (a
+    Three attributes tell the Engine how the decision is carried out, so it never asks which
+    class a policy is: ``reads_passages`` (``decide`` reads the reader's readings of the
+    candidates, so the Engine reads them first), ``follows_strategy`` (the depth is the query
+    type's strategy default, so that type's context budget and whole-document map-reduce
+    apply) and ``climb`` (a
     ``router.cascade.Cascade`` whose ladder the answer climbs while its confidence is low;
     None for a one-shot decision)."""
 
     name: str
     deepest_k: int  # how deep the probe must go for the policy (0: the default depth)
     prices_reading: bool  # whether ``decide`` reads ``cost`` (the Engine then works it out)
+    reads_passages: bool  # whether ``decide`` reads ``readings`` (the Engine reads them first)
     follows_strategy: bool
     climb: Any
 

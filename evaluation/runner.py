@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 FORMAT = 1
 JUDGES = ("contains", "f1", "qrels", "recall")
+CONTEXT_JUDGES = ("qrels", "recall")  # judges that read the context, not the answer
 
 Progress = Callable[..., None]
 
@@ -69,6 +70,12 @@ class EvalSettings:
     ray_address: str | None = None
     cache: bool = True
     features: bool = False  # log each question's probe features (the policy sweep needs them)
+    # With ``features``: also what Fathom's reader makes of the candidates (a policy that
+    # reads passages trains on them).
+    reading: bool = False
+    # Hand each strategy's context to no generator: rows score the context alone (a sweep
+    # judged by answer recall or qrels needs no answers, and runs in a fraction of the time).
+    context_only: bool = False
     doc_split: str | None = None  # "train" / "test": only questions on that half of the documents
     split_seed: int = 0
 
@@ -273,6 +280,8 @@ def _run_identity(
         "doc_split": settings.doc_split,
         "split_seed": settings.split_seed,
         "features": settings.features,
+        "reading": settings.reading,
+        "context_only": settings.context_only,
         "config": config_fingerprint(cfg),
         # 2: every row is timed from an empty KV cache (QuestionWorker.rows); runs before that
         # may have timed deeper budgets on their shallower neighbour's cached prefix.
@@ -286,7 +295,14 @@ def _resume_run(out: Path, identity: dict[str, Any], mutable: dict[str, Any]) ->
     run_path = out / "run.json"
     old = json.loads(run_path.read_text(encoding="utf-8"))
     # Keys added after format 1 shipped default to their old meaning.
-    defaults = {"doc_split": None, "split_seed": 0, "features": False, "timing": 1}
+    defaults = {
+        "doc_split": None,
+        "split_seed": 0,
+        "features": False,
+        "reading": False,
+        "context_only": False,
+        "timing": 1,
+    }
     diff = [
         k
         for k, v in identity.items()
@@ -434,11 +450,20 @@ def sweep_settings(
     seed: int = 0,
     workers: int = 1,
     executor: str = "local",
+    reading: bool = True,
+    context_only: bool = False,
 ) -> EvalSettings:
     """The eval run a budget sweep is: one fixed-depth strategy per budget (checked: distinct,
-    non-negative, ascending), probe features logged, ``doc_split`` ``train``, ``test`` or
-    ``all``."""
+    non-negative, ascending), probe features logged (``reading``: the reader's too),
+    ``doc_split`` ``train``, ``test`` or ``all``. ``context_only``: no answers, only the
+    contexts scored — for the judges that read nothing else (``recall``, ``qrels``)."""
     from fathom.learn.sweep import budget_strategies
+
+    if context_only and judge not in CONTEXT_JUDGES:
+        raise ConfigError(
+            f"--context-only scores the context alone: the judge must be one of "
+            f"{', '.join(CONTEXT_JUDGES)}, not {judge!r}"
+        )
 
     return EvalSettings(
         questions=questions,
@@ -452,6 +477,8 @@ def sweep_settings(
         workers=workers,
         executor=executor,
         features=True,
+        reading=reading,
+        context_only=context_only,
         doc_split=None if doc_split == "all" else doc_split,
         split_seed=split_seed,
         bootstrap=200,

@@ -21,6 +21,26 @@ MIN_SUPPORT = 0.35  # a sentence counts as supported from this support score (as
 RANKED_DOCS = 100
 
 
+class ContextOnly:
+    """A generator that answers nothing: each round's context is built as the wrapped
+    generator's would be (its context window and tokenizer), then left unanswered. A sweep
+    judged by its contexts alone (``--context-only``) runs without generating."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def generate(self, question: str, hits: list[Any], **_: Any) -> Any:
+        from fathom.core.base import Draft
+
+        return Draft("", (), 0, 0, self.inner.name, self.inner.model)
+
+    def summarize(self, hits: list[Any], on_token: Any = None) -> Any:
+        return self.generate("", hits)
+
+
 def generator_settings(cfg: Any) -> dict[str, Any]:
     g = cfg.generator
     return {
@@ -179,10 +199,12 @@ class QuestionWorker:
         embedder = embedder_id_for(cfg.embedder)
         self.policies = {s.name: make_policy(s, run.get("fitted"), embedder) for s in self.specs}
         gen = make_generator(cfg.generator, cfg.models_path())
+        if run.get("context_only"):
+            gen = ContextOnly(gen)
         self.cache: CachingGenerator | None = None
         # The extractive answerer is deterministic and takes milliseconds: nothing to save,
         # and a cached quote would outlive a change to its code.
-        if run.get("cache", True) and gen.language_model:
+        if run.get("cache", True) and gen.language_model and not run.get("context_only"):
             from fathom import __version__
 
             gen = self.cache = CachingGenerator(
@@ -207,11 +229,13 @@ class QuestionWorker:
         chosen = [self.policies[s.name] for s in specs]
         depth = max(requested_depth(k, policy) for policy, k in chosen)
         prepared = self.engine.prepare(q.question, retrieve=retrieve, depth=depth)
-        features = probe_tokens = None
+        features = probe_tokens = reading = None
         if self.run.get("features") and retrieve:
             from fathom.router.features import probe_features
 
             features = probe_features(prepared.question, prepared.probe, prepared.type_probs)
+            if self.run.get("reading"):
+                reading = self._reading(prepared)
             # What each probed chunk holds, in rank order: a policy prices its depth with the
             # question's own chunks (``router.cost.ContextTokens``), fitted on these.
             probe_tokens = [h.chunk.n_tokens for h in prepared.probe.hits]
@@ -238,8 +262,22 @@ class QuestionWorker:
             if features is not None:
                 row["features"] = features
                 row["probe_tokens"] = probe_tokens
+                if reading is not None:
+                    row["reading"] = reading
             out.append(row)
         return out
+
+    def _reading(self, prepared: Any) -> list[float] | None:
+        """What Fathom's reader makes of the question's candidates
+        (``router.features.reading_features``), read as ``ask`` reads them for a policy that
+        reads passages; None when the reader cannot run."""
+        from fathom.router.features import reading_features
+        from fathom.stages.plan import passage_readings
+
+        readings = passage_readings(self.engine.parts, prepared)
+        # Read for the log, not for a decision: no budget's row pays for it as one.
+        prepared.memo.pop("read_by_reranker", None)
+        return None if readings is None else reading_features(readings, prepared.probe)
 
     def _extra(self, q: Question, prepared: Any, answer: Any, used: list) -> dict[str, Any]:
         import numpy as np

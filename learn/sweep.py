@@ -86,6 +86,7 @@ def _sweep_arrays(
     texts: list[str] = []
     groups: list[str] = []
     probed: list[list[int] | None] = []
+    readings: list[list[float] | None] = []
     for q, by_s in zip(qids, by_strategy, strict=True):
         rows = [by_s[s] for s in strategies]
         with_features = next((r for r in rows if r.get("features")), None)
@@ -97,6 +98,7 @@ def _sweep_arrays(
         groups.append(str(gold[0]))
         feats.append(with_features["features"])
         probed.append(with_features.get("probe_tokens"))
+        readings.append(with_features.get("reading"))
         quality.append([float(r["metrics"].get(metric) or 0.0) for r in rows])
         tokens.append([float(r["tokens"]["context"]) for r in rows])
         total.append([float(r["tokens"]["prompt"] + r["tokens"]["completion"]) for r in rows])
@@ -121,6 +123,7 @@ def _sweep_arrays(
         [str(run.get("questions") or directory.name)] * len(kept),
         groups,
         None if any(p is None for p in probed) else [list(p) for p in probed],  # type: ignore[union-attr]
+        None if any(r is None for r in readings) else np.asarray(readings, dtype=np.float32),
     )
 
 
@@ -177,6 +180,9 @@ def combine_sweeps(sweeps: list[Sweep]) -> Sweep:
         None
         if any(s.probe_tokens is None for s in sweeps)
         else [p for s in sweeps for p in s.probe_tokens],  # type: ignore[union-attr]
+        None
+        if any(s.reading is None for s in sweeps)
+        else np.concatenate([s.reading for s in sweeps]),
     )
 
 

@@ -46,27 +46,36 @@ def train_forest(
     strict_slo: bool = False,
     most_likely: bool = False,
     balance_sets: bool = False,
+    reading: bool = True,
 ) -> Any:
     """A ``ForestPolicy`` imitating the sweep's oracle labels, deciding by ``cost`` λ when
     given (else by ``confidence``), pricing each question's depth with its own probed chunks
     (``router.cost.ContextTokens`` fitted on the sweep; the sweep's mean context tokens per
     budget when it logged no probe tokens).
     ``balance_sets``: every document set of a combined sweep weighs the same in training,
-    however many questions it has (else each question weighs the same)."""
+    however many questions it has (else each question weighs the same).
+    ``reading``: on the reader's features too, where the sweep logged them (the policy then
+    reads the passages before deciding); their training medians stand in at ``ask`` when the
+    reader cannot run."""
+    import numpy as np
     from fathom.learn.forest import fit_forest
-    from fathom.router.features import FEATURE_NAMES
+    from fathom.router.features import FEATURE_NAMES, READING_NAMES
 
     labels = sweep_labels(sweep, epsilon, slo_ms, strict_slo)
     meta = _forest_meta(sweep, labels, embedder, epsilon, slo_ms, strict_slo)
+    names = FEATURE_NAMES
+    if reading and sweep.reading is not None:
+        names = FEATURE_NAMES + READING_NAMES
+        meta["reading_medians"] = [float(v) for v in np.median(sweep.reading, axis=0)]
     weight = set_weights(sweep) if balance_sets else None
     if weight is not None:
         meta["balance_sets"] = True
     context_tokens = _context_tokens(sweep, meta)
     return fit_forest(
-        sweep.features,
+        sweep.inputs(names),
         labels,
         sweep.budgets,
-        FEATURE_NAMES,
+        names,
         n_trees=n_trees,
         max_depth=max_depth,
         seed=seed,
@@ -215,6 +224,7 @@ def train_policy(
     max_depth: int = 10,
     confidence: float = 0.9,
     seed: int = 0,
+    reading: bool = True,
 ) -> tuple[Path, int]:
     """Train a ``kind`` (forest, reinforce or utility) depth policy on the sweeps in
     ``sweep_dirs`` combined; returns the saved file and the number of training questions."""
@@ -237,6 +247,7 @@ def train_policy(
         confidence=confidence,
         embedder=embedder_id_for(cfg.embedder),
         cost=lam,
+        reading=reading,
     )
     return model.save(out), len(sweep.qids)
 

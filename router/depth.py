@@ -28,6 +28,7 @@ class DepthPolicyBase:
     name: str = ""
     deepest_k: int = 0
     prices_reading: bool = False
+    reads_passages: bool = False
     # The depth is the query type's strategy default: that type's budget and map-reduce apply.
     follows_strategy: bool = False
     # The ``router.cascade.Cascade`` whose ladder the answer climbs while its confidence is

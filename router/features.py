@@ -27,6 +27,10 @@ Groups (``FEATURE_NAMES`` lists them in order):
 * the shape of the fused score decay (score at ranks 3, 8, 12 and 20 over the top score), the
   dense and BM25 log ranks of the top fused chunk, and the expected answer type (a number or
   date: "how many", "when", "what year"; a person: "who").
+
+A policy may also read the passages: ``READING_NAMES`` (``reading_features``) are what Fathom's
+reader made of the probe's first candidates when it reranked them — the reading the reranker
+pays for anyway, taken before the depth is decided instead of after.
 """
 
 from __future__ import annotations
@@ -80,6 +84,25 @@ FEATURE_NAMES: tuple[str, ...] = (
 )
 # Bumped whenever a feature changes meaning: a policy trained on another schema is refused.
 SCHEMA_VERSION = 3
+
+# What Fathom's reader made of the probe's first candidates (``reading_features``): a policy
+# trained with these reads the passages before it decides (``reads_passages``).
+READ_RANKS = (1, 2, 3)
+READING_NAMES: tuple[str, ...] = (
+    *(f"read_r{r}" for r in READ_RANKS),
+    "read_gap12",
+    "read_mean",
+    "read_std",
+    "read_p1",
+    "read_entropy",
+    "margin_r1",
+    "margin_max",
+    "answers_read",
+    "read_best_rank",
+    "read_first_answer_rank",
+    "read_overlap@3",
+    "read_n",
+)
 
 _WORD = re.compile(r"[A-Za-z0-9]+")
 _CAP = re.compile(r"\b[A-Z][A-Za-z0-9'’-]*")
@@ -178,6 +201,49 @@ def probe_features(
     return out
 
 
+def reading_features(readings: tuple[Hit, ...] | list[Hit], probe: Probe) -> list[float]:
+    """The ``READING_NAMES`` vector of the probe's candidates as the reader read them
+    (``readings``: best reading first, each with ``scores["reading"]`` — relevance logit plus
+    best span margin — and ``scores["margin"]`` — the best span over no-answer):
+
+    * the readings at reranked ranks 1–3, the gap between the first two, their mean and
+      deviation, the softmax share of the first and the softmax entropy (over log n): how sure
+      the reader is of its first candidate;
+    * the first candidate's span margin and the best margin, and how many candidates hold a
+      span that beats no-answer (``answers_read``): one answer, several, or none;
+    * the log probe rank of the best-read candidate and of the first candidate (in probe order)
+      with a span beating no-answer, and the overlap of the reader's first three with the
+      probe's: where in the probe's order the reading found the answer.
+    """
+    n = len(readings)
+    if n == 0:
+        return [0.0] * len(READING_NAMES)
+    read = [float(h.scores.get("reading", 0.0)) for h in readings]
+    margin = [float(h.scores.get("margin", 0.0)) for h in readings]
+    out = [read[r - 1] if n >= r else read[-1] for r in READ_RANKS]
+    out.append(read[0] - read[1] if n > 1 else 0.0)
+    mean = sum(read) / n
+    out.append(mean)
+    out.append(math.sqrt(sum((x - mean) ** 2 for x in read) / n))
+    top = max(read)
+    w = [math.exp(x - top) for x in read]
+    z = sum(w)
+    out.append(w[0] / z)
+    ent = -sum((x / z) * math.log(x / z) for x in w if x > 0)
+    out.append(ent / math.log(n) if n > 1 else 0.0)
+    out.append(margin[0])
+    out.append(max(margin))
+    out.append(float(sum(1 for m in margin if m > 0)))
+    position = {h.chunk.chunk_id: i for i, h in enumerate(probe.hits)}
+    ranks = [position.get(h.chunk.chunk_id, n) for h in readings]
+    out.append(math.log1p(ranks[0]))
+    answering = [r for r, m in zip(ranks, margin, strict=True) if m > 0]
+    out.append(math.log1p(min(answering)) if answering else math.log1p(2 * TOP_N))
+    out.append(len({r for r in ranks[:3] if r < 3}) / 3)
+    out.append(float(n))
+    return out
+
+
 def _agreement(hits: tuple[Hit, ...]) -> list[float]:
     """overlap@1, @5, @10 and the rank-biased overlap of the dense and BM25 rankings."""
     # Each retriever's ranking, as positions into ``hits``.
@@ -268,15 +334,21 @@ def _coverage(present: list[list[bool]]) -> list[float]:
 
 
 def write_policy_meta(
-    path: Path, kind: str, fmt: int, budgets: tuple[int, ...], extra: dict[str, Any]
+    path: Path,
+    kind: str,
+    fmt: int,
+    budgets: tuple[int, ...],
+    extra: dict[str, Any],
+    feature_names: tuple[str, ...] = FEATURE_NAMES,
 ) -> None:
     """A learned policy's JSON metadata beside its weights (``path`` with ``.json``), stamped
-    with this feature schema."""
+    with this feature schema (``feature_names``: the probe's, or the probe's then the
+    reader's)."""
     meta = {
         "format": fmt,
         "kind": kind,
         "budgets": list(budgets),
-        "feature_names": list(FEATURE_NAMES),
+        "feature_names": list(feature_names),
         "feature_schema": SCHEMA_VERSION,
         **extra,
     }
@@ -286,10 +358,16 @@ def write_policy_meta(
 
 
 def read_policy_meta(
-    path: Path, kind: str, fmt: int, weights_suffix: str, expect_embedder: str | None = None
+    path: Path,
+    kind: str,
+    fmt: int,
+    weights_suffix: str,
+    expect_embedder: str | None = None,
+    may_read: bool = False,
 ) -> dict[str, Any]:
     """The metadata of a learned ``kind`` policy at ``path``, checked: the files exist, the
-    format and kind match, the features are this Fathom's, the embedder is the collection's."""
+    format and kind match, the features are this Fathom's (``may_read``: the probe's then the
+    reader's are this kind's too), the embedder is the collection's."""
     meta_path, weights = path.with_suffix(".json"), path.with_suffix(weights_suffix)
     if not meta_path.is_file() or not weights.is_file():
         raise FathomError(
@@ -299,7 +377,8 @@ def read_policy_meta(
     if meta.get("kind") != kind or meta.get("format") != fmt:
         raise FathomError(f"{meta_path}: not a format-{fmt} {kind} policy")
     if (
-        tuple(meta.get("feature_names") or ()) != FEATURE_NAMES
+        tuple(meta.get("feature_names") or ())
+        not in (FEATURE_NAMES, *((FEATURE_NAMES + READING_NAMES,) if may_read else ()))
         or meta.get("feature_schema", SCHEMA_VERSION) != SCHEMA_VERSION
     ):
         raise FathomError(

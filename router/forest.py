@@ -132,6 +132,28 @@ class ForestPolicy(DepthPolicyBase):
         return max(self.budgets, default=0)
 
     @property
+    def reads_passages(self) -> bool:
+        """Whether it was trained on the reader's readings of the candidates
+        (``router.features.READING_NAMES``): the Engine then reads them before deciding."""
+        from fathom.router.features import READING_NAMES
+
+        return self.feature_names[-len(READING_NAMES) :] == READING_NAMES
+
+    def features(self, query: DepthQuery) -> tuple[list[float], bool]:
+        """The feature vector of ``query`` in ``feature_names`` order, and whether its readings
+        were missing (the reader could not run): the readings' features then take their
+        training medians (``meta["reading_medians"]``)."""
+        from fathom.router.features import READING_NAMES, probe_features, reading_features
+
+        f = probe_features(query.question, query.probe, query.type_probs)
+        if not self.reads_passages:
+            return f, False
+        if query.readings is None:
+            medians = self.meta.get("reading_medians") or [0.0] * len(READING_NAMES)
+            return f + [float(v) for v in medians], True
+        return f + reading_features(query.readings, query.probe), False
+
+    @property
     def prices_reading(self) -> bool:
         """Whether the cost rule decides: its tokens are then priced in the answering
         backend's unit (``decide``'s ``cost``)."""
@@ -290,11 +312,9 @@ class ForestPolicy(DepthPolicyBase):
         )
 
     def decide(self, query: DepthQuery) -> Decision:
-        from fathom.router.features import probe_features
-
         t = time.perf_counter()
         probe = query.probe
-        f = probe_features(query.question, probe, query.type_probs)
+        f, unread = self.features(query)
         leaves, parents, children = self._walk(f)
         proba = self._mean_leaf(leaves)
         # Priced as ask prices it: in the answering backend's unit, balanced when none is said.
@@ -334,6 +354,8 @@ class ForestPolicy(DepthPolicyBase):
         reason += f"; driven by {drivers}"
         if proba[nb] >= 0.2:
             reason += f"; P(no depth suffices) = {float(proba[nb]):.2f}"
+        if unread:
+            reason += "; the reader could not run, so its features took their usual values"
         if k < self.budgets[i]:
             reason += f"; only {len(probe.hits)} chunks found"
         scores = {f"p_k{b}": round(float(p), 4) for b, p in zip(self.budgets, proba, strict=False)}
@@ -413,7 +435,8 @@ class ForestPolicy(DepthPolicyBase):
             "forest",
             FORMAT,
             self.budgets,
-            {
+            feature_names=self.feature_names,
+            extra={
                 "confidence": self.confidence,
                 "cost": self.cost,
                 "most_likely": self.most_likely,
@@ -435,7 +458,9 @@ class ForestPolicy(DepthPolicyBase):
         from fathom.router.features import read_policy_meta
 
         arr_path = Path(path).with_suffix(".npz")
-        meta = read_policy_meta(Path(path), "forest", FORMAT, ".npz", expect_embedder)
+        meta = read_policy_meta(
+            Path(path), "forest", FORMAT, ".npz", expect_embedder, may_read=True
+        )
         with np.load(arr_path, allow_pickle=False) as data:
             trees = [
                 TreeArrays(

@@ -38,6 +38,27 @@ class Sweep:
     # Per question: its probed chunks' token counts in rank order (None: a sweep made before
     # rows logged them), what ``router.cost.ContextTokens`` is fitted on and prices.
     probe_tokens: list[list[int]] | None = None
+    # ``(n_questions, len(READING_NAMES))``: what Fathom's reader made of each question's
+    # candidates (``router.features.reading_features``); None: the sweep did not read them.
+    reading: Any = None
+
+    def inputs(self, feature_names: tuple[str, ...]) -> Any:
+        """The rows a policy over ``feature_names`` reads: the probe features, then the
+        reader's where the names go on with them."""
+        import numpy as np
+        from fathom.core.errors import FathomError
+        from fathom.router.features import FEATURE_NAMES, READING_NAMES
+
+        if tuple(feature_names) == FEATURE_NAMES:
+            return self.features
+        if tuple(feature_names) != FEATURE_NAMES + READING_NAMES:
+            raise FathomError("the policy's features are not this Fathom's: retrain it")
+        if self.reading is None:
+            raise FathomError(
+                "this policy reads passages, and the sweep logged no readings "
+                "(`fathom policy sweep` without --no-reading)"
+            )
+        return np.concatenate([self.features, self.reading], axis=1)
 
     def probe_sums(self) -> tuple[Any, Any] | None:
         """``router.cost.probe_sums`` over this sweep's budgets; None without probe tokens."""
@@ -72,6 +93,7 @@ class Sweep:
             sets=pick(self.sets),
             groups=pick(self.groups),
             probe_tokens=pick(self.probe_tokens),
+            reading=take(self.reading),
         )
 
     @property

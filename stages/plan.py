@@ -96,10 +96,13 @@ def plan(
     from fathom.router.depth import FixedDepth, StrategyDepth
 
     chooser = FixedDepth(k) if k is not None else policy or StrategyDepth(prepared.strategy)
-    decision = decide(parts, prepared, chooser, trace)
+    decision = decide(parts, prepared, chooser, trace, rerank)
     if on_decision is not None:
         on_decision(decision)
     candidates, reranked = rank_candidates(parts, prepared, decision, rerank, trace)
+    if not reranked and prepared.memo.get("read_by_reranker"):
+        # The policy read the candidates with the reranker, which then did not run (k = 0).
+        trace.add_ms("read", prepared.memo["rerank"][1])
     gen = parts.generator
     trace.backend, trace.model, trace.selection = gen.name, gen.model, gen.selection
     if generating:
@@ -122,12 +125,21 @@ def plan(
     return Plan(decision, mode, tuple(candidates), reranked, budget, chooser.climb)
 
 
-def decide(parts: Parts, prepared: Prepared, chooser: DepthPolicy, trace: Trace) -> Decision:
+def decide(
+    parts: Parts,
+    prepared: Prepared,
+    chooser: DepthPolicy,
+    trace: Trace,
+    rerank: bool | None = None,
+) -> Decision:
     """The depth ``chooser`` decides for ``prepared``, recorded on ``trace``; a policy that
-    prices its choice first learns what reading costs this generator."""
+    prices its choice first learns what reading costs this generator, and one that reads
+    passages gets the reader's readings (``passage_readings``; ``rerank``: whether the
+    candidates will be reranked, default from the config)."""
     if chooser.follows_strategy and parts.policy_notice:
         trace.notices.append(parts.policy_notice)
     cost = _reading_cost(parts, prepared, trace) if chooser.prices_reading else None
+    readings = passage_readings(parts, prepared, trace, rerank) if chooser.reads_passages else None
     t = time.perf_counter()
     query = DepthQuery(
         prepared.question,
@@ -136,6 +148,7 @@ def decide(parts: Parts, prepared: Prepared, chooser: DepthPolicy, trace: Trace)
         type_probs=prepared.type_probs,
         qvec=prepared.qvec,
         cost=cost,
+        readings=readings,
     )
     decision = chooser.decide(query)
     trace.decision = decision
@@ -181,14 +194,65 @@ def rank_candidates(
         trace.note(parts.rerank_notice)
     if pf is not None and pf.mode == "select":
         return candidates, True
+    memo = _reranked(parts, prepared, reranker, candidates)
+    trace.add_ms("rerank", memo[1])
+    return list(memo[0]), True
+
+
+def _reranked(
+    parts: Parts, prepared: Prepared, reranker: Any, candidates: list[Hit]
+) -> tuple[list[Hit], float]:
+    """``(candidates reranked, ms)``: the same for every depth, so reranked once per prepared
+    question (kept in its memo)."""
     memo = prepared.memo.get("rerank")
-    if memo is None:  # the same for every depth: rerank once per prepared question
+    if memo is None:
         t = time.perf_counter()
         n = rerank_head(parts.cfg.rerank, reranker)
         memo = (rerank_behind(reranker, prepared.question, candidates, n), elapsed_ms(t))
         prepared.memo["rerank"] = memo
-    trace.add_ms("rerank", memo[1])
-    return list(memo[0]), True
+    return memo
+
+
+def passage_readings(
+    parts: Parts, prepared: Prepared, trace: Trace | None = None, rerank: bool | None = None
+) -> tuple[Hit, ...] | None:
+    """The probe's first ``rerank.candidates`` as Fathom's reader reads them, best reading
+    first (``DepthQuery.readings``), for a depth policy that reads passages; None when the
+    reader cannot run. Where the reader is the reranker that will order the candidates, this
+    is that reranking, done before the decision instead of after it (kept for every depth);
+    otherwise (reranking off, another reranker, a portfolio) the reader reads them for the
+    decision alone, charged to the ``read`` stage. ``rerank``: whether the candidates will be
+    reranked (default from the config)."""
+    from fathom.core.errors import BackendUnavailable
+    from fathom.stages.rerank import ReaderReranker
+
+    if "readings" in prepared.memo:
+        return prepared.memo["readings"]  # type: ignore[no-any-return]
+    hits = list(prepared.probe.hits)
+    n = max(1, parts.cfg.rerank.candidates)
+    readings: tuple[Hit, ...] | None = ()
+    reranks = (
+        (parts.cfg.rerank.enabled if rerank is None else rerank)
+        and prepared.strategy.rerank
+        and prepared.portfolio is None
+        and len(hits) > 1
+    )
+    reranker = parts.reranker() if reranks else None
+    if not hits:
+        pass
+    elif isinstance(reranker, ReaderReranker):
+        readings = tuple(_reranked(parts, prepared, reranker, hits)[0][: min(n, len(hits))])
+        prepared.memo["read_by_reranker"] = True
+    else:
+        t = time.perf_counter()
+        try:
+            readings = tuple(ReaderReranker().load().rerank(prepared.question, hits[:n]))
+        except BackendUnavailable:
+            readings = None
+        if trace is not None:
+            trace.add_ms("read", elapsed_ms(t))
+    prepared.memo["readings"] = readings
+    return readings
 
 
 def decided_budget(

@@ -39,19 +39,23 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------------------------------------
 
 
-def _reordered(hits: list[Hit], scores: Iterable[float]) -> list[Hit]:
-    """New hits sorted by ``scores`` (stable), with ``rerank`` score and rank recorded."""
+def _reordered(
+    hits: list[Hit], scores: Iterable[float], extra: dict[str, list[float]] | None = None
+) -> list[Hit]:
+    """New hits sorted by ``scores`` (stable), with ``rerank`` score and rank recorded, and
+    each of ``extra``'s per-hit values under its name in ``scores``."""
     scored = list(zip(hits, (float(s) for s in scores), strict=True))
     order = sorted(range(len(scored)), key=lambda i: -scored[i][1])  # sorted() is stable
     out: list[Hit] = []
     for rank, i in enumerate(order, start=1):
         hit, s = scored[i]
+        more = {name: float(values[i]) for name, values in (extra or {}).items()}
         out.append(
             dataclasses.replace(
                 hit,
                 score=s,
                 ranks={**hit.ranks, "rerank": rank},
-                scores={**hit.scores, "rerank": s},
+                scores={**hit.scores, **more, "rerank": s},
             )
         )
     return out
@@ -284,27 +288,43 @@ class ReaderReranker:
 
     def scores(self, query: str, texts: list[str]) -> np.ndarray:
         """Each text's rerank score ``(len(texts),) float32`` (see the class docstring)."""
+        return self.read(query, texts)[0]
+
+    def read(self, query: str, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(score, reading, margin)``, each ``(len(texts),)``: the rerank score, the raw
+        reading (best window's relevance logit plus its best span's margin) and the best span's
+        margin over no-answer (the reader's abstention bar applies to it); a text without a
+        window reads just below the lowest of the others."""
         import numpy as np
         from fathom.index.reader import best_spans
 
         if not texts:
-            return np.zeros(0, dtype=np.float32)
+            empty = np.zeros(0, dtype=np.float32)
+            return empty, empty, empty
         windows = self.chosen(query, texts)
         start, end, rel = self.reader.run(windows)
         _, _, margin = best_spans(start, end, windows.passage)
         reading = np.full(len(texts), -np.inf, dtype=np.float64)
         np.maximum.at(reading, windows.owner, rel.astype(np.float64) + margin)
-        reading[~np.isfinite(reading)] = reading[np.isfinite(reading)].min(initial=0.0) - 1.0
+        best_margin = np.full(len(texts), -np.inf, dtype=np.float64)
+        np.maximum.at(best_margin, windows.owner, np.asarray(margin, dtype=np.float64))
+        for a in (reading, best_margin):
+            a[~np.isfinite(a)] = a[np.isfinite(a)].min(initial=0.0) - 1.0
         spread = reading.std()
         z = (reading - reading.mean()) / spread if spread > 0 else np.zeros_like(reading)
         prior = -np.log(np.arange(1, len(texts) + 1, dtype=np.float64))
-        return (z + self.PRIOR * prior).astype(np.float32)
+        score = (z + self.PRIOR * prior).astype(np.float32)
+        return score, reading.astype(np.float32), best_margin.astype(np.float32)
 
     def rerank(self, query: str, hits: list[Hit]) -> list[Hit]:
-        """``hits`` re-ordered by the reader's relevance (new Hit objects)."""
+        """``hits`` re-ordered by the reader's relevance (new Hit objects), each with its
+        ``reading`` and ``margin`` (``read``) in ``scores``: what a depth policy that reads
+        passages decides from."""
         if not hits:
             return []
-        return _reordered(hits, self.scores(query, [h.chunk.text for h in hits]).tolist())
+        score, reading, margin = self.read(query, [h.chunk.text for h in hits])
+        extra = {"reading": reading.tolist(), "margin": margin.tolist()}
+        return _reordered(hits, score.tolist(), extra)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from fathom.bench.support.docgen import make_qa_set
 from fathom.core.base import DepthQuery
 from fathom.core.errors import FathomError
 from fathom.learn.forest import fit_forest, forest_from_sklearn
-from fathom.router.features import FEATURE_NAMES
+from fathom.router.features import FEATURE_NAMES, READING_NAMES
 from fathom.router.forest import ForestPolicy, oracle_labels
 
 BUDGETS = (0, 1, 2, 4)
@@ -165,7 +165,8 @@ def test_sweep_train_and_evaluate_the_forest(tmp_path, monkeypatch) -> None:
     meta = json.loads(r.stdout)
     assert meta["budgets"] == [0, 1, 2, 4] and meta["training_data"]["n_questions"] >= 70
     assert meta["training_data"]["questions"] == f"$FATHOM_DATA/qa/{questions.name}"
-    assert set(meta["feature_importances"]) == set(FEATURE_NAMES)
+    # The sweep logged the reader's readings too: the forest learns from both.
+    assert set(meta["feature_importances"]) == set(FEATURE_NAMES + READING_NAMES)
     # The sweep logged each question's probed chunks: the forest prices depth with them.
     fit = meta["context_tokens_fit"]
     assert min(meta["context_tokens"].values()) >= 0 < max(meta["context_tokens"].values())
