@@ -86,6 +86,7 @@ def _sweep_arrays(
     texts: list[str] = []
     groups: list[str] = []
     probed: list[list[int] | None] = []
+    unanswered = bool(run.get("context_only"))
     readings: list[list[float] | None] = []
     for q, by_s in zip(qids, by_strategy, strict=True):
         rows = [by_s[s] for s in strategies]
@@ -103,7 +104,8 @@ def _sweep_arrays(
         tokens.append([float(r["tokens"]["context"]) for r in rows])
         total.append([float(r["tokens"]["prompt"] + r["tokens"]["completion"]) for r in rows])
         latency.append([float(r["total_ms"]) for r in rows])
-        stated.append([_stated(r) for r in rows])
+        # A context-only sweep answered nothing: no answer stated a confidence.
+        stated.append([float("nan") if unanswered else _stated(r) for r in rows])
         types.append(rows[-1]["query_type"])
         if rows[-1]["metrics"].get("answer_recall") is not None:
             recall.append(float(rows[-1]["metrics"]["answer_recall"]))

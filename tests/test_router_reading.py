@@ -140,6 +140,11 @@ def test_a_context_only_sweep_scores_the_same_contexts_without_answering(qa) -> 
         assert len(row["reading"]) == len(READING_NAMES)
         assert other["answer"] == ""
     assert any(row["answer"] for row in answered.values())
+    # No answer, no stated confidence: a cascade has nothing to climb on in such a sweep.
+    from fathom.learn.sweep import load_sweep
+
+    assert np.isnan(load_sweep("bare").confidence).all()
+    assert np.isfinite(load_sweep("answered").confidence).any()
     # Only judges that read the context alone can skip the answers.
     from fathom.cli import main
 
