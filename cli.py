@@ -282,15 +282,13 @@ def chat(ctx: click.Context, target: str, **opts: Any) -> None:
                 answer = session.ask(
                     question, on_token=stream, on_event=ask_events(err), **answer_opts
                 )
-            except FathomError as exc:
+                render_answer(answer, streamed=stream.started)
+                if show is not None:  # --show: after every answer, what /show shows
+                    render_chat_command("show", session.show())
+            except FathomError as exc:  # one question's failure, not the chat's
                 err.print("[red]error[/red]", plain(str(exc)))
-                continue
             except KeyboardInterrupt:  # Ctrl-C while answering: that answer stops, not the chat
                 err.print("\n[yellow]stopped[/yellow] — the answer was not kept")
-                continue
-            render_answer(answer, streamed=stream.started)
-            if show is not None:  # --show: after every answer, what /show shows
-                render_chat_command("show", session.show())
 
 
 @main.command("show")

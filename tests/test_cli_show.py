@@ -155,6 +155,21 @@ def test_chat_slash_show_shows_the_last_answers_pages(guide: Path, tmp_path: Pat
     assert res.stdout.index(str(png)) < res.stdout.index(str(home))
 
 
+def test_a_page_that_cannot_be_shown_does_not_end_the_chat(
+    guide: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fathom import commands
+    from fathom.core.errors import FathomError
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise FathomError("the collection cannot be reopened")
+
+    monkeypatch.setattr(commands, "show_answer", broken)
+    res = chat(guide, [QUESTION, "Where does Fathom keep its data?"], "--show", str(tmp_path))
+    assert res.stderr.count("the collection cannot be reopened") == 2
+    assert res.stdout.count("─ Answer ─") == 2  # the second question was still answered
+
+
 def test_chat_slash_show_before_any_answer_says_so(guide: Path, tmp_path: Path) -> None:
     res = chat(guide, ["/show", "/help"])
     assert "nothing to show yet — ask a question first" in res.stderr
