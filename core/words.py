@@ -190,3 +190,30 @@ def content_words(text: str) -> frozenset[str]:
         for w in _SUPPORT_WORD.findall(text)
         if w.lower() not in SUPPORT_STOPWORDS
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Questions and statements
+# ---------------------------------------------------------------------------------------------
+
+_WH = frozenset("what which who whom whose when where why how".split())
+_OPENERS = _WH | frozenset(
+    "is are was were do does did can could should would will has have had may might must shall "
+    "name list give tell describe explain define compare".split()
+)
+_ASCII_WORD = re.compile(r"[a-z']+")
+
+
+def is_statement(text: str) -> bool:
+    """Whether ``text`` states rather than asks: no question mark, no question word or
+    imperative first ("what", "does", "list"), and either a full stop at its end or no
+    question word anywhere — a claim ("Vitamin D lowers the risk of fractures.") or a bare
+    keyword query, not "Jellyfish belong to which group". Of the question sets in the data
+    folder it takes 0.2 % for statements, and all of SciFact's claims."""
+    t = text.strip()
+    if not t or "?" in t:
+        return False
+    found = _ASCII_WORD.findall(t.lower())
+    if not found or found[0] in _OPENERS:
+        return False
+    return t.endswith(".") or not _WH.intersection(found)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from fathom.core.base import Hit
 from fathom.core.errors import BackendUnavailable
-from fathom.core.words import content_terms, lexical_overlap, term_weights
+from fathom.core.words import content_terms, is_statement, lexical_overlap, term_weights
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -242,10 +242,15 @@ class ReaderReranker:
     hit's reading is its best window's relevance logit plus its best span's margin over
     no-answer; the rerank score is that reading standardised over the hits (mean 0, deviation
     1) plus ``PRIOR`` × −log(its rank in the order it came in), so the first-stage ranking
-    still counts where the reader hesitates (chosen on the training halves).
+    still counts where the reader hesitates (chosen on the training halves). A query that
+    states rather than asks (``core.words.is_statement``: a claim, a keyword query) is not what
+    the reader was trained to answer: its first-stage ranking weighs ``STATEMENT_PRIOR``
+    instead (chosen on SciFact's 809 training claims: nDCG@10 0.677 at 0.5, 0.727 at 2, 0.729
+    at 3, 0.727 at 4, against 0.724 unreranked).
     """
 
     PRIOR = 0.5
+    STATEMENT_PRIOR = 3.0
 
     def __init__(self, reader: Reader | None = None, windows_per_hit: int = 1) -> None:
         from fathom.index.reader import NAME, shared_reader
@@ -313,7 +318,8 @@ class ReaderReranker:
         spread = reading.std()
         z = (reading - reading.mean()) / spread if spread > 0 else np.zeros_like(reading)
         prior = -np.log(np.arange(1, len(texts) + 1, dtype=np.float64))
-        score = (z + self.PRIOR * prior).astype(np.float32)
+        weight = self.STATEMENT_PRIOR if is_statement(query) else self.PRIOR
+        score = (z + weight * prior).astype(np.float32)
         return score, reading.astype(np.float32), best_margin.astype(np.float32)
 
     def rerank(self, query: str, hits: list[Hit]) -> list[Hit]:

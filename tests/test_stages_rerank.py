@@ -383,3 +383,33 @@ def test_the_reader_reranker_reads_each_hits_best_window() -> None:
     check_contract(hits, out)
     assert out[0].chunk.text == long
     assert reranker.rerank("q", []) == []
+
+
+def test_a_statement_leans_on_the_first_stage_more_than_a_question() -> None:
+    import numpy as np
+    from fathom.core.words import is_statement
+    from fathom.stages.rerank import ReaderReranker
+
+    assert is_statement("Vitamin D supplements lower the risk of hip fractures.")
+    assert is_statement("ReAct HotpotQA results")
+    for asks in (
+        "What does ReAct interleave?",
+        "Jellyfish and sea anemones belong to which group",
+        "List the exit codes",
+        "",
+    ):
+        assert not is_statement(asks), asks
+    reader = ReaderReranker()
+    texts = [
+        "Bread is baked from flour, water and yeast.",
+        "The harbour was dredged in 1911.",
+        "Aldo Daliason kept his workshop in the town of Mirel until his death.",
+    ]
+    asked = reader.read("In which town did Aldo Daliason have a workshop?", texts)
+    stated = reader.read("Aldo Daliason had a workshop in the town of Mirel.", texts)
+    # The same readings weigh the incoming order 0.5 × for a question and 3 × for a claim.
+    prior = -np.log(np.arange(1, 4))
+    for (score, reading, _), weight in ((asked, 0.5), (stated, 3.0)):
+        z = (reading - reading.mean()) / reading.std()
+        np.testing.assert_allclose(score, z + weight * prior, rtol=1e-5, atol=1e-5)
+    assert int(np.argmax(asked[0])) == 2
