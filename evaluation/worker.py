@@ -199,12 +199,12 @@ class QuestionWorker:
         embedder = embedder_id_for(cfg.embedder)
         self.policies = {s.name: make_policy(s, run.get("fitted"), embedder) for s in self.specs}
         gen = make_generator(cfg.generator, cfg.models_path())
-        if run.get("context_only"):
-            gen = ContextOnly(gen)
         self.cache: CachingGenerator | None = None
         # The extractive answerer is deterministic and takes milliseconds: nothing to save,
         # and a cached quote would outlive a change to its code.
-        if run.get("cache", True) and gen.language_model and not run.get("context_only"):
+        if run.get("context_only"):
+            gen = ContextOnly(gen)
+        elif run.get("cache", True) and gen.language_model:
             from fathom import __version__
 
             gen = self.cache = CachingGenerator(
@@ -275,8 +275,6 @@ class QuestionWorker:
         from fathom.stages.plan import passage_readings
 
         readings = passage_readings(self.engine.parts, prepared)
-        # Read for the log, not for a decision: no budget's row pays for it as one.
-        prepared.memo.pop("read_by_reranker", None)
         return None if readings is None else reading_features(readings, prepared.probe)
 
     def _extra(self, q: Question, prepared: Any, answer: Any, used: list) -> dict[str, Any]:

@@ -100,7 +100,7 @@ def plan(
     if on_decision is not None:
         on_decision(decision)
     candidates, reranked = rank_candidates(parts, prepared, decision, rerank, trace)
-    if not reranked and prepared.memo.get("read_by_reranker"):
+    if chooser.reads_passages and not reranked and prepared.memo.get("read_by_reranker"):
         # The policy read the candidates with the reranker, which then did not run (k = 0).
         trace.add_ms("read", prepared.memo["rerank"][1])
     gen = parts.generator
@@ -183,9 +183,7 @@ def rank_candidates(
         trace.portfolio = pf.summary()
     fuse = pf is not None and pf.mode == "fuse"
     candidates = list(pf.fused) if fuse and pf is not None else list(prepared.probe.hits)
-    use_rerank = parts.cfg.rerank.enabled if rerank is None else rerank
-    use_rerank = use_rerank and prepared.strategy.rerank and decision.k > 0 and len(candidates) > 1
-    if not use_rerank:
+    if not (decision.k > 0 and _reranks(parts, prepared, rerank, candidates)):
         trace.reranker = "off"
         return candidates, False
     reranker = parts.reranker()
@@ -197,6 +195,13 @@ def rank_candidates(
     memo = _reranked(parts, prepared, reranker, candidates)
     trace.add_ms("rerank", memo[1])
     return list(memo[0]), True
+
+
+def _reranks(parts: Parts, prepared: Prepared, rerank: bool | None, candidates: list) -> bool:
+    """Whether ``candidates`` are reranked: ``rerank`` (default from the config), the query
+    type's strategy, and more than one to order."""
+    wanted = parts.cfg.rerank.enabled if rerank is None else rerank
+    return bool(wanted and prepared.strategy.rerank and len(candidates) > 1)
 
 
 def _reranked(
@@ -230,20 +235,13 @@ def passage_readings(
         return prepared.memo["readings"]  # type: ignore[no-any-return]
     hits = list(prepared.probe.hits)
     n = max(1, parts.cfg.rerank.candidates)
-    readings: tuple[Hit, ...] | None = ()
-    reranks = (
-        (parts.cfg.rerank.enabled if rerank is None else rerank)
-        and prepared.strategy.rerank
-        and prepared.portfolio is None
-        and len(hits) > 1
-    )
+    reranks = prepared.portfolio is None and _reranks(parts, prepared, rerank, hits)
     reranker = parts.reranker() if reranks else None
-    if not hits:
-        pass
-    elif isinstance(reranker, ReaderReranker):
-        readings = tuple(_reranked(parts, prepared, reranker, hits)[0][: min(n, len(hits))])
+    readings: tuple[Hit, ...] | None = ()
+    if isinstance(reranker, ReaderReranker):
+        readings = tuple(_reranked(parts, prepared, reranker, hits)[0][:n])
         prepared.memo["read_by_reranker"] = True
-    else:
+    elif hits:
         t = time.perf_counter()
         try:
             readings = tuple(ReaderReranker().load().rerank(prepared.question, hits[:n]))
