@@ -13,6 +13,7 @@ tiktoken's BPE file, the byte estimate (``common.estimate_tokens``).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -26,7 +27,10 @@ from fathom.stages.generate.common import estimate_tokens, import_backend
 from fathom.stages.generate.registry import BACKENDS
 from fathom.stages.generate.server import (
     Deadline,
+    PastDeadline,
+    capped_transport,
     first_line,
+    http_package,
     incomplete_stream,
     probe_json,
     refused,
@@ -131,6 +135,7 @@ class OpenAIGenerator(BaseGenerator):
         self._client: Any = None
         self._send_logprobs = True
         self._send_usage = True
+        self._deadline = threading.local()  # each thread's request's total deadline
 
     def __repr__(self) -> str:
         where = self.base_url or "api.openai.com"
@@ -163,8 +168,16 @@ class OpenAIGenerator(BaseGenerator):
                 base_url=self.base_url or None,
                 max_retries=self.cfg.retries,
                 timeout=self.cfg.timeout_s,
+                http_client=openai.DefaultHttpxClient(
+                    transport=capped_transport(openai.DefaultHttpxClient, self._left)
+                ),
             )
         return self._client
+
+    def _left(self) -> float:
+        """Seconds left of this thread's request's total deadline (``inf``: no request)."""
+        deadline = getattr(self._deadline, "now", None)
+        return math.inf if deadline is None else deadline.left()
 
     def _params(self, messages: list[dict[str, str]], stream: bool) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -189,6 +202,7 @@ class OpenAIGenerator(BaseGenerator):
         for attempt in (1, 2):
             pieces: list[str] = []
             deadline = Deadline(self.cfg.total_timeout_s, self._close_client)
+            self._deadline.now = deadline
             try:
                 with self._errors(), self._stream_errors(deadline, pieces), deadline:
                     result = self._chat(client, req.prompt, req.on_token, deadline, pieces)
@@ -197,6 +211,8 @@ class OpenAIGenerator(BaseGenerator):
                 if attempt == 2:
                     raise
                 self._send_logprobs = self._send_usage = False
+            finally:
+                self._deadline.now = None
         text, usage, finish, logprobs, model = result
         return Completion(
             text=text,
@@ -278,17 +294,17 @@ class OpenAIGenerator(BaseGenerator):
     def _stream_errors(self, deadline: Deadline, pieces: list[str]) -> Iterator[None]:
         """Name the failures the client leaves raw or vague: past the total deadline, a reply
         that is not JSON, a connection dropped in the middle of the answer."""
-        import httpx
         import openai
 
+        httpx = http_package(openai.DefaultHttpxClient)
         where = self._where()
         try:
             yield
         except FathomError:
             raise
-        except Exception as exc:
+        except (Exception, PastDeadline) as exc:
             got = len("".join(pieces))
-            if deadline.expired and not isinstance(exc, openai.APITimeoutError):
+            if deadline.expired or isinstance(exc, PastDeadline):
                 raise BackendUnavailable(
                     f"{where} did not finish the answer within generator.total_timeout_s = "
                     f"{self.cfg.total_timeout_s:g} s ({got} characters received) — raise it, "

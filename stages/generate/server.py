@@ -5,6 +5,7 @@ and the short probe their `fathom doctor` checks make."""
 from __future__ import annotations
 
 import contextlib
+import importlib
 import math
 import threading
 import time
@@ -14,6 +15,7 @@ from typing import Any
 from fathom.core.errors import BackendUnavailable, FathomError
 
 DOCTOR_TIMEOUT_S = 2.0  # a doctor probe waits no longer for a server
+_DEADLINE_SLACK_S = 0.01  # a timeout this close to the total deadline was the deadline's
 
 
 def first_line(text: str, limit: int = 300) -> str:
@@ -56,11 +58,56 @@ class Deadline:
         with contextlib.suppress(Exception):  # best effort: check() still ends the loop
             self._close()
 
+    def left(self) -> float:
+        """Seconds until the deadline (``inf`` when there is none, 0 once it has passed)."""
+        return max(0.0, self._end - time.monotonic())
+
     def check(self) -> None:
         """Raise ``DeadlinePassed`` once the time is up."""
         if self.expired or time.monotonic() >= self._end:
             self.expired = True
             raise DeadlinePassed
+
+
+def http_package(client_class: type) -> Any:
+    """The package behind an HTTP client class: ``httpx``, or the ``httpx2`` fork that newer
+    openai clients are built on (whose errors are not httpx's)."""
+    packages = (importlib.import_module(c.__module__.split(".")[0]) for c in client_class.__mro__)
+    return next(p for p in packages if hasattr(p, "HTTPTransport"))
+
+
+def capped_transport(client_class: type, left: Callable[[], float]) -> Any:
+    """A transport for ``client_class`` (an httpx ``Client``, or its httpx2 fork that newer
+    openai clients use) that shortens each request's timeouts to ``left()`` seconds, so the
+    client's own retries cannot run past the caller's total deadline: the retry after a read
+    timeout gets what is left of it, and none once it has passed."""
+    http = http_package(client_class)
+    parts = ("connect", "read", "write", "pool")
+
+    class CappedTransport(http.HTTPTransport):  # type: ignore[name-defined,misc]
+        def handle_request(self, request: Any) -> Any:
+            seconds = left()
+            if seconds <= 0:
+                raise PastDeadline
+            if seconds < math.inf:
+                timeout = dict(request.extensions.get("timeout") or dict.fromkeys(parts))
+                request.extensions["timeout"] = {
+                    part: seconds if limit is None else min(limit, seconds)
+                    for part, limit in timeout.items()
+                }
+            try:
+                return super().handle_request(request)
+            except Exception:
+                if left() <= _DEADLINE_SLACK_S:  # cut by the deadline, not failed on its own
+                    raise PastDeadline from None
+                raise
+
+    return CappedTransport()
+
+
+class PastDeadline(BaseException):
+    """A request inside an HTTP client reached the caller's total deadline. A BaseException so
+    that a client's retry loop does not catch it, back off and try again."""
 
 
 class DeadlinePassed(Exception):
