@@ -9,6 +9,7 @@ the manifest as failed, with the reason, and the rest of the batch goes on.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -268,6 +269,14 @@ class _Run:
             if d.status == "ok" and not _under(d, roots) and _file_of(d).exists()
         }
         self.admitted: set[str] = set()
+        # Indexed files no longer where they were, by content: a file found elsewhere with
+        # that content is the same document moved, and keeps its chunks and vectors.
+        self.gone = {
+            d.sha256: d
+            for d in self.old_docs
+            if d.status == "ok" and d.sha256 and not d.source_id and not _file_of(d).exists()
+        }
+        self.moved_from: set[str] = set()
 
     def _result(self, path: str, status: str, reason: str = "", **info: Any) -> None:
         self.report.files.append(
@@ -289,12 +298,24 @@ class _Run:
         self.failed.append(DocEntry(path, "failed", sha, error=reason))
         self._result(path, "failed", reason)
 
-    def _unchanged(self, path: str, prev: DocEntry) -> None:
+    def _unchanged(self, path: str, prev: DocEntry, reason: str = "") -> None:
         self.kept[path] = prev
         self.report.files.append(
-            FileResult(path, "unchanged", "", prev.pages, prev.chunks, prev.ocr_pages)
+            FileResult(path, "unchanged", reason, prev.pages, prev.chunks, prev.ocr_pages)
         )
-        self.emit("file", path=path, status="unchanged", chunks=prev.chunks)
+        extra = {"reason": reason} if reason else {}
+        self.emit("file", path=path, status="unchanged", chunks=prev.chunks, **extra)
+
+    def _moved(self, path: str, sha: str) -> bool:
+        """Keep a file another path held when it was indexed, and is gone from, as that
+        document under its new path (no parsing, no embedding); whether it was one."""
+        prev = self.gone.pop(sha, None)
+        if prev is None or prev.doc_id in self.seen_ids:
+            return False
+        self.moved_from.add(prev.path)
+        self.seen_ids[prev.doc_id] = path
+        self._unchanged(path, dataclasses.replace(prev, path=path), f"moved from {prev.path}")
+        return True
 
     def admit(self, doc: Document, size: int, words: PageWords | None = None) -> None:
         """A parsed document: skipped as a repeat or a copy, kept when unchanged, else chunked
@@ -392,6 +413,8 @@ class _Run:
             self.seen_ids[prev.doc_id] = spath
             self._unchanged(spath, prev)
             return
+        if self._moved(spath, sha):
+            return
         started = time.perf_counter()
 
         def on_page(done: int, total: int) -> None:
@@ -438,7 +461,7 @@ class _Run:
         seen_paths = {f.path for f in self.report.files}
         dropped = False
         for doc in self.old_docs:
-            if doc.path in seen_paths:
+            if doc.path in seen_paths or doc.path in self.moved_from:
                 continue
             if _under(doc, self.roots) or not _file_of(doc).exists():
                 dropped = True
@@ -459,7 +482,7 @@ class _Run:
         old_failed = {(d.path, d.error) for d in self.old_docs if d.status != "ok"}
         new_failed = {(d.path, d.error) for d in self.failed}
         moved = any(d.path != c.path for d, c in zip(old.documents, self.old_docs, strict=True))
-        return new_failed != old_failed or moved
+        return new_failed != old_failed or moved or bool(self.moved_from)
 
 
 def _check_compatible(

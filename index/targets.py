@@ -40,7 +40,13 @@ def resolve_target(
             and manifest is not None
             and any(d.status == "failed" for d in manifest.documents)
         )
-        if rebuild or manifest is None or retry:
+        # The collection is keyed by content: the same files moved or copied elsewhere find it,
+        # and a file gone from where it was indexed is adopted at its new path (not re-read).
+        moved = manifest is not None and any(
+            d.status == "ok" and not d.source_id and not Path(d.path).exists()
+            for d in manifest.documents
+        )
+        if rebuild or manifest is None or retry or moved:
             report = ingest_paths(
                 cfg,
                 [path],

@@ -233,3 +233,33 @@ def test_a_failed_file_that_is_deleted_leaves_the_manifest(cfg, tmp_path: Path) 
     assert report.committed
     statuses = {Path(d.path).name: d.status for d in Collection.open(cfg, "c").manifest.documents}
     assert statuses == {"good.txt": "ok", "two.txt": "ok"}
+
+
+def test_a_moved_file_keeps_its_chunks_under_its_new_path(cfg, tmp_path: Path) -> None:
+    docs = write_docs(tmp_path / "docs")
+    run_ingest(cfg, [docs])
+    before = {c.chunk_id for c in Collection.open(cfg, "c").store.all()}
+    (docs / "volcano.txt").rename(docs / "etna.txt")
+    moved = tmp_path / "moved"
+    docs.rename(moved)
+    report = run_ingest(cfg, [moved])
+    assert report.committed and report.embedded_chunks == 0 and report.count("removed") == 0
+    reasons = {Path(f.path).name: (f.status, f.reason) for f in report.files}
+    assert reasons["etna.txt"] == ("unchanged", f"moved from {docs / 'volcano.txt'}")
+    coll = Collection.open(cfg, "c")
+    assert coll.check() == [] and {c.chunk_id for c in coll.store.all()} == before
+    assert {d.path for d in coll.manifest.documents} == {
+        str(moved / n) for n in ("etna.txt", "llamas.txt", "rivers.md")
+    }
+    assert not run_ingest(cfg, [moved]).committed  # and then it is simply unchanged
+
+
+def test_a_copy_is_not_taken_for_a_move_while_the_original_is_there(cfg, tmp_path: Path) -> None:
+    docs = write_docs(tmp_path / "docs", {"a.txt": "Walrus migration."})
+    run_ingest(cfg, [docs])
+    copy = write_docs(tmp_path / "copy", {"a.txt": "Walrus migration."})
+    report = run_ingest(cfg, [copy])
+    assert [f.status for f in report.files] == ["skipped"]
+    assert [d.path for d in Collection.open(cfg, "c").manifest.documents if d.status == "ok"] == [
+        str(docs / "a.txt")
+    ]

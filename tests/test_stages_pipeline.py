@@ -62,6 +62,28 @@ def test_second_ask_on_same_file_does_not_ingest_again(tmp_path: Path, extractiv
     assert events == []
 
 
+def test_a_file_asked_from_a_new_place_is_found_there(tmp_path: Path, extractive_cfg) -> None:
+    """The collection is keyed by content: a moved file reuses it (nothing embedded again),
+    and its pages are then looked for where the file now is."""
+    from fathom.index.collection import Collection
+
+    (tmp_path / "a").mkdir()
+    pdf = docgen.make_sample_pdf(tmp_path / "a" / "sample.pdf")
+    name = resolve_target(extractive_cfg, str(pdf))
+    moved = tmp_path / "b" / "report.pdf"
+    moved.parent.mkdir()
+    pdf.rename(moved)
+    events: list[tuple[str, dict]] = []
+    again = resolve_target(
+        extractive_cfg, str(moved), progress=lambda e, **kw: events.append((e, kw))
+    )
+    assert again == name and ("embed_start", {"total": 0}) in events
+    [(status, reason)] = [(kw["status"], kw["reason"]) for e, kw in events if e == "file"]
+    assert status == "unchanged" and reason == f"moved from {pdf}"
+    documents = Collection.open(extractive_cfg, name).manifest.documents
+    assert [d.path for d in documents] == [str(moved)]
+
+
 def test_feedback_deepens_when_the_answer_sits_deeper(tmp_path: Path, extractive_cfg) -> None:
     doc = tmp_path / "pump.md"
     doc.write_text(PUMP)
