@@ -133,7 +133,7 @@ class IngestProgress:
                 total=info["total"],
                 rate=f"{info['rate']:.2f} pages/s",
             )
-        elif event == "embed_start":
+        elif event == "embed_start" and info["total"]:  # nothing new: no bar
             self.embed_task = p.add_task("embedding", total=info["total"], rate="")
         elif event == "embedded" and self.embed_task is not None:
             p.update(self.embed_task, completed=info["done"])

@@ -182,3 +182,21 @@ def test_ingest_progress_shows_file_names_as_they_are_never_as_markup(monkeypatc
     shown = buf.getvalue()
     assert "OCR [red]scan.png" in shown
     assert "OCR notes [b] 2.png" in shown
+
+
+def test_an_ingest_that_embeds_nothing_shows_no_embedding_bar(monkeypatch) -> None:
+    """A moved or unchanged file embeds nothing: no empty "embedding 0/0" bar."""
+    import io
+
+    from fathom import render
+    from rich.console import Console
+
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, width=120, color_system=None)
+    monkeypatch.setattr(render, "stderr_console", lambda: console)
+    for total in (0, 3):
+        with render.IngestProgress(enabled=True) as progress:
+            progress("discovered", files=1)
+            progress("file", path="/docs/a.pdf", status="unchanged", chunks=3)
+            progress("embed_start", total=total)
+        assert ("embedding" in buf.getvalue()) == bool(total), total
