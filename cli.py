@@ -191,9 +191,9 @@ def ask(ctx: click.Context, target: str, question: str, **opts: Any) -> None:
         IngestProgress,
         ask_events,
         render_answer,
-        render_shown,
         stderr_console,
     )
+    from fathom.render_show import render_shown
 
     cfg = _ask_config(ctx, opts)
     err = stderr_console()
@@ -246,9 +246,9 @@ def chat(ctx: click.Context, target: str, **opts: Any) -> None:
         docs_note,
         plain,
         render_answer,
-        render_chat_command,
         stderr_console,
     )
+    from fathom.render_show import render_chat_command
 
     cfg = _ask_config(ctx, opts)
     err = stderr_console()
@@ -315,7 +315,7 @@ def show_command(
     """Show chunk CHUNK_ID of COLLECTION where it stands in its source: its PDF page, scan or
     image with the passage highlighted, or the passage in its surrounding text."""
     from fathom import commands
-    from fathom.render import render_shown
+    from fathom.render_show import render_shown
 
     cfg = command_config(ctx)
     shown = commands.show(cfg, collection, chunk_id, out=out, password=password)
