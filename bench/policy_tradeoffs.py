@@ -27,6 +27,9 @@ the test split (ties → smaller). 95% intervals come from a paired bootstrap ov
 recomputes the frontier on every resample, and, where the sweep's rows name their documents,
 from one over documents (each resample draws documents and keeps all their questions): a
 document's questions are not independent, so that wider interval is the one a saving rests on.
+Each row's JSON also holds ``vs_kstar``: its paired difference from answering every question at
+k* — the answer quality given up and the share of k*'s tokens not read, with both intervals —
+the comparison that stays defined where the frontier's saving is not.
 
 The saving is undefined in two places, and the table says which: "above frontier" when q_P is
 above the best fixed quality (no budget reaches it), and "at/below k = 0" when the frontier's
@@ -120,7 +123,11 @@ def saving(quality: np.ndarray, tokens: np.ndarray, choice: np.ndarray, rows: np
 
 
 def score(
-    sweep: Any, choice: np.ndarray, boot: np.ndarray, doc_boot: list[np.ndarray] | None = None
+    sweep: Any,
+    choice: np.ndarray,
+    boot: np.ndarray,
+    doc_boot: list[np.ndarray] | None = None,
+    kstar: int | None = None,
 ) -> dict[str, Any]:
     """Quality, tokens and saving of the budget indices ``choice`` with bootstrap intervals.
 
@@ -128,7 +135,9 @@ def score(
     the share of resamples whose saving is undefined; ``saving_ci`` is None when the point
     estimate is undefined or more than ``MAX_UNDEFINED`` of the resamples are (module doc).
     With ``doc_boot`` (document-level resamples), ``documents`` holds the same intervals
-    over those."""
+    over those. With ``kstar`` (the best fixed budget's index), ``vs_kstar`` holds the paired
+    difference from answering every question at k*: quality (``quality_delta``) and the share
+    of k*'s tokens not read (``tokens_saved``), each with its intervals."""
     n = len(choice)
     q = sweep.quality[np.arange(n), choice]
     t = sweep.tokens[np.arange(n), choice]
@@ -140,6 +149,35 @@ def score(
     out["mean_k"] = float(np.asarray(sweep.budgets)[choice].mean())
     if doc_boot is not None:
         out["documents"] = _intervals(sweep, choice, doc_boot, out["saving_status"])
+    if kstar is not None:
+        out["vs_kstar"] = _against_kstar(sweep, choice, kstar, boot, doc_boot)
+    return out
+
+
+def _against_kstar(
+    sweep: Any, choice: np.ndarray, kstar: int, boot: Any, doc_boot: Any
+) -> dict[str, Any]:
+    """Quality minus k*'s and 1 − tokens / k*'s tokens, question by question, with intervals
+    over ``boot`` and (``documents``) over ``doc_boot``."""
+    rows = np.arange(len(choice))
+    dq = sweep.quality[rows, choice] - sweep.quality[:, kstar]
+    t, tk = sweep.tokens[rows, choice], sweep.tokens[:, kstar]
+
+    def saved(r: np.ndarray) -> float:
+        return float(1 - t[r].mean() / tk[r].mean()) if tk[r].mean() > 0 else float("nan")
+
+    def cis(resamples: Any) -> dict[str, list[float]]:
+        qs = [dq[r].mean() for r in resamples]
+        ts = [x for x in (saved(r) for r in resamples) if np.isfinite(x)]
+        return {
+            "quality_delta_ci": np.quantile(qs, [0.025, 0.975]).tolist(),
+            "tokens_saved_ci": np.quantile(ts, [0.025, 0.975]).tolist() if ts else None,
+        }
+
+    out: dict[str, Any] = {"quality_delta": float(dq.mean()), "tokens_saved": saved(rows)}
+    out |= cis(boot)
+    if doc_boot is not None:
+        out["documents"] = cis(doc_boot)
     return out
 
 
@@ -250,48 +288,52 @@ def main(argv: list[str] | None = None) -> int:
         kstar = int(np.argmax(fq))
         rows: dict[str, dict[str, Any]] = {}
         for j, b in enumerate(test.budgets):
-            rows["none" if b == 0 else f"fixed:{b}"] = score(test, np.full(n, j), boot, doc_boot)
+            rows["none" if b == 0 else f"fixed:{b}"] = score(
+                test, np.full(n, j), boot, doc_boot, kstar
+            )
         if forest is not None:
             proba = forest.predict_proba(test.inputs(forest.feature_names))
             own = own_tokens(forest, test, name)
             for lam in lambdas:
                 choice = forest.choose(proba, cost=lam, tokens=own)
-                rows[f"forest λ={lam:g}"] = score(test, choice, boot, doc_boot)
+                rows[f"forest λ={lam:g}"] = score(test, choice, boot, doc_boot, kstar)
             for prefer in PREFERENCES:  # the shipped rule as `ask` prices it for the extractive
                 reading = ReadingCost(prefer)
                 choice = forest.choose(proba, cost=args.default_lambda, reading=reading, tokens=own)
-                rows[f"forest prefer={prefer}"] = score(test, choice, boot, doc_boot)
+                rows[f"forest prefer={prefer}"] = score(test, choice, boot, doc_boot, kstar)
             for c in CONFIDENCES:
                 rows[f"forest c={c:g}"] = score(
-                    test, forest.choose(proba, confidence=c), boot, doc_boot
+                    test, forest.choose(proba, confidence=c), boot, doc_boot, kstar
                 )
         for path, given in given_policies.items():
             given_proba = given.predict_proba(test.inputs(given.feature_names))
             given_own = own_tokens(given, test, name)
             for prefer in PREFERENCES:
                 choice = given.choose(given_proba, reading=ReadingCost(prefer), tokens=given_own)
-                rows[f"{Path(path).stem} prefer={prefer}"] = score(test, choice, boot, doc_boot)
+                rows[f"{Path(path).stem} prefer={prefer}"] = score(
+                    test, choice, boot, doc_boot, kstar
+                )
         test_q = sweep_query_vectors(cfg, test) if reinforce else None
         for lam, rl in reinforce.items():
             choice = rl.proba(test_q, test.features).argmax(axis=1)
-            rows[f"reinforce λ={lam:g}"] = score(test, choice, boot, doc_boot)
+            rows[f"reinforce λ={lam:g}"] = score(test, choice, boot, doc_boot, kstar)
         for preset in PRESETS if utility is not None else ():
             utility.preset = preset
             k_of = {t: utility.bundles[max(u, key=u.get)] for t in set(test.query_types)
                     for u in [utility.utilities(t)]}  # fmt: skip
             choice = np.array([test.budgets.index(k_of[t]) for t in test.query_types])
-            rows[f"utility:{preset}"] = score(test, choice, boot, doc_boot)
+            rows[f"utility:{preset}"] = score(test, choice, boot, doc_boot, kstar)
         if test.confidence is not None and np.isfinite(test.confidence).any():
             for t in thresholds:
                 climb = Cascade(threshold=t)
                 choice = climb.choose(test.budgets, test.confidence)
-                rows[f"cascade@{t:g}"] = score(test, choice, boot, doc_boot)
+                rows[f"cascade@{t:g}"] = score(test, choice, boot, doc_boot, kstar)
                 rows[f"cascade@{t:g}"]["rounds"] = _rounds(climb, test.budgets, choice)
         else:
             log(f"{name}: its rows carry no answerer confidence; no cascade rows")
         reach = test.quality.max(axis=1) > 0
         oracle = np.where(reach, np.argmax(test.quality >= test.quality.max(axis=1)[:, None], 1), 0)
-        rows["oracle"] = score(test, oracle, boot, doc_boot)
+        rows["oracle"] = score(test, oracle, boot, doc_boot, kstar)
         # Depth by query type at the default λ (multi-hop should get more); without a trained
         # forest, the first --policy's at balanced.
         if forest is not None:
@@ -325,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
                 [
                     label,
                     f"{r['quality']:.3f} [{r['quality_ci'][0]:.3f}, {r['quality_ci'][1]:.3f}]",
-                    f"{r['quality'] - fq[kstar]:+.3f}",
+                    f"{r['vs_kstar']['quality_delta']:+.3f}",
                     f"{r['tokens']:.0f}",
                     f"{r['mean_k']:.2f}",
                     _pct(r["saving"], r["saving_ci"], r["saving_status"], r["saving_undefined"]),
@@ -335,7 +377,14 @@ def main(argv: list[str] | None = None) -> int:
         print_table(
             f"{name}: {n} held-out questions, k* = fixed:{test.budgets[kstar]}"
             + (f", {len(set(test.groups))} documents" if doc_boot else ""),
-            ["policy", "quality [95% CI]", "Δ vs k*", "context tok", "mean k", "saving [95% CI]"]
+            [
+                "policy",
+                "quality [95% CI]",
+                "Δ vs k*",
+                "context tok",
+                "mean k",
+                "saving [95% CI]",
+            ]
             + (["quality CI, by document", "saving CI, by document"] if doc_boot else []),
             table,
         )

@@ -90,3 +90,17 @@ def test_a_point_estimate_that_is_undefined_gets_no_interval():
     r = score(sweep, choice, boot)
     assert np.isnan(r["saving"]) and r["saving_status"] == ABOVE
     assert r["saving_ci"] is None and 0 < r["saving_undefined"] < 1
+
+
+def test_against_kstar_is_paired_question_by_question():
+    """Against k* (the top budget here): the quality given up and the share of its tokens not
+    read, with intervals over questions and over documents."""
+    r = score(_sweep(QUALITY, TOKENS), np.array([0, 0, 1]), _boot(3), [np.array([0, 1, 2])], 2)
+    vs = r["vs_kstar"]
+    assert vs["quality_delta"] == pytest.approx(-2 / 3)  # the 2nd and 3rd lose their answer
+    assert vs["tokens_saved"] == pytest.approx(1 - (100 / 3) / 200)
+    assert vs["documents"]["quality_delta_ci"] == pytest.approx([-2 / 3, -2 / 3])
+    lo, hi = vs["quality_delta_ci"]
+    assert -1.0 <= lo <= vs["quality_delta"] <= hi <= 0.0
+    at_kstar = score(_sweep(QUALITY, TOKENS), np.array([2, 2, 2]), _boot(3), None, 2)
+    assert at_kstar["vs_kstar"]["quality_delta"] == 0 and at_kstar["vs_kstar"]["tokens_saved"] == 0
