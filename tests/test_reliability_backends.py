@@ -181,6 +181,18 @@ def test_busy_server_gives_up_after_the_retries(backend: str) -> None:
     assert "429" in message and seconds < 10
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_busy_servers_retries_end_at_the_total_deadline(backend: str) -> None:
+    """Retries of a busy server wait 0.2 s (Retry-After) or 0.5, 1, 2 s (backoff); the call's
+    total deadline (1 s) ends them, and the error still says the server was busy or ran out
+    of time, not something else."""
+    with FaultServer("busy", fail_first=100, status=503) as server:
+        out, seconds = run(make(backend, server.url, retries=6, total_timeout_s=1.0), False)
+    message = failure(out, BackendUnavailable)
+    assert "503" in message or "total_timeout_s = 1 s" in message, message
+    assert seconds < 2.0, seconds  # six retries' backoff would take over 10 s
+
+
 @pytest.mark.parametrize("stream", STREAMS)
 def test_openai_401_echoing_the_key_never_shows_it(stream: bool) -> None:
     with FaultServer("echo401") as server:

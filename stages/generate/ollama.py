@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import math
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -109,14 +110,17 @@ class OllamaGenerator(BaseGenerator):
         }
         if "logprobs" in inspect.signature(client.chat).parameters:  # newer clients only
             kwargs["logprobs"] = True
+        total = self.cfg.total_timeout_s
+        end = time.monotonic() + total if total > 0 else math.inf  # the whole call's limit
         for attempt in range(max(self.cfg.retries, 0) + 1):
             try:
-                text, final, logprobs = self._request(client, kwargs, req.on_token)
+                text, final, logprobs = self._request(client, kwargs, req.on_token, end)
                 break
             except _Busy as busy:  # nothing was streamed yet: safe to ask again
-                if attempt >= self.cfg.retries:
+                wait = min(BACKOFF_S * 2**attempt, 8.0)
+                if attempt >= self.cfg.retries or time.monotonic() + wait >= end:
                     raise busy.error from None
-                time.sleep(min(BACKOFF_S * 2**attempt, 8.0))
+                time.sleep(wait)
         text = text.strip()
         self._note_speed(final)
         return Completion(
@@ -140,13 +144,19 @@ class OllamaGenerator(BaseGenerator):
         return f"ollama:{self.host}:{self.model}"
 
     def _request(
-        self, client: Any, kwargs: dict[str, Any], on_token: Callable[[str], Any] | None
+        self,
+        client: Any,
+        kwargs: dict[str, Any],
+        on_token: Callable[[str], Any] | None,
+        end: float = math.inf,
     ) -> tuple[str, Any, list[float]]:
-        """``(text, final part, logprobs)`` of one chat request, within the total deadline."""
+        """``(text, final part, logprobs)`` of one chat request, within what is left of the
+        call's total deadline (``end``, on ``time.monotonic``'s clock)."""
         pieces: list[str] = []
         logprobs: list[float] = []
         final: Any = None
-        deadline = Deadline(self.cfg.total_timeout_s, self._close_client)
+        seconds = max(end - time.monotonic(), 1e-3) if end < math.inf else 0.0  # 0: no limit
+        deadline = Deadline(seconds, self._close_client)
         with _ollama_errors(self, deadline, pieces), deadline:
             if on_token is None:
                 final = client.chat(stream=False, **kwargs)
