@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -207,17 +208,10 @@ def document_half(doc_id: str, seed: int) -> str:
     return "train" if h[0] % 2 == 0 else "test"
 
 
-def split_by_document(questions: list[Question], half: str, seed: int) -> list[Question]:
-    """The questions whose documents fall in ``half``: split by document, never by question, so
-    no test question's document was seen in training.
-
-    Questions that share any gold document form one group (connected through their documents:
-    a HotpotQA question on A and B joins every question on A or on B), and a group goes to the
-    half of its smallest document id, so a document never reaches both halves. With one gold
-    document per question that is the half of the question's document. A question without any
-    (unanswerable) goes by its qid."""
-    if half not in ("train", "test"):
-        raise ConfigError(f"document split {half!r}: must be train or test")
+def _document_groups(questions: list[Question]) -> Callable[[str], str]:
+    """Each document's group: the smallest id among the documents its questions connect it to
+    (a HotpotQA question on A and B joins every question on A or on B). A document no question
+    names is its own group."""
     parent: dict[str, str] = {}
 
     def find(d: str) -> str:
@@ -238,11 +232,37 @@ def split_by_document(questions: list[Question], half: str, seed: int) -> list[Q
                 # whatever the order of the questions.
                 a, b = min(a, b), max(a, b)
                 parent[b] = a
+    return lambda d: find(d) if d in parent else d
+
+
+def split_by_document(questions: list[Question], half: str, seed: int) -> list[Question]:
+    """The questions whose documents fall in ``half``: split by document, never by question, so
+    no test question's document was seen in training.
+
+    Questions that share any gold document form one group (connected through their documents:
+    a HotpotQA question on A and B joins every question on A or on B), and a group goes to the
+    half of its smallest document id, so a document never reaches both halves. With one gold
+    document per question that is the half of the question's document. A question without any
+    (unanswerable) goes by its qid."""
+    if half not in ("train", "test"):
+        raise ConfigError(f"document split {half!r}: must be train or test")
+    group = _document_groups(questions)
     return [
         q
         for q in questions
-        if document_half(find(q.doc_ids[0]) if q.doc_ids else q.qid, seed) == half
+        if document_half(group(q.doc_ids[0]) if q.doc_ids else q.qid, seed) == half
     ]
+
+
+def half_documents(
+    questions: list[Question], documents: Iterable[str], half: str, seed: int
+) -> set[str]:
+    """The ids among ``documents`` that fall in ``half`` as ``split_by_document`` splits
+    ``questions``: a document with its group, one no question names by its own id."""
+    if half not in ("train", "test"):
+        raise ConfigError(f"document split {half!r}: must be train or test")
+    group = _document_groups(questions)
+    return {d for d in documents if document_half(group(d), seed) == half}
 
 
 def read_set(

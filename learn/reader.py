@@ -1,8 +1,9 @@
 """Train Fathom's reader (``fathom.index.reader``) on the training halves and ship it.
 
     python -m fathom.learn.reader [--data DIR] [--sets squad_v1.1_dev,squad_v2.0_dev,…] \\
-        [--split train] [--layers 6] [--steps 1500] [--batch 16] [--lr 1e-4] [--seed 0] \\
-        [--work DIR] [--out index/reader] [--calibration FILE|DIR [--calibration-articles 10]]
+        [--split train] [--layers 6] [--steps 3100] [--batch 16] [--lr 1e-4] [--seed 0] \\
+        [--work DIR] [--out index/reader] [--squad FILE [--squad-articles 10]] \\
+        [--calibration FILE|DIR [--calibration-articles 10]]
 
 1. ``reader_data.collect``: each set's ``--split`` questions with the top 20 chunks Fathom's
    hybrid retrieval finds (cached under ``--work``).
@@ -16,9 +17,15 @@
    record (sets and counts, steps, seed, time, machine) and the files' checksums.
 5. The abstention bar (``reader_calibrate``), fitted on ``--calibration``: questions about
    documents none of the sets holds — SQuAD's ``train-v2.0.json`` (its first
-   ``--calibration-articles`` articles are read) or a question-set folder — or, without it, on
-   the training records (whose margins run high: the model has seen them).
-   ``--calibrate-only`` fits it again for the model in ``--out``.
+   ``--calibration-articles`` articles are read) or a question-set folder — else on the test
+   half of ``--squad``'s articles, else on the training records (whose margins run high: the
+   model has seen them). ``--calibrate-only`` fits it again for the model in ``--out``.
+
+``--squad FILE`` adds the first ``--squad-articles`` articles of a SQuAD-format file (SQuAD 2.0's
+``train-v2.0.json``) as one more set, ``<file stem>-<articles>`` under ``--work``: its training
+half (split by document, as every set) is trained on and its test half fits the abstention bar,
+so the bar is fitted on articles the model never read. A file sharing an article with the sets
+is refused.
 """
 
 from __future__ import annotations
@@ -43,14 +50,17 @@ SETS = (
 CHECKPOINT = "reader-checkpoint.pt"
 
 
-def load_records(data: Path, sets: list[str], split: str, work: Path) -> list[dict[str, Any]]:
-    """Every set's training records, tagged with their set. SQuAD 2.0's answerable questions
-    are SQuAD 1.1's; only its unanswerable ones are kept when both sets are read."""
+def load_records(folders: list[Path], split: str, work: Path) -> list[dict[str, Any]]:
+    """Every set's training records, tagged with their set (the folder's name). SQuAD 2.0's
+    answerable questions are SQuAD 1.1's; only its unanswerable ones are kept when both sets
+    are read."""
     from fathom.learn.reader_data import collect
 
+    sets = [folder.name for folder in folders]
     out: list[dict[str, Any]] = []
-    for name in sets:
-        path = collect(data, name, split, work)
+    for folder in folders:
+        name = folder.name
+        path = collect(folder.parent, name, split, work)
         with open(path, encoding="utf-8") as f:
             records = [json.loads(line) for line in f]
         if name == "squad_v2.0_dev" and "squad_v1.1_dev" in sets:
@@ -269,13 +279,13 @@ def _counts(records: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     return counts
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m fathom.learn.reader", description=__doc__)
     p.add_argument("--data", type=Path, default=Path(os.environ.get("FATHOM_DATA", "data")))
     p.add_argument("--sets", default=",".join(SETS))
     p.add_argument("--split", default="train", choices=["train", "test"])
     p.add_argument("--layers", type=int, default=6)
-    p.add_argument("--steps", type=int, default=1500)
+    p.add_argument("--steps", type=int, default=3100)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--seed", type=int, default=0)
@@ -295,17 +305,34 @@ def main(argv: list[str] | None = None) -> int:
         "(train-v2.0.json) or a folder with docs.jsonl and questions.jsonl",
     )
     p.add_argument("--calibration-articles", type=int, default=10)
-    args = p.parse_args(argv)
+    p.add_argument(
+        "--squad",
+        type=Path,
+        default=None,
+        help="a SQuAD-format JSON file (train-v2.0.json) whose first --squad-articles articles "
+        "join the sets: their training half is trained on, their test half fits the bar",
+    )
+    p.add_argument("--squad-articles", type=int, default=10)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     if args.split != "train":
         print(
             "warning: training on the test half makes every reported number void", file=sys.stderr
         )
     sets = [s for s in args.sets.split(",") if s]
-    held_out = calibration_records(args, sets)
+    folders = [args.data / name for name in sets]
+    squad = squad_folder(args, sets)
+    if squad is not None:
+        folders.append(squad)
+        sets.append(squad.name)
+    held_out = calibration_records(args, sets, squad) or squad_half_records(args, squad)
     if args.calibrate_only and held_out is not None:
         print(calibrate(args.out, *held_out, seed=args.seed))
         return 0
-    records = load_records(args.data, sets, args.split, args.work)
+    records = load_records(folders, args.split, args.work)
     if args.calibrate_only:
         print(calibrate(args.out, records, seed=args.seed))
         return 0
@@ -314,6 +341,11 @@ def main(argv: list[str] | None = None) -> int:
         "layers": args.layers,
         "training": {
             "sets": sets,
+            **(
+                {"squad": {"file": args.squad.name, "articles": args.squad_articles}}
+                if squad
+                else {}
+            ),
             "split": args.split,
             "counts": _counts(records),
             "steps": args.steps,
@@ -329,12 +361,55 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def squad_folder(args: argparse.Namespace, sets: list[str]) -> Path | None:
+    """``--squad``'s articles as a question set under ``--work`` (None without it); refused when
+    it shares a document with ``sets``."""
+    from fathom.learn.reader_calibrate import shared_documents, squad_set
+
+    if args.squad is None:
+        return None
+    n = args.squad_articles
+    folder = squad_set(args.squad, n, args.work / f"{Path(args.squad).stem}-{n}")
+    shared = shared_documents(folder, args.data, sets)
+    if shared:
+        raise SystemExit(f"--squad shares documents with the training sets: {shared[:5]}")
+    return folder
+
+
+def squad_half_records(
+    args: argparse.Namespace, folder: Path | None
+) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
+    """The records of the half of ``--squad``'s articles that training does not read (the test
+    half when training reads the training half), with a description of them; None without
+    ``--squad``."""
+    from fathom.learn.questions import load_questions, split_by_document
+    from fathom.learn.reader_data import collect
+
+    if folder is None:
+        return None
+    half = "test" if args.split == "train" else "train"
+    path = collect(folder.parent, folder.name, half, args.work)
+    with open(path, encoding="utf-8") as f:
+        records = [{**json.loads(line), "set": folder.name} for line in f]
+    # the halves ``collect`` reads: by document, seed 0, as ``fathom eval --split``
+    questions = split_by_document(load_questions(folder / "questions.jsonl"), half, 0)
+    documents = sorted({d for q in questions for d in q.doc_ids})
+    about = {
+        "source": Path(args.squad).name,
+        "articles": args.squad_articles,
+        "half": half,
+        "documents": documents,
+        "questions": len(records),
+    }
+    return records, about
+
+
 def calibration_records(
-    args: argparse.Namespace, sets: list[str]
+    args: argparse.Namespace, sets: list[str], squad: Path | None = None
 ) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
     """``--calibration``'s records (every question, with the passages Fathom retrieves for it)
     and a description of them; None without it. Refuses a set that shares a document with
-    ``sets``."""
+    ``sets`` or with ``--squad``'s articles (``squad``)."""
     from fathom.learn.reader_calibrate import shared_documents, squad_set
     from fathom.learn.reader_data import collect
 
@@ -346,6 +421,8 @@ def calibration_records(
         n = args.calibration_articles
         folder = squad_set(folder, n, args.work / f"{folder.stem}-{n}")
     shared = shared_documents(folder, args.data, sets)
+    if squad is not None:
+        shared += shared_documents(folder, squad.parent, [squad.name])
     if shared:
         raise SystemExit(f"--calibration shares documents with the training sets: {shared[:5]}")
     path = collect(folder.parent, folder.name, "all", args.work)

@@ -3,7 +3,9 @@ Fathom's own hybrid retrieval finds for it, the gold answer located in them.
 
 For every question of ``--split`` (split by document, as ``fathom eval --split``) the set's
 collection (``docs.jsonl``, ingested with the default configuration) is searched as ``ask``
-searches it, and the top ``CANDIDATES`` chunks are kept with the gold answers' character spans
+searches it, within the documents of that half only (as ``ask --doc`` narrows a search), so no
+passage of the other half's documents reaches training, not even as a negative; the top
+``CANDIDATES`` chunks are kept with the gold answers' character spans
 inside them: a chunk of a gold document whose range covers an answer's offsets (COVID-QA's
 ``answer_starts``; SQuAD's answer inside its ``para_char_start``–``para_char_end`` paragraph;
 else, HotpotQA and MuSiQue, the answer text found in the gold document). When no retrieved
@@ -76,12 +78,13 @@ def _gold_passage(raw: dict[str, Any], spans: dict[str, list[tuple[int, int]]], 
 
 
 def collect(data: Path, name: str, split: str, work: Path, seed: int = 0) -> Path:
-    """Search every ``split`` question of set ``name`` (``all``: every question, for a set none
-    of whose documents is in a training half); write ``work/<name>-<split>.jsonl``."""
+    """Search every ``split`` question of set ``name`` within that half's documents (``all``:
+    every question over every document, for a set none of whose documents is in a training
+    half); write ``work/<name>-<split>.jsonl``."""
     from fathom.core.config import load_config
     from fathom.index.retrieve import open_retriever
     from fathom.index.targets import resolve_target
-    from fathom.learn.questions import read_set
+    from fathom.learn.questions import half_documents, load_questions, read_set
 
     out = work / f"{name}-{split}.jsonl"
     if out.is_file():
@@ -90,11 +93,17 @@ def collect(data: Path, name: str, split: str, work: Path, seed: int = 0) -> Pat
     cfg = load_config()
     docs, raw, questions = read_set(data / name, split, seed)
     retriever = open_retriever(cfg, resolve_target(cfg, str(data / name / "docs.jsonl")))
+    within = None
+    if split != "all":
+        every = load_questions(data / name / "questions.jsonl")
+        half = half_documents(every, docs, split, seed)
+        within = half_filter(retriever.collection.manifest, half)
     tmp = out.with_suffix(".tmp")
     t0 = time.perf_counter()
     with open(tmp, "w", encoding="utf-8") as f:
         for i, q in enumerate(questions, 1):
-            record = _record(q, raw[q.qid], docs, retriever.search(q.question, CANDIDATES))
+            hits = retriever.search(q.question, CANDIDATES, within=within)
+            record = _record(q, raw[q.qid], docs, hits)
             if record is not None:
                 f.write(json.dumps(record) + "\n")
             if i % 500 == 0:
@@ -102,6 +111,20 @@ def collect(data: Path, name: str, split: str, work: Path, seed: int = 0) -> Pat
                 print(f"{name}: {i}/{len(questions)} ({rate:.1f}/s)", file=sys.stderr)
     tmp.replace(out)
     return out
+
+
+def half_filter(manifest: Any, documents: set[str]) -> Any:
+    """The collection's documents whose source id (``docs.jsonl``'s ``doc_id``) is in
+    ``documents``, as a ``DocFilter`` the retrievers search within."""
+    from fathom.index.doc_filter import DocFilter, SelectedDocument
+
+    ok = [d for d in manifest.documents if d.status == "ok"]
+    chosen = sorted((d for d in ok if d.source_id in documents), key=lambda d: (d.rows, d.path))
+    return DocFilter(
+        patterns=("half",),
+        documents=tuple(SelectedDocument(d.doc_id, d.title, d.path, d.rows) for d in chosen),
+        collection_documents=len(ok),
+    )
 
 
 def _record(q: Any, raw: dict[str, Any], docs: dict[str, str], hits: list[Any]):

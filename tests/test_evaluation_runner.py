@@ -776,6 +776,29 @@ def test_questions_sharing_any_document_stay_on_one_half():
         assert {q.qid for q in split_by_document(qs[::-1], "train", seed)} == ids
 
 
+def test_a_documents_half_is_the_half_of_its_questions():
+    """``half_documents`` puts a document where ``split_by_document`` puts its questions (a
+    multi-hop group together); a document no question names goes by its own id."""
+    from fathom.learn.questions import Question, document_half, half_documents, split_by_document
+
+    qs = [
+        Question("a", "?", ("x",), ("A", "B")),
+        Question("b", "?", ("x",), ("B", "C")),
+        Question("c", "?", ("x",), ("D",)),
+    ]
+    every = ["A", "B", "C", "D", "Lone"]
+    for seed in range(20):
+        halves = {h: half_documents(qs, every, h, seed) for h in ("train", "test")}
+        assert halves["train"] | halves["test"] == set(every)
+        assert not halves["train"] & halves["test"]
+        for h in ("train", "test"):
+            named = {d for q in split_by_document(qs, h, seed) for d in q.doc_ids}
+            assert named == halves[h] - {"Lone"}
+        assert ("Lone" in halves["train"]) == (document_half("Lone", seed) == "train")
+    with pytest.raises(ConfigError):
+        half_documents(qs, every, "all", 0)
+
+
 def test_an_answer_cut_to_nothing_is_not_an_abstention() -> None:
     """Under a deadline an empty answer said nothing: it earns no abstention credit on an
     unanswerable question, while a real abstention, cut or not, still does."""
