@@ -22,7 +22,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -128,11 +128,23 @@ def select_documents(manifest: Manifest, patterns: Sequence[str]) -> DocFilter |
         if not found:
             raise DocumentNotFound(unmatched(pattern, manifest.name, docs))
         kept.update((d.path, d) for d in found)
-    chosen = sorted(kept.values(), key=lambda d: (d.rows, d.path))
+    return _doc_filter(wanted, list(kept.values()), len(docs))
+
+
+def select_sources(manifest: Manifest, source_ids: Collection[str]) -> DocFilter:
+    """The documents of ``manifest`` whose source id (a ``docs.jsonl`` record's ``doc_id``) is
+    in ``source_ids``: the exact selection a trainer needs (no pattern rules)."""
+    docs = [d for d in manifest.documents if d.status == "ok"]
+    chosen = [d for d in docs if d.source_id in source_ids]
+    return _doc_filter(("source ids",), chosen, len(docs))
+
+
+def _doc_filter(patterns: tuple[str, ...], chosen: list[DocEntry], total: int) -> DocFilter:
+    chosen = sorted(chosen, key=lambda d: (d.rows, d.path))
     return DocFilter(
-        patterns=wanted,
+        patterns=patterns,
         documents=tuple(SelectedDocument(d.doc_id, d.title, d.path, d.rows) for d in chosen),
-        collection_documents=len(docs),
+        collection_documents=total,
     )
 
 

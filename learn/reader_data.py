@@ -82,22 +82,23 @@ def collect(data: Path, name: str, split: str, work: Path, seed: int = 0) -> Pat
     every question over every document, for a set none of whose documents is in a training
     half); write ``work/<name>-<split>.jsonl``."""
     from fathom.core.config import load_config
+    from fathom.index.doc_filter import select_sources
     from fathom.index.retrieve import open_retriever
     from fathom.index.targets import resolve_target
-    from fathom.learn.questions import half_documents, load_questions, read_set
+    from fathom.learn.questions import half_documents, read_set, split_by_document
 
     out = work / f"{name}-{split}.jsonl"
     if out.is_file():
         return out
     work.mkdir(parents=True, exist_ok=True)
     cfg = load_config()
-    docs, raw, questions = read_set(data / name, split, seed)
+    docs, raw, questions = read_set(data / name, "all", seed)
     retriever = open_retriever(cfg, resolve_target(cfg, str(data / name / "docs.jsonl")))
     within = None
     if split != "all":
-        every = load_questions(data / name / "questions.jsonl")
-        half = half_documents(every, docs, split, seed)
-        within = half_filter(retriever.collection.manifest, half)
+        half = half_documents(questions, docs, split, seed)
+        within = select_sources(retriever.collection.manifest, half)
+        questions = split_by_document(questions, split, seed)
     tmp = out.with_suffix(".tmp")
     t0 = time.perf_counter()
     with open(tmp, "w", encoding="utf-8") as f:
@@ -111,20 +112,6 @@ def collect(data: Path, name: str, split: str, work: Path, seed: int = 0) -> Pat
                 print(f"{name}: {i}/{len(questions)} ({rate:.1f}/s)", file=sys.stderr)
     tmp.replace(out)
     return out
-
-
-def half_filter(manifest: Any, documents: set[str]) -> Any:
-    """The collection's documents whose source id (``docs.jsonl``'s ``doc_id``) is in
-    ``documents``, as a ``DocFilter`` the retrievers search within."""
-    from fathom.index.doc_filter import DocFilter, SelectedDocument
-
-    ok = [d for d in manifest.documents if d.status == "ok"]
-    chosen = sorted((d for d in ok if d.source_id in documents), key=lambda d: (d.rows, d.path))
-    return DocFilter(
-        patterns=("half",),
-        documents=tuple(SelectedDocument(d.doc_id, d.title, d.path, d.rows) for d in chosen),
-        collection_documents=len(ok),
-    )
 
 
 def _record(q: Any, raw: dict[str, Any], docs: dict[str, str], hits: list[Any]):
