@@ -17,6 +17,20 @@ from fathom.cli_base import command_config
 # ---------------------------------------------------------------------------------------------
 
 
+def _shares(values: tuple[str, ...]) -> dict[str, float] | None:
+    """``PREFER=SHARE`` options as a mapping (None when none was given)."""
+    out: dict[str, float] = {}
+    for value in values:
+        prefer, sep, share = value.partition("=")
+        try:
+            out[prefer.strip()] = float(share)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise click.BadParameter(f"{value!r}: PREFER=SHARE, e.g. quality=0.5")
+    return out or None
+
+
 @click.group()
 def policy() -> None:
     """Learned retrieval-depth policies: sweep budgets, train, inspect."""
@@ -135,6 +149,15 @@ def policy_sweep(ctx: click.Context, **opts: Any) -> None:
     show_default=True,
     help="forest: learn from the reader's readings too, where every --sweep logged them (the "
     "policy then reads the candidates before deciding).",
+)
+@click.option(
+    "--multi-hop-price",
+    "multi_hop_price",
+    multiple=True,
+    metavar="PREFER=SHARE",
+    callback=lambda ctx, param, value: _shares(value),
+    help="forest: at this preference a question the router types multi-hop pays SHARE of the "
+    "token price (e.g. quality=0.5); repeat for several.",
 )
 @click.option("--trees", type=click.IntRange(1), default=100, show_default=True)
 @click.option("--max-depth", type=click.IntRange(1), default=10, show_default=True)

@@ -23,7 +23,7 @@ question scored by a forest that never saw its document); on the held-out half t
 
     python bench/policy_cv.py --train DIR [--train DIR …] [--test DIR … --policy FILE]
         [--folds 5] [--seeds 0,1,2,3,4] [--trees 100] [--max-depth 10] [--lambda 0.01]
-        [--balance-sets] [--quality answer_recall] [--out DIR]
+        [--balance-sets] [--multi-hop-price PREFER=SHARE] [--quality answer_recall] [--out DIR]
 """
 
 from __future__ import annotations
@@ -71,11 +71,13 @@ def out_of_fold(
     preferences: tuple[str, ...],
     balance_sets: bool = False,
     reading: bool = True,
+    multi_hop_price: dict[str, float] | None = None,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Each question's forest probabilities and chosen budget index per preference, from the
     forest trained on the other folds."""
     from fathom.learn.train_policy import train_forest
     from fathom.router.cost import ReadingCost
+    from fathom.router.features import typed_multi_hop
 
     n = len(sweep.qids)
     proba = np.zeros((n, len(sweep.budgets) + 1), dtype=np.float64)
@@ -90,13 +92,18 @@ def out_of_fold(
             cost=lam,
             balance_sets=balance_sets,
             reading=reading,
+            multi_hop_price=multi_hop_price,
         )
         part = sweep.subset(held)
-        p = forest.predict_proba(part.inputs(forest.feature_names))
+        x = part.inputs(forest.feature_names)
+        p = forest.predict_proba(x)
         proba[held] = p
         own = own_tokens(forest, part, f"fold {f}")
+        multi_hop = typed_multi_hop(x, forest.feature_names)
         for prefer in preferences:
-            choice[prefer][held] = forest.choose(p, reading=ReadingCost(prefer), tokens=own)
+            choice[prefer][held] = forest.choose(
+                p, reading=ReadingCost(prefer), tokens=own, multi_hop=multi_hop
+            )
     return proba, choice
 
 
@@ -173,6 +180,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_false",
         help="the probe's features alone, where the sweeps logged the reader's too",
     )
+    ap.add_argument(
+        "--multi-hop-price",
+        action="append",
+        default=[],
+        metavar="PREFER=SHARE",
+        help="as policy train's: a multi-hop question's share of the token price there",
+    )
     ap.add_argument("--out", type=Path, default=default_out("policy_cv"))
     args = ap.parse_args(argv)
     if args.test and args.policy is None:
@@ -180,9 +194,14 @@ def main(argv: list[str] | None = None) -> int:
 
     from fathom.learn.sweep import combine_sweeps, load_sweep
     from fathom.router.cost import PREFERENCES, ReadingCost
+    from fathom.router.features import typed_multi_hop
     from fathom.router.registry import load_policy
 
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    try:
+        shares = {p: float(v) for p, _, v in (m.partition("=") for m in args.multi_hop_price)}
+    except ValueError:
+        ap.error("--multi-hop-price: PREFER=SHARE, e.g. quality=0.5")
     train = combine_sweeps([load_sweep(d, quality=args.quality) for d in args.train])
     names = np.asarray([set_name(s) for s in (train.sets or [""] * len(train.qids))])
     folds = document_folds(train, args.folds)
@@ -197,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         proba, choice = out_of_fold(
             train, folds, seed=seed, trees=args.trees, max_depth=args.max_depth,
             lam=args.lam, preferences=PREFERENCES, balance_sets=args.balance_sets,
-            reading=args.reading,
+            reading=args.reading, multi_hop_price=shares or None,
         )  # fmt: skip
         if first_proba is None:
             first_proba, first_choice = proba, choice
@@ -216,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         "max_depth": args.max_depth,
         "lambda": args.lam,
         "balance_sets": args.balance_sets,
+        "multi_hop_price": shares,
         "reading": args.reading and train.reading is not None,
         "cv": {},
         "shift": {},
@@ -267,11 +287,13 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"{test_dir}: no training sweep of {name}; no shift table")
                 continue
             rows = np.flatnonzero(names == name)
-            held_proba = policy.predict_proba(test.inputs(policy.feature_names)).astype(np.float64)
+            held_x = test.inputs(policy.feature_names)
+            held_proba = policy.predict_proba(held_x).astype(np.float64)
             held_choice = policy.choose(
                 held_proba,
                 reading=ReadingCost("quality"),
                 tokens=own_tokens(policy, test, name),
+                multi_hop=typed_multi_hop(held_x, policy.feature_names),
             )
             halves = {
                 "training half, out of fold": half_profile(

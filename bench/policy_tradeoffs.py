@@ -235,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     from fathom.learn.train_policy import sweep_query_vectors, train_forest
     from fathom.router.cascade import Cascade
     from fathom.router.cost import PREFERENCES, ReadingCost
+    from fathom.router.features import typed_multi_hop
     from fathom.router.registry import load_policy
 
     lambdas = [float(x) for x in args.lambdas.split(",")]
@@ -294,22 +295,31 @@ def main(argv: list[str] | None = None) -> int:
         if forest is not None:
             proba = forest.predict_proba(test.inputs(forest.feature_names))
             own = own_tokens(forest, test, name)
+            multi_hop = typed_multi_hop(test.inputs(forest.feature_names), forest.feature_names)
             for lam in lambdas:
                 choice = forest.choose(proba, cost=lam, tokens=own)
                 rows[f"forest λ={lam:g}"] = score(test, choice, boot, doc_boot, kstar)
             for prefer in PREFERENCES:  # the shipped rule as `ask` prices it for the extractive
                 reading = ReadingCost(prefer)
-                choice = forest.choose(proba, cost=args.default_lambda, reading=reading, tokens=own)
+                choice = forest.choose(
+                    proba, cost=args.default_lambda, reading=reading, tokens=own,
+                    multi_hop=multi_hop,
+                )  # fmt: skip
                 rows[f"forest prefer={prefer}"] = score(test, choice, boot, doc_boot, kstar)
             for c in CONFIDENCES:
                 rows[f"forest c={c:g}"] = score(
                     test, forest.choose(proba, confidence=c), boot, doc_boot, kstar
                 )
         for path, given in given_policies.items():
-            given_proba = given.predict_proba(test.inputs(given.feature_names))
+            given_x = test.inputs(given.feature_names)
+            given_proba = given.predict_proba(given_x)
             given_own = own_tokens(given, test, name)
+            given_multi_hop = typed_multi_hop(given_x, given.feature_names)
             for prefer in PREFERENCES:
-                choice = given.choose(given_proba, reading=ReadingCost(prefer), tokens=given_own)
+                choice = given.choose(
+                    given_proba, reading=ReadingCost(prefer), tokens=given_own,
+                    multi_hop=given_multi_hop,
+                )  # fmt: skip
                 rows[f"{Path(path).stem} prefer={prefer}"] = score(
                     test, choice, boot, doc_boot, kstar
                 )
@@ -342,10 +352,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             first = next(iter(given_policies))
             given = given_policies[first]
+            given_x = test.inputs(given.feature_names)
             choice = given.choose(
-                given.predict_proba(test.inputs(given.feature_names)),
+                given.predict_proba(given_x),
                 reading=ReadingCost(),
                 tokens=own_tokens(given, test, name),
+                multi_hop=typed_multi_hop(given_x, given.feature_names),
             )
             depth_of = f"{Path(first).stem} prefer=balanced"
         types = np.asarray(test.query_types)

@@ -47,6 +47,7 @@ def train_forest(
     most_likely: bool = False,
     balance_sets: bool = False,
     reading: bool = True,
+    multi_hop_price: dict[str, float] | None = None,
 ) -> Any:
     """A ``ForestPolicy`` imitating the sweep's oracle labels, deciding by ``cost`` λ when
     given (else by ``confidence``), pricing each question's depth with its own probed chunks
@@ -56,7 +57,10 @@ def train_forest(
     however many questions it has (else each question weighs the same).
     ``reading``: on the reader's features too, where the sweep logged them (the policy then
     reads the passages before deciding); their training medians stand in at ``ask`` when the
-    reader cannot run."""
+    reader cannot run.
+    ``multi_hop_price``: preference → the share of the token price a question the router types
+    multi-hop pays there (``ForestPolicy.multi_hop_price``; the decision rule only, the trees
+    are the same)."""
     import numpy as np
     from fathom.learn.forest import fit_forest
     from fathom.router.features import FEATURE_NAMES, READING_NAMES
@@ -70,6 +74,8 @@ def train_forest(
     weight = set_weights(sweep) if balance_sets else None
     if weight is not None:
         meta["balance_sets"] = True
+    if multi_hop_price:
+        meta["multi_hop_price"] = checked_shares(multi_hop_price)
     context_tokens = _context_tokens(sweep, meta)
     return fit_forest(
         sweep.inputs(names),
@@ -87,6 +93,18 @@ def train_forest(
         sample_weight=weight,
         context_tokens=context_tokens,
     )
+
+
+def checked_shares(shares: dict[str, float]) -> dict[str, float]:
+    """``multi_hop_price`` as a forest records it: each key a preference, each share above 0."""
+    from fathom.router.cost import PREFERENCES
+
+    for prefer, share in shares.items():
+        if prefer not in PREFERENCES:
+            raise FathomError(f"multi-hop price at {prefer!r}: use one of {PREFERENCES}")
+        if not share > 0:
+            raise FathomError(f"multi-hop price at {prefer}: {share} (a share above 0)")
+    return {k: float(v) for k, v in shares.items()}
 
 
 def _forest_meta(
@@ -225,6 +243,7 @@ def train_policy(
     confidence: float = 0.9,
     seed: int = 0,
     reading: bool = True,
+    multi_hop_price: dict[str, float] | None = None,
 ) -> tuple[Path, int]:
     """Train a ``kind`` (forest, reinforce or utility) depth policy on the sweeps in
     ``sweep_dirs`` combined; returns the saved file and the number of training questions."""
@@ -248,6 +267,7 @@ def train_policy(
         embedder=embedder_id_for(cfg.embedder),
         cost=lam,
         reading=reading,
+        multi_hop_price=multi_hop_price,
     )
     return model.save(out), len(sweep.qids)
 

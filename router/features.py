@@ -244,6 +244,17 @@ def reading_features(readings: tuple[Hit, ...] | list[Hit], probe: Probe) -> lis
     return out
 
 
+def typed_multi_hop(rows: Any, names: tuple[str, ...] | list[str]) -> Any:
+    """``(n,) bool``: whether each row of ``rows`` (features in ``names`` order, one row or
+    several) has its query-type probabilities (``p_<type>``) put multi-hop first, as the
+    router types a question that needs a second passage."""
+    import numpy as np
+
+    x = np.atleast_2d(np.asarray(rows, dtype=np.float64))
+    cols = [list(names).index(f"p_{t}") for t in QUERY_TYPES]
+    return np.argmax(x[:, cols], axis=1) == QUERY_TYPES.index("multi_hop")
+
+
 def _agreement(hits: tuple[Hit, ...]) -> list[float]:
     """overlap@1, @5, @10 and the rank-biased overlap of the dense and BM25 rankings."""
     # Each retriever's ranking, as positions into ``hits``.

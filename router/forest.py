@@ -265,6 +265,7 @@ class ForestPolicy(DepthPolicyBase):
         most_likely: bool | None = None,
         reading: ReadingCost | None = None,
         tokens: np.ndarray | None = None,
+        multi_hop: Any = None,
     ) -> np.ndarray:
         """Budget index per row of ``predict_proba`` under the policy's rule (or the one
         given): with a ``cost`` λ, the argmax of P(enough by b) − λ · tokens(b) / 1000 (with a
@@ -272,7 +273,9 @@ class ForestPolicy(DepthPolicyBase):
         passes the answering backend's; ``tokens``: each row's own context tokens per budget,
         ``(n, n_budgets)`` from ``context_tokens``, else the training means); with
         ``most_likely``, the most probable label ("none suffices" → the smallest budget); else
-        the smallest budget whose P(enough by b) ≥ ``confidence``, the deepest when none is."""
+        the smallest budget whose P(enough by b) ≥ ``confidence``, the deepest when none is.
+        ``multi_hop`` ``(n,) bool`` (``router.features.typed_multi_hop`` of the rows): those
+        rows' tokens cost ``multi_hop_price(reading.prefer)`` of the price."""
         import numpy as np
 
         p = np.atleast_2d(np.asarray(proba, dtype=np.float64))
@@ -286,10 +289,19 @@ class ForestPolicy(DepthPolicyBase):
             # λ as given per 1000 tokens, or priced in the reader's unit at its preference.
             weight = reading.weight(lam) if reading is not None else lam / 1000.0
             priced = self._tokens()[None, :] if tokens is None else np.asarray(tokens, float)
+            if multi_hop is not None and reading is not None:
+                share = self.multi_hop_price(reading.prefer)
+                weight = weight * np.where(np.asarray(multi_hop, bool), share, 1.0)[:, None]
             return np.argmax(cum - weight * priced, axis=1)
         c = self.confidence if confidence is None else confidence
         reached = cum >= c - 1e-9
         return np.where(reached.any(axis=1), reached.argmax(axis=1), len(self.budgets) - 1)
+
+    def multi_hop_price(self, prefer: str) -> float:
+        """The share of the token price a question the router types multi-hop pays at
+        ``prefer`` (``meta["multi_hop_price"]``, set at training; 1 where none is set): a
+        reading of one passage at a time cannot tell that the second one is still missing."""
+        return float((self.meta.get("multi_hop_price") or {}).get(prefer, 1.0))
 
     def _tokens(self) -> np.ndarray:
         import numpy as np
@@ -312,6 +324,8 @@ class ForestPolicy(DepthPolicyBase):
         )
 
     def decide(self, query: DepthQuery) -> Decision:
+        from fathom.router.features import typed_multi_hop
+
         t = time.perf_counter()
         probe = query.probe
         f, unread = self.features(query)
@@ -325,16 +339,20 @@ class ForestPolicy(DepthPolicyBase):
             own = self.context_tokens.for_probe(
                 [h.chunk.n_tokens for h in probe.hits], self.budgets
             )
-        i = int(self.choose(proba, reading=priced, tokens=None if own is None else [own])[0])
+        multi_hop = typed_multi_hop([f], self.feature_names) if priced is not None else None
+        rows = None if own is None else [own]
+        i = int(self.choose(proba, reading=priced, tokens=rows, multi_hop=multi_hop)[0])
+        mh = priced is not None and multi_hop is not None and bool(multi_hop[0])
+        share = self.multi_hop_price(priced.prefer) if mh and priced is not None else 1.0
         priced_cost: dict[str, Any] | None = None  # set where the cost rule decides
         cum = [float(sum(proba[: j + 1])) for j in range(nb)]
         k = min(self.budgets[i], len(probe.hits))
         if self.most_likely:
-            reason = self._likely_reason(proba, i)
+            reason = likely_reason(self.budgets, proba, i)
         elif self.cost is not None:
             reading = query.cost or ReadingCost()
             tokens = own if own is not None else [float(t) for t in self._tokens()]
-            reason = self._cost_reason(reading, cum, tokens, i)
+            reason = cost_reason(self.budgets, self.cost, reading, cum, tokens, i, share)
             priced_cost = {
                 **reading.to_dict(),
                 "amount": round(reading.amount(tokens[i]), 6),
@@ -362,43 +380,6 @@ class ForestPolicy(DepthPolicyBase):
         scores["p_none_suffices"] = round(float(proba[nb]), 4)
         scores["decide_ms"] = round((time.perf_counter() - t) * 1000, 4)
         return Decision(k, self.name, reason, scores=scores, cost=priced_cost)
-
-    def _likely_reason(self, proba: list[float], i: int) -> str:
-        """Why the most-likely rule chose budget ``i``."""
-        nb = len(self.budgets)
-        order = sorted(range(nb + 1), key=lambda j: -proba[j])
-        runner = next(j for j in order if j != i and j < nb) if nb > 1 else i
-        label = "no budget suffices" if proba[nb] > proba[i] else f"k = {self.budgets[i]}"
-        return (
-            f"forest: {label} is the most likely oracle label (P = "
-            f"{float(max(proba[i], proba[nb])):.2f}); runner-up k = {self.budgets[runner]} "
-            f"(P = {float(proba[runner]):.2f})"
-        )
-
-    def _cost_reason(
-        self, reading: ReadingCost, cum: list[float], tokens: list[float], i: int
-    ) -> str:
-        """Why the cost rule chose budget ``i``: P(enough) against the cost of reading, in
-        tokens or in the answering backend's unit, and the runner-up."""
-        assert self.cost is not None
-        nb = len(self.budgets)
-        weight = reading.weight(self.cost)
-        utility = [cum[j] - weight * tokens[j] for j in range(nb)]
-        runner = max((j for j in range(nb) if j != i), key=lambda j: utility[j])
-        if reading.unit == "tokens":
-            return (
-                f"forest: k = {self.budgets[i]} maximises P(enough) − λ·tokens/1000 "
-                f"(P = {cum[i]:.2f} at ~{tokens[i]:.0f} tokens, λ = {weight * 1000:g}); "
-                f"runner-up k = {self.budgets[runner]} (P = {cum[runner]:.2f} at "
-                f"~{tokens[runner]:.0f})"
-            )
-        return (
-            f"forest: k = {self.budgets[i]} maximises P(enough) − the cost of reading "
-            f"(P = {cum[i]:.2f}, ~{tokens[i]:.0f} tokens, about "
-            f"{reading.format(reading.amount(tokens[i]))}); runner-up "
-            f"k = {self.budgets[runner]} (P = {cum[runner]:.2f}, about "
-            f"{reading.format(reading.amount(tokens[runner]))})"
-        )
 
     def describe(self, path: Path) -> dict[str, Any]:
         """What ``fathom policy show`` prints: the rule, budgets, token costs and the metadata
@@ -497,3 +478,54 @@ class ForestPolicy(DepthPolicyBase):
             context_tokens=ContextTokens.from_dict(meta.get("context_tokens")),
             most_likely=bool(meta.get("most_likely", False)),
         )
+
+
+def likely_reason(budgets: tuple[int, ...], proba: list[float], i: int) -> str:
+    """Why the most-likely rule chose budget ``i`` of ``budgets``."""
+    nb = len(budgets)
+    order = sorted(range(nb + 1), key=lambda j: -proba[j])
+    runner = next(j for j in order if j != i and j < nb) if nb > 1 else i
+    label = "no budget suffices" if proba[nb] > proba[i] else f"k = {budgets[i]}"
+    return (
+        f"forest: {label} is the most likely oracle label (P = "
+        f"{float(max(proba[i], proba[nb])):.2f}); runner-up k = {budgets[runner]} "
+        f"(P = {float(proba[runner]):.2f})"
+    )
+
+
+def cost_reason(
+    budgets: tuple[int, ...],
+    cost: float,
+    reading: ReadingCost,
+    cum: list[float],
+    tokens: list[float],
+    i: int,
+    share: float = 1.0,
+) -> str:
+    """Why the cost rule chose budget ``i``: P(enough) against the cost of reading, in
+    tokens or in the answering backend's unit, and the runner-up; ``share``: the part of
+    the price a multi-hop question pays (``multi_hop_price``)."""
+    nb = len(budgets)
+    weight = reading.weight(cost) * share
+    utility = [cum[j] - weight * tokens[j] for j in range(nb)]
+    runner = max((j for j in range(nb) if j != i), key=lambda j: utility[j])
+    if reading.unit == "tokens":
+        reason = (
+            f"forest: k = {budgets[i]} maximises P(enough) − λ·tokens/1000 "
+            f"(P = {cum[i]:.2f} at ~{tokens[i]:.0f} tokens, λ = {weight * 1000:g}); "
+            f"runner-up k = {budgets[runner]} (P = {cum[runner]:.2f} at "
+            f"~{tokens[runner]:.0f})"
+        )
+    else:
+        reason = (
+            f"forest: k = {budgets[i]} maximises P(enough) − the cost of reading "
+            f"(P = {cum[i]:.2f}, ~{tokens[i]:.0f} tokens, about "
+            f"{reading.format(reading.amount(tokens[i]))}); runner-up "
+            f"k = {budgets[runner]} (P = {cum[runner]:.2f}, about "
+            f"{reading.format(reading.amount(tokens[runner]))})"
+        )
+    if share != 1.0:
+        reason += (
+            f"; a multi-hop question's reading priced at {share:g}× at prefer = {reading.prefer}"
+        )
+    return reason

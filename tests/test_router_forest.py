@@ -94,6 +94,46 @@ def test_cost_rule_buys_depth_only_where_it_pays() -> None:
         no_costs.choose(proba, cost=0.1)
 
 
+def test_a_multi_hop_question_pays_its_share_of_the_price_where_the_forest_says(tmp_path) -> None:
+    from fathom.router.cost import ReadingCost
+    from fathom.router.features import QUERY_TYPES, typed_multi_hop
+
+    x, y = _data()
+    policy = fit_forest(
+        x, y, BUDGETS, FEATURE_NAMES, n_trees=3, cost=0.4, budget_tokens=(0, 100, 200, 400),
+        meta={"multi_hop_price": {"quality": 0.5}},
+    )  # fmt: skip
+    policy = ForestPolicy.load(policy.save(tmp_path / "p.npz"))  # the share is kept on disk
+    # The router's type probabilities decide which rows are multi-hop.
+    rows = np.zeros((2, len(FEATURE_NAMES)), dtype=np.float32)
+    for r, kind in enumerate(("factual", "multi_hop")):
+        rows[r, FEATURE_NAMES.index(f"p_{kind}")] = 0.7
+        rows[r, FEATURE_NAMES.index(f"p_{QUERY_TYPES[2]}")] = 0.3
+    multi_hop = typed_multi_hop(rows, FEATURE_NAMES)
+    assert multi_hop.tolist() == [False, True]
+    # P(enough by b) = 0.6, 0.9, 0.95 at 100, 200, 400 tokens; at quality (λ = 0.4 per 1000
+    # tokens) the utilities are 0.56, 0.82, 0.79: k = 2; at half the price 0.58, 0.86, 0.87:
+    # the multi-hop row reads k = 4.
+    proba = np.array([[0.0, 0.6, 0.3, 0.05, 0.05]] * 2)
+    quality = ReadingCost("quality")
+    weight = quality.weight(0.4) * 1000
+    assert policy.multi_hop_price("quality") == 0.5 and policy.multi_hop_price("balanced") == 1.0
+    plain = policy.choose(proba, reading=quality)
+    priced = policy.choose(proba, reading=quality, multi_hop=multi_hop)
+    assert plain[0] == priced[0]  # a single-hop question pays the whole price
+    cum = np.cumsum(proba[0, :4])
+    tokens = np.array([0, 100, 200, 400])
+    assert plain[1] == int(np.argmax(cum - weight / 1000 * tokens))
+    assert priced[1] == int(np.argmax(cum - 0.5 * weight / 1000 * tokens))
+    assert priced[1] > plain[1]
+    # Another preference keeps the whole price for both.
+    balanced = ReadingCost("balanced")
+    assert (
+        policy.choose(proba, reading=balanced, multi_hop=multi_hop).tolist()
+        == policy.choose(proba, reading=balanced).tolist()
+    )
+
+
 def test_most_likely_rule_takes_the_likeliest_label_and_skips_when_none_suffices(
     tmp_path,
 ) -> None:
@@ -175,10 +215,11 @@ def test_sweep_train_and_evaluate_the_forest(tmp_path, monkeypatch) -> None:
     r = runner.invoke(
         main,
         ["policy", "train", "--sweep", "sweep", "--sweep", "sweep", "--trees", "3",
-         "--quality", "answer_recall", "--out", "two.npz"],
+         "--quality", "answer_recall", "--multi-hop-price", "quality=0.5", "--out", "two.npz"],
     )  # fmt: skip
     assert r.exit_code == 0, r.output
     two = json.loads(Path("two.json").read_text())
+    assert two["multi_hop_price"] == {"quality": 0.5} and "multi_hop_price" not in meta
     assert two["training_data"]["n_questions"] == 2 * meta["training_data"]["n_questions"]
     assert two["judge"] == "recall"
     r = runner.invoke(
