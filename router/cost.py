@@ -95,11 +95,13 @@ class ReadingCost:
             return f"{amount:.2g} ¢" + (f" ({self.currency})" if self.currency else "")
         return f"{amount:,.0f} tokens"
 
-    def worth_text(self, policy_lambda: float) -> str:
-        """What one point of answer recall is worth, in words."""
+    def worth_text(self, policy_lambda: float, share: float = 1.0) -> str:
+        """What one point of answer recall is worth, in words, to a question that pays
+        ``share`` of the price (a multi-hop one at the forest's ``multi_hop_price``)."""
         if self.unit == "tokens":
-            return f"{self.format(0.01 / max(self.weight(policy_lambda), 1e-12))} of context"
-        return self.format(WORTH[self.unit][self.prefer])
+            weight = max(self.weight(policy_lambda) * share, 1e-12)
+            return f"{self.format(0.01 / weight)} of context"
+        return self.format(WORTH[self.unit][self.prefer] / share)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -118,11 +120,13 @@ def trade_line(
     cum: list[float],
     tokens: list[float],
     i: int,
+    share: float = 1.0,
 ) -> str:
     """The chosen depth's trade in the cost's unit: "k = 3: about 1.2 s of reading, P(enough)
     0.93; k = 20 would add 5.8 s for +0.02 (prefer = balanced: one point of answer recall is
     worth 1 s; 6.9 ms per prompt token, measured here)". The comparison is with the deepest
-    budget, or, when that was chosen, with the one just below it."""
+    budget, or, when that was chosen, with the one just below it; ``share``: the part of the
+    price this question pays (``worth_text``)."""
     j = len(budgets) - 1 if i < len(budgets) - 1 else max(0, i - 1)
     here = f"k = {budgets[i]}: about {cost.format(cost.amount(tokens[i]))} of reading"
     here += f", P(enough) {cum[i]:.2f}"
@@ -130,7 +134,7 @@ def trade_line(
         delta = cost.amount(tokens[j]) - cost.amount(tokens[i])
         verb = "would add" if delta >= 0 else "would save"
         here += f"; k = {budgets[j]} {verb} {cost.format(abs(delta))} for {cum[j] - cum[i]:+.2f}"
-    worth = cost.worth_text(policy_lambda)
+    worth = cost.worth_text(policy_lambda, share)
     return f"{here} (prefer = {cost.prefer}: one point of answer recall is worth {worth}; " + (
         f"{cost.basis})"
     )

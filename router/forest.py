@@ -356,7 +356,7 @@ class ForestPolicy(DepthPolicyBase):
             priced_cost = {
                 **reading.to_dict(),
                 "amount": round(reading.amount(tokens[i]), 6),
-                "trade": trade_line(reading, self.cost, self.budgets, cum, tokens, i),
+                "trade": trade_line(reading, self.cost, self.budgets, cum, tokens, i, share),
             }
         else:
             runner = i + 1 if i + 1 < nb else max(0, i - 1)

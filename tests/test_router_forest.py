@@ -126,6 +126,10 @@ def test_a_multi_hop_question_pays_its_share_of_the_price_where_the_forest_says(
     assert plain[1] == int(np.argmax(cum - weight / 1000 * tokens))
     assert priced[1] == int(np.argmax(cum - 0.5 * weight / 1000 * tokens))
     assert priced[1] > plain[1]
+    # What the report says one point of answer recall is worth doubles for such a question.
+    assert quality.worth_text(0.4) == "25 tokens of context"
+    assert quality.worth_text(0.4, share=0.5) == "50 tokens of context"
+    assert ReadingCost.seconds("quality", 5.0, "").worth_text(0.4, share=0.5) == "10 s"
     # Another preference keeps the whole price for both.
     balanced = ReadingCost("balanced")
     assert (
