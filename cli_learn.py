@@ -18,17 +18,14 @@ from fathom.cli_base import command_config
 
 
 def _shares(values: tuple[str, ...]) -> dict[str, float] | None:
-    """``PREFER=SHARE`` options as a mapping (None when none was given)."""
-    out: dict[str, float] = {}
-    for value in values:
-        prefer, sep, share = value.partition("=")
-        try:
-            out[prefer.strip()] = float(share)
-        except ValueError:
-            sep = ""
-        if not sep:
-            raise click.BadParameter(f"{value!r}: PREFER=SHARE, e.g. quality=0.5")
-    return out or None
+    """``--multi-hop-price`` values as a mapping (``learn.train_policy.parse_shares``)."""
+    from fathom.core.errors import FathomError
+    from fathom.learn.train_policy import parse_shares
+
+    try:
+        return parse_shares(values)
+    except FathomError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 @click.group()

@@ -77,7 +77,6 @@ def out_of_fold(
     forest trained on the other folds."""
     from fathom.learn.train_policy import train_forest
     from fathom.router.cost import ReadingCost
-    from fathom.router.features import typed_multi_hop
 
     n = len(sweep.qids)
     proba = np.zeros((n, len(sweep.budgets) + 1), dtype=np.float64)
@@ -99,10 +98,9 @@ def out_of_fold(
         p = forest.predict_proba(x)
         proba[held] = p
         own = own_tokens(forest, part, f"fold {f}")
-        multi_hop = typed_multi_hop(x, forest.feature_names)
         for prefer in preferences:
             choice[prefer][held] = forest.choose(
-                p, reading=ReadingCost(prefer), tokens=own, multi_hop=multi_hop
+                p, reading=ReadingCost(prefer), tokens=own, inputs=x
             )
     return proba, choice
 
@@ -192,16 +190,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.test and args.policy is None:
         ap.error("--test needs --policy: the forest whose held-out probabilities to compare")
 
+    from fathom.core.errors import FathomError
     from fathom.learn.sweep import combine_sweeps, load_sweep
+    from fathom.learn.train_policy import parse_shares
     from fathom.router.cost import PREFERENCES, ReadingCost
-    from fathom.router.features import typed_multi_hop
     from fathom.router.registry import load_policy
 
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     try:
-        shares = {p: float(v) for p, _, v in (m.partition("=") for m in args.multi_hop_price)}
-    except ValueError:
-        ap.error("--multi-hop-price: PREFER=SHARE, e.g. quality=0.5")
+        shares = parse_shares(args.multi_hop_price)
+    except FathomError as exc:
+        ap.error(f"--multi-hop-price {exc}")
     train = combine_sweeps([load_sweep(d, quality=args.quality) for d in args.train])
     names = np.asarray([set_name(s) for s in (train.sets or [""] * len(train.qids))])
     folds = document_folds(train, args.folds)
@@ -216,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         proba, choice = out_of_fold(
             train, folds, seed=seed, trees=args.trees, max_depth=args.max_depth,
             lam=args.lam, preferences=PREFERENCES, balance_sets=args.balance_sets,
-            reading=args.reading, multi_hop_price=shares or None,
+            reading=args.reading, multi_hop_price=shares,
         )  # fmt: skip
         if first_proba is None:
             first_proba, first_choice = proba, choice
@@ -235,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         "max_depth": args.max_depth,
         "lambda": args.lam,
         "balance_sets": args.balance_sets,
-        "multi_hop_price": shares,
+        "multi_hop_price": shares or {},
         "reading": args.reading and train.reading is not None,
         "cv": {},
         "shift": {},
@@ -293,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
                 held_proba,
                 reading=ReadingCost("quality"),
                 tokens=own_tokens(policy, test, name),
-                multi_hop=typed_multi_hop(held_x, policy.feature_names),
+                inputs=held_x,
             )
             halves = {
                 "training half, out of fold": half_profile(

@@ -235,7 +235,6 @@ def main(argv: list[str] | None = None) -> int:
     from fathom.learn.train_policy import sweep_query_vectors, train_forest
     from fathom.router.cascade import Cascade
     from fathom.router.cost import PREFERENCES, ReadingCost
-    from fathom.router.features import typed_multi_hop
     from fathom.router.registry import load_policy
 
     lambdas = [float(x) for x in args.lambdas.split(",")]
@@ -293,18 +292,17 @@ def main(argv: list[str] | None = None) -> int:
                 test, np.full(n, j), boot, doc_boot, kstar
             )
         if forest is not None:
-            proba = forest.predict_proba(test.inputs(forest.feature_names))
+            x = test.inputs(forest.feature_names)
+            proba = forest.predict_proba(x)
             own = own_tokens(forest, test, name)
-            multi_hop = typed_multi_hop(test.inputs(forest.feature_names), forest.feature_names)
             for lam in lambdas:
                 choice = forest.choose(proba, cost=lam, tokens=own)
                 rows[f"forest λ={lam:g}"] = score(test, choice, boot, doc_boot, kstar)
             for prefer in PREFERENCES:  # the shipped rule as `ask` prices it for the extractive
                 reading = ReadingCost(prefer)
                 choice = forest.choose(
-                    proba, cost=args.default_lambda, reading=reading, tokens=own,
-                    multi_hop=multi_hop,
-                )  # fmt: skip
+                    proba, cost=args.default_lambda, reading=reading, tokens=own, inputs=x
+                )
                 rows[f"forest prefer={prefer}"] = score(test, choice, boot, doc_boot, kstar)
             for c in CONFIDENCES:
                 rows[f"forest c={c:g}"] = score(
@@ -314,12 +312,10 @@ def main(argv: list[str] | None = None) -> int:
             given_x = test.inputs(given.feature_names)
             given_proba = given.predict_proba(given_x)
             given_own = own_tokens(given, test, name)
-            given_multi_hop = typed_multi_hop(given_x, given.feature_names)
             for prefer in PREFERENCES:
                 choice = given.choose(
-                    given_proba, reading=ReadingCost(prefer), tokens=given_own,
-                    multi_hop=given_multi_hop,
-                )  # fmt: skip
+                    given_proba, reading=ReadingCost(prefer), tokens=given_own, inputs=given_x
+                )
                 rows[f"{Path(path).stem} prefer={prefer}"] = score(
                     test, choice, boot, doc_boot, kstar
                 )
@@ -357,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
                 given.predict_proba(given_x),
                 reading=ReadingCost(),
                 tokens=own_tokens(given, test, name),
-                multi_hop=typed_multi_hop(given_x, given.feature_names),
+                inputs=given_x,
             )
             depth_of = f"{Path(first).stem} prefer=balanced"
         types = np.asarray(test.query_types)

@@ -95,6 +95,19 @@ def train_forest(
     )
 
 
+def parse_shares(values: Iterable[str]) -> dict[str, float] | None:
+    """``PREFER=SHARE`` options (``--multi-hop-price``) as the mapping ``train_forest`` takes
+    (None when none was given), checked as ``checked_shares`` checks them."""
+    out: dict[str, float] = {}
+    for value in values:
+        prefer, _, share = value.partition("=")
+        try:
+            out[prefer.strip()] = float(share)
+        except ValueError:
+            raise FathomError(f"{value!r}: PREFER=SHARE, e.g. quality=0.5") from None
+    return checked_shares(out) if out else None
+
+
 def checked_shares(shares: dict[str, float]) -> dict[str, float]:
     """``multi_hop_price`` as a forest records it: each key a preference, each share above 0."""
     from fathom.router.cost import PREFERENCES

@@ -265,7 +265,7 @@ class ForestPolicy(DepthPolicyBase):
         most_likely: bool | None = None,
         reading: ReadingCost | None = None,
         tokens: np.ndarray | None = None,
-        multi_hop: Any = None,
+        inputs: Any = None,
     ) -> np.ndarray:
         """Budget index per row of ``predict_proba`` under the policy's rule (or the one
         given): with a ``cost`` λ, the argmax of P(enough by b) − λ · tokens(b) / 1000 (with a
@@ -274,8 +274,8 @@ class ForestPolicy(DepthPolicyBase):
         ``(n, n_budgets)`` from ``context_tokens``, else the training means); with
         ``most_likely``, the most probable label ("none suffices" → the smallest budget); else
         the smallest budget whose P(enough by b) ≥ ``confidence``, the deepest when none is.
-        ``multi_hop`` ``(n,) bool`` (``router.features.typed_multi_hop`` of the rows): those
-        rows' tokens cost ``multi_hop_price(reading.prefer)`` of the price."""
+        ``inputs``: the rows' features (``feature_names`` order), with a ``reading`` cost: each
+        row pays its share of the price (``price_shares``)."""
         import numpy as np
 
         p = np.atleast_2d(np.asarray(proba, dtype=np.float64))
@@ -289,9 +289,8 @@ class ForestPolicy(DepthPolicyBase):
             # λ as given per 1000 tokens, or priced in the reader's unit at its preference.
             weight = reading.weight(lam) if reading is not None else lam / 1000.0
             priced = self._tokens()[None, :] if tokens is None else np.asarray(tokens, float)
-            if multi_hop is not None and reading is not None:
-                share = self.multi_hop_price(reading.prefer)
-                weight = weight * np.where(np.asarray(multi_hop, bool), share, 1.0)[:, None]
+            if inputs is not None and reading is not None:
+                weight = weight * self.price_shares(inputs, reading.prefer)[:, None]
             return np.argmax(cum - weight * priced, axis=1)
         c = self.confidence if confidence is None else confidence
         reached = cum >= c - 1e-9
@@ -302,6 +301,19 @@ class ForestPolicy(DepthPolicyBase):
         ``prefer`` (``meta["multi_hop_price"]``, set at training; 1 where none is set): a
         reading of one passage at a time cannot tell that the second one is still missing."""
         return float((self.meta.get("multi_hop_price") or {}).get(prefer, 1.0))
+
+    def price_shares(self, inputs: Any, prefer: str) -> np.ndarray:
+        """``(n,)``: the share of the token price each row of ``inputs`` (features in
+        ``feature_names`` order) pays at ``prefer`` — ``multi_hop_price`` where the router's
+        type probabilities put multi-hop first (``router.features.typed_multi_hop``), else 1."""
+        import numpy as np
+        from fathom.router.features import typed_multi_hop
+
+        x = np.atleast_2d(np.asarray(inputs, dtype=np.float64))
+        share = self.multi_hop_price(prefer)
+        if share == 1.0:
+            return np.ones(len(x))
+        return np.where(typed_multi_hop(x, self.feature_names), share, 1.0)
 
     def _tokens(self) -> np.ndarray:
         import numpy as np
@@ -324,8 +336,6 @@ class ForestPolicy(DepthPolicyBase):
         )
 
     def decide(self, query: DepthQuery) -> Decision:
-        from fathom.router.features import typed_multi_hop
-
         t = time.perf_counter()
         probe = query.probe
         f, unread = self.features(query)
@@ -339,11 +349,9 @@ class ForestPolicy(DepthPolicyBase):
             own = self.context_tokens.for_probe(
                 [h.chunk.n_tokens for h in probe.hits], self.budgets
             )
-        multi_hop = typed_multi_hop([f], self.feature_names) if priced is not None else None
         rows = None if own is None else [own]
-        i = int(self.choose(proba, reading=priced, tokens=rows, multi_hop=multi_hop)[0])
-        mh = priced is not None and multi_hop is not None and bool(multi_hop[0])
-        share = self.multi_hop_price(priced.prefer) if mh and priced is not None else 1.0
+        i = int(self.choose(proba, reading=priced, tokens=rows, inputs=[f])[0])
+        share = float(self.price_shares([f], priced.prefer)[0]) if priced is not None else 1.0
         priced_cost: dict[str, Any] | None = None  # set where the cost rule decides
         cum = [float(sum(proba[: j + 1])) for j in range(nb)]
         k = min(self.budgets[i], len(probe.hits))

@@ -118,8 +118,16 @@ def test_a_multi_hop_question_pays_its_share_of_the_price_where_the_forest_says(
     quality = ReadingCost("quality")
     weight = quality.weight(0.4) * 1000
     assert policy.multi_hop_price("quality") == 0.5 and policy.multi_hop_price("balanced") == 1.0
+    assert policy.price_shares(rows, "quality").tolist() == [1.0, 0.5]
+    # The option's form: PREFER=SHARE, a preference, a share above 0.
+    from fathom.learn.train_policy import parse_shares
+
+    assert parse_shares(["quality=0.5"]) == {"quality": 0.5} and parse_shares([]) is None
+    for bad in ("quality", "quality=half", "best=0.5", "quality=0"):
+        with pytest.raises(FathomError):
+            parse_shares([bad])
     plain = policy.choose(proba, reading=quality)
-    priced = policy.choose(proba, reading=quality, multi_hop=multi_hop)
+    priced = policy.choose(proba, reading=quality, inputs=rows)
     assert plain[0] == priced[0]  # a single-hop question pays the whole price
     cum = np.cumsum(proba[0, :4])
     tokens = np.array([0, 100, 200, 400])
@@ -133,7 +141,7 @@ def test_a_multi_hop_question_pays_its_share_of_the_price_where_the_forest_says(
     # Another preference keeps the whole price for both.
     balanced = ReadingCost("balanced")
     assert (
-        policy.choose(proba, reading=balanced, multi_hop=multi_hop).tolist()
+        policy.choose(proba, reading=balanced, inputs=rows).tolist()
         == policy.choose(proba, reading=balanced).tolist()
     )
 
