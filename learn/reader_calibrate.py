@@ -7,7 +7,8 @@ among them (the shipped reader: the first ten articles of SQuAD 2.0's training s
 come from; ``squad_set`` reads them). A model's margins on the articles it trained on run
 higher than on unseen ones, so a bar fitted there withholds far more answers on new documents
 than it was fitted to. Each question's first ``CONTEXT`` retrieved passages (``reader_data``
-records) are read as the extractive answerer reads its sources
+records, without the gold passage a record adds when retrieval missed the answer: the answerer
+would not have it) are read as the extractive answerer reads its sources
 (``stages.generate.span.read_span`` without a bar), and the bar is the ``ANSWERABLE_ABSTAIN``
 quantile of the answerable questions' best margins — the answerer then abstains on about that
 share of answerable questions — reported with the share of unanswerable questions it abstains
@@ -100,7 +101,10 @@ def best_margins(reader: Any, records: list[dict[str, Any]]) -> np.ndarray:
     out = []
     try:
         for rec in records:
-            texts = [p["text"] for p in rec["passages"][:CONTEXT]]
+            texts = [p["text"] for p in rec["passages"] if not p.get("inserted")][:CONTEXT]
+            if not texts:
+                out.append(float("-inf"))
+                continue
             hits = [_hit(i, t) for i, t in enumerate(texts, 1)]
             _, margin = read_span(reader, rec["question"], hits, candidates(hits))
             out.append(margin)

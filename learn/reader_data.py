@@ -9,9 +9,10 @@ passage of the other half's documents reaches training, not even as a negative; 
 inside them: a chunk of a gold document whose range covers an answer's offsets (COVID-QA's
 ``answer_starts``; SQuAD's answer inside its ``para_char_start``–``para_char_end`` paragraph;
 else, HotpotQA and MuSiQue, the answer text found in the gold document). When no retrieved
-chunk holds the answer, the gold passage itself is added, so every answerable question teaches
-the span. The other chunks are the hard negatives. One JSON line per question, cached under
-``--work`` by set and split.
+chunk holds the answer, the gold passage itself is added first, marked ``"inserted"``, so every
+answerable question teaches the span (what the answerer would read is the retrieved chunks
+alone: the abstention bar is fitted on those). The other chunks are the hard negatives. One
+JSON line per question, cached under ``--work`` by set and split.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def _gold_passage(raw: dict[str, Any], spans: dict[str, list[tuple[int, int]]], 
         s, e = found[0]
         lo, hi = max(0, s - GOLD_CONTEXT), min(len(text), e + GOLD_CONTEXT)
     inside = [(s - lo, e - lo) for s, e in found if lo <= s and e <= hi]
-    return {"text": text[lo:hi], "spans": inside, "doc": doc}
+    return {"text": text[lo:hi], "spans": inside, "doc": doc, "inserted": True}
 
 
 def collect(data: Path, name: str, split: str, work: Path, seed: int = 0) -> Path:

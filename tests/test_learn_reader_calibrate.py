@@ -134,3 +134,49 @@ def test_read_set_gives_texts_records_and_the_asked_half(tmp_path: Path) -> None
     other = "test" if half == "train" else "train"
     assert [q.qid for q in read_set(folder, half)[2]] == ["q1", "q2", "q3"]
     assert read_set(folder, other)[2] == []
+
+
+def test_the_bar_reads_what_retrieval_found_not_the_gold_passage_added_for_training() -> None:
+    """A record whose retrieval missed the answer carries the gold passage first, marked
+    inserted, so that it still teaches the span; the answerer never reads it, so neither does
+    the bar: such a question's margin is the one its retrieved passages give."""
+    from fathom.learn.reader_calibrate import best_margins
+
+    reader = FakeReader(["Keeperson"], score=12.0, null=1.0)
+    gold = {"text": "The keeper of the lighthouse was Keeperson.", "inserted": True}
+    found = {"text": "The lighthouse stands on the cliff above the harbour."}
+    missed = {"question": "Who kept the lighthouse?", "passages": [gold, found]}
+    hit = {"question": "Who kept the lighthouse?", "passages": [{**gold, "inserted": False}]}
+    alone = {"question": "Who kept the lighthouse?", "passages": [gold]}
+    margins = best_margins(reader, [missed, hit, alone])
+    assert margins[1] == 11.0  # read, the gold passage gives its span's margin
+    assert margins[0] < margins[1]  # the missed question is read over what was found
+    assert margins[2] == float("-inf")  # nothing retrieved, nothing to read
+
+
+def test_a_record_whose_retrieval_missed_the_answer_adds_the_gold_passage_marked() -> None:
+    from types import SimpleNamespace
+
+    from fathom.core.base import Chunk, Hit
+    from fathom.learn.reader_data import _record
+
+    text = "Alder Reach is a port town.\n\nIts harbour opened in 1871."
+    docs = {"Alder_Reach": text}
+    raw = {
+        "doc_ids": ["Alder_Reach"],
+        "answers": ["1871"],
+        "answer_starts": [text.index("1871")],
+        "para_char_start": text.index("Its"),
+        "para_char_end": len(text),
+    }
+    q = SimpleNamespace(qid="q1", question="When?", answers=("1871",), unanswerable=False)
+    elsewhere = Chunk("c1", "Alder_Reach", text[:27], 0, 27, 1, 1, "", 0, 0)
+    record = _record(q, raw, docs, [Hit(chunk=elsewhere, score=1.0)])
+    first, second = record["passages"]
+    assert first["inserted"] and first["text"] == text[raw["para_char_start"] :]
+    at = first["text"].index("1871")
+    assert first["spans"] == [(at, at + 4)]
+    assert not second.get("inserted") and second["spans"] == []
+    holding = Chunk("c2", "Alder_Reach", text, 0, len(text), 1, 1, "", 0, 0)
+    (only,) = _record(q, raw, docs, [Hit(chunk=holding, score=1.0)])["passages"]
+    assert not only.get("inserted") and only["spans"]
