@@ -1,0 +1,114 @@
+"""bench/reader_compare.py: two readers read the same questions, and the second's paired
+difference to the first is reported (a reader against a copy of itself differs by nothing)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+from fathom.bench import reader_compare
+from fathom.index.reader import META_FILE, MODEL_DIR
+from fathom.learn.questions import document_half
+
+TOWNS = ["Rostfeld", "Quillmere", "Dunhallow", "Brackwater", "Elmsworth", "Karrow", "Tamsby"]
+
+
+def _make_set(folder: Path, unanswerable: bool) -> int:
+    """Seven articles of two paragraphs, a question on each second paragraph (and one that
+    the article cannot answer); returns how many articles fall in the test half."""
+    folder.mkdir(parents=True)
+    docs, questions = [], []
+    for i, town in enumerate(TOWNS):
+        first = f"Article {i} opens with the history of the valley and its rivers."
+        second = f"The bridge of article {i} was built in the town of {town} in 1820."
+        text = f"{first}\n\n{second}"
+        doc_id = f"Article_{i}"
+        docs.append({"doc_id": doc_id, "title": f"Article {i}", "text": text})
+        questions.append(
+            {
+                "qid": f"q{i}",
+                "question": f"In which town was the bridge of article {i} built?",
+                "answers": [town],
+                "answer_starts": [text.index(town)],
+                "doc_ids": [doc_id],
+                "para_index": 1,
+                "para_char_start": len(first) + 2,
+                "para_char_end": len(text),
+            }
+        )
+        if unanswerable:
+            questions.append(
+                {
+                    "qid": f"u{i}",
+                    "question": f"Who painted the bridge of article {i}?",
+                    "answers": [],
+                    "doc_ids": [doc_id],
+                    "is_impossible": True,
+                }
+            )
+    for name, rows in (("docs.jsonl", docs), ("questions.jsonl", questions)):
+        (folder / name).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return sum(document_half(d["doc_id"], 0) == "test" for d in docs)
+
+
+def test_a_reader_against_a_copy_of_itself_differs_by_nothing(tmp_path: Path) -> None:
+    n = _make_set(tmp_path / "data" / "towns", unanswerable=False)
+    _make_set(tmp_path / "data" / "towns2", unanswerable=True)
+    copy = tmp_path / "copy"
+    shutil.copytree(MODEL_DIR, copy)
+    out = tmp_path / "compare.json"
+    argv = ["--data", str(tmp_path / "data"), "--sets", "towns,towns2", "--gold-set", "towns"]
+    argv += ["--reader", str(MODEL_DIR), "--reader", str(copy), "--home", str(tmp_path / "h")]
+    assert reader_compare.main([*argv, "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    towns, towns2 = result["sets"]
+    assert n and towns["questions"] == n and towns["documents"] == n
+    for metric in ("recall@1", "recall@3", "span_f1", "span_em", "withheld_answerable"):
+        assert towns[metric]["n"] == n
+        assert towns[metric]["difference"]["mean"] == 0.0
+        assert towns[metric]["difference"]["documents"]["hi"] == 0.0
+    assert towns["recall@3"]["first"]["mean"] == 1.0  # seven short articles: the answer is read
+    assert "withheld_unanswerable" in towns2 and "withheld_unanswerable" not in towns
+    assert towns2["withheld_unanswerable"]["n"] + towns2["span_f1"]["n"] == towns2["questions"]
+    gold = result["gold"]
+    assert gold["questions"] == n and gold["f1"]["difference"]["mean"] == 0.0
+    assert gold["f1"]["first"]["mean"] >= 0.5  # the town is there to be read
+    first, second = result["readers"]["first"], result["readers"]["second"]
+    assert first["sha256"] == second["sha256"] and first["counts"] == second["counts"]
+    assert (
+        first["abstain_below"] == json.loads((MODEL_DIR / META_FILE).read_text())["abstain_below"]
+    )
+    # rerun as a contributor would: no data, home or output path of this machine in it
+    assert result["command"].startswith("FATHOM_DATA=… python bench/reader_compare.py --sets")
+    assert str(tmp_path) not in result["command"].replace(str(copy), "")
+
+
+def test_the_difference_is_the_second_reader_minus_the_first() -> None:
+    values = {"first": [1.0, 1.0, 0.0, 1.0], "second": [0.0, 1.0, 0.0, 0.0]}
+    entry = reader_compare.paired(values, ["a", "a", "b", "b"])
+    assert entry["first"]["mean"] == 0.75 and entry["second"]["mean"] == 0.25
+    assert entry["difference"]["mean"] == -0.5
+    assert entry["difference"]["documents"]["lo"] <= -0.5 <= entry["difference"]["documents"]["hi"]
+
+
+def test_a_question_is_scored_by_its_kind() -> None:
+    hit = SimpleNamespace(chunk=SimpleNamespace(text="The bridge was built in Rostfeld."))
+    other = SimpleNamespace(chunk=SimpleNamespace(text="The valley has rivers."))
+    answerable = SimpleNamespace(unanswerable=False, answers=("Rostfeld",))
+    read = {"ranked": [other, hit], "span": "Rostfeld"}
+    scored = reader_compare.score_question(answerable, read)
+    assert scored == {
+        "withheld_answerable": 0.0,
+        "recall@1": 0.0,
+        "recall@3": 1.0,
+        "span_f1": 1.0,
+        "span_em": 1.0,
+    }
+    withheld = reader_compare.score_question(answerable, {"ranked": [hit], "span": None})
+    assert withheld["withheld_answerable"] == 1.0 and withheld["span_f1"] == 0.0
+    unanswerable = SimpleNamespace(unanswerable=True, answers=())
+    assert reader_compare.score_question(unanswerable, {"ranked": [], "span": None}) == {
+        "withheld_unanswerable": 1.0
+    }
