@@ -4,8 +4,8 @@ Every window of every source is read (``fathom.index.reader``); each window offe
 span that starts and ends inside one quotable sentence — never in a heading, a question, a
 table row, text that reads as instructions to a model, a title block, an author list or a
 reference entry — and that span's logit margin over no-answer. The best margin wins; when it is
-below the model's ``abstain_below`` (fitted on SQuAD 2.0's training half, in ``reader.json``),
-no-answer wins.
+below the model's ``abstain_below`` (in ``reader.json``: fitted on questions about articles the
+model never read, ``learn/reader_calibrate.py``), no-answer wins.
 """
 
 from __future__ import annotations
