@@ -10,52 +10,15 @@ from types import SimpleNamespace
 
 from fathom.bench import reader_compare
 from fathom.index.reader import META_FILE, MODEL_DIR
-from fathom.learn.questions import document_half
+from fathom.tests.support.squadish import TOWNS as SIX
+from fathom.tests.support.squadish import make_squadish
 
-TOWNS = ["Rostfeld", "Quillmere", "Dunhallow", "Brackwater", "Elmsworth", "Karrow", "Tamsby"]
-
-
-def _make_set(folder: Path, unanswerable: bool) -> int:
-    """Seven articles of two paragraphs, a question on each second paragraph (and one that
-    the article cannot answer); returns how many articles fall in the test half."""
-    folder.mkdir(parents=True)
-    docs, questions = [], []
-    for i, town in enumerate(TOWNS):
-        first = f"Article {i} opens with the history of the valley and its rivers."
-        second = f"The bridge of article {i} was built in the town of {town} in 1820."
-        text = f"{first}\n\n{second}"
-        doc_id = f"Article_{i}"
-        docs.append({"doc_id": doc_id, "title": f"Article {i}", "text": text})
-        questions.append(
-            {
-                "qid": f"q{i}",
-                "question": f"In which town was the bridge of article {i} built?",
-                "answers": [town],
-                "answer_starts": [text.index(town)],
-                "doc_ids": [doc_id],
-                "para_index": 1,
-                "para_char_start": len(first) + 2,
-                "para_char_end": len(text),
-            }
-        )
-        if unanswerable:
-            questions.append(
-                {
-                    "qid": f"u{i}",
-                    "question": f"Who painted the bridge of article {i}?",
-                    "answers": [],
-                    "doc_ids": [doc_id],
-                    "is_impossible": True,
-                }
-            )
-    for name, rows in (("docs.jsonl", docs), ("questions.jsonl", questions)):
-        (folder / name).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return sum(document_half(d["doc_id"], 0) == "test" for d in docs)
+TOWNS = [*SIX, "Tamsby"]
 
 
 def test_a_reader_against_a_copy_of_itself_differs_by_nothing(tmp_path: Path) -> None:
-    n = _make_set(tmp_path / "data" / "towns", unanswerable=False)
-    _make_set(tmp_path / "data" / "towns2", unanswerable=True)
+    n = len(make_squadish(tmp_path / "data" / "towns", TOWNS, unanswerable=False))
+    make_squadish(tmp_path / "data" / "towns2", TOWNS)
     copy = tmp_path / "copy"
     shutil.copytree(MODEL_DIR, copy)
     out = tmp_path / "compare.json"

@@ -8,52 +8,13 @@ from pathlib import Path
 
 from fathom.bench import reader_gold
 from fathom.index.reader import shared_reader
-from fathom.learn.questions import document_half
-
-TOWNS = ["Rostfeld", "Quillmere", "Dunhallow", "Brackwater", "Elmsworth", "Karrow"]
-
-
-def _make_set(folder: Path) -> list[str]:
-    """Six articles of two paragraphs; the question is about the second paragraph, whose town
-    the first paragraph does not name. Returns the test half's document ids."""
-    folder.mkdir(parents=True)
-    docs, questions = [], []
-    for i, town in enumerate(TOWNS):
-        first = f"Article {i} opens with the history of the valley and its rivers."
-        second = f"The bridge of article {i} was built in the town of {town} in 1820."
-        text = f"{first}\n\n{second}"
-        start = len(first) + 2
-        doc_id = f"Article_{i}"
-        docs.append({"doc_id": doc_id, "title": f"Article {i}", "text": text})
-        questions.append(
-            {
-                "qid": f"q{i}",
-                "question": f"In which town was the bridge of article {i} built?",
-                "answers": [town],
-                "doc_ids": [doc_id],
-                "para_index": 1,
-                "para_char_start": start,
-                "para_char_end": len(text),
-            }
-        )
-        questions.append(
-            {
-                "qid": f"u{i}",
-                "question": f"Who painted the bridge of article {i}?",
-                "answers": [],
-                "doc_ids": [doc_id],
-                "is_impossible": True,
-            }
-        )
-    for name, rows in (("docs.jsonl", docs), ("questions.jsonl", questions)):
-        (folder / name).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return [d["doc_id"] for d in docs if document_half(d["doc_id"], 0) == "test"]
+from fathom.tests.support.squadish import make_squadish
 
 
 def test_gold_questions_are_the_test_halfs_answerable_ones_on_their_paragraph(
     tmp_path: Path,
 ) -> None:
-    test_docs = _make_set(tmp_path / "squadish")
+    test_docs = make_squadish(tmp_path / "squadish")
     items = reader_gold.gold_questions(tmp_path, "squadish", None)
     assert test_docs and sorted(r["doc_ids"][0] for _, _, r in items) == sorted(test_docs)
     for q, paragraph, _ in items:
@@ -62,7 +23,7 @@ def test_gold_questions_are_the_test_halfs_answerable_ones_on_their_paragraph(
 
 
 def test_the_bench_scores_the_span_and_writes_its_record(tmp_path: Path) -> None:
-    test_docs = _make_set(tmp_path / "squadish")
+    test_docs = make_squadish(tmp_path / "squadish")
     out = tmp_path / "gold.json"
     assert reader_gold.main(["--data", str(tmp_path), "--set", "squadish", "--out", str(out)]) == 0
     result = json.loads(out.read_text())
