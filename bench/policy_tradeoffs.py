@@ -308,10 +308,12 @@ def main(argv: list[str] | None = None) -> int:
                 rows[f"forest c={c:g}"] = score(
                     test, forest.choose(proba, confidence=c), boot, doc_boot, kstar
                 )
+        read: dict[str, tuple[Any, Any, Any]] = {}  # each policy's inputs, proba, tokens
         for path, given in given_policies.items():
             given_x = test.inputs(given.feature_names)
             given_proba = given.predict_proba(given_x)
             given_own = own_tokens(given, test, name)
+            read[path] = (given_x, given_proba, given_own)
             for prefer in PREFERENCES:
                 choice = given.choose(
                     given_proba, reading=ReadingCost(prefer), tokens=given_own, inputs=given_x
@@ -347,13 +349,9 @@ def main(argv: list[str] | None = None) -> int:
             depth_of = f"forest λ={args.default_lambda:g}"
         else:
             first = next(iter(given_policies))
-            given = given_policies[first]
-            given_x = test.inputs(given.feature_names)
-            choice = given.choose(
-                given.predict_proba(given_x),
-                reading=ReadingCost(),
-                tokens=own_tokens(given, test, name),
-                inputs=given_x,
+            given_x, given_proba, given_own = read[first]
+            choice = given_policies[first].choose(
+                given_proba, reading=ReadingCost(), tokens=given_own, inputs=given_x
             )
             depth_of = f"{Path(first).stem} prefer=balanced"
         types = np.asarray(test.query_types)

@@ -82,16 +82,30 @@ def _answerable(q: Any) -> bool:
     return bool(q.answers) and not all(a.strip().lower() in ("yes", "no") for a in q.answers)
 
 
+def drawn_questions(
+    data: Path, name: str, split: str, limit: int | None, unanswerable: bool = False
+) -> list[Any]:
+    """The half's questions a reader bench reads: those with a span for an answer (HotpotQA's
+    yes/no left out), and the unanswerable ones too with ``unanswerable``; shuffled (seed 0)
+    so that ``limit`` of them draw from every document."""
+    from fathom.learn.questions import load_questions, split_by_document
+
+    questions = split_by_document(load_questions(data / name / "questions.jsonl"), split, 0)
+    questions = [
+        q
+        for q in questions
+        if (unanswerable and q.unanswerable) or (_answerable(q) and not q.unanswerable)
+    ]
+    random.Random(0).shuffle(questions)
+    return questions[: limit or None]
+
+
 def run_set(cfg: Any, data: Path, name: str, split: str, limit: int | None) -> dict[str, Any]:
     from fathom.feedback.judges import answer_recall
     from fathom.index.retrieve import open_retriever
     from fathom.index.targets import resolve_target
-    from fathom.learn.questions import load_questions, split_by_document
 
-    questions = split_by_document(load_questions(data / name / "questions.jsonl"), split, 0)
-    questions = [q for q in questions if _answerable(q) and not q.unanswerable]
-    random.Random(0).shuffle(questions)  # a --limit draws from every document
-    questions = questions[: limit or None]
+    questions = drawn_questions(data, name, split, limit)
     collection = resolve_target(cfg, str(data / name / "docs.jsonl"))
     retriever = open_retriever(cfg, collection)
     parts = _rerankers(cfg, collection)

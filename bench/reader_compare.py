@@ -31,7 +31,6 @@ questions); a difference whose interval by document holds 0 is within noise.
 from __future__ import annotations
 
 import argparse
-import random
 import shlex
 import sys
 from pathlib import Path
@@ -48,37 +47,19 @@ from fathom.bench.common import (
     temp_home,
     write_json,
 )
+from fathom.bench.reader import AT, CANDIDATES, drawn_questions
 
 SETS = ("squad_v1.1_dev", "covidqa_200423", "hotpotqa_dev500", "squad_v2.0_dev")
-CANDIDATES = 20
 CONTEXT = 4  # the candidates the span is read over: the answerer's default depth
-AT = (1, 3)
 RECORD_KEYS = ("steps", "batch", "lr", "seed", "examples", "epochs", "seconds", "bf16", "threads")
-
-
-def _answerable(q: Any) -> bool:
-    return bool(q.answers) and not all(a.strip().lower() in ("yes", "no") for a in q.answers)
-
-
-def set_questions(data: Path, name: str, limit: int | None) -> list[Any]:
-    """The test half's questions the bench reads, drawn at random (seed 0): the answerable
-    ones (yes/no left out), or every one for a set with unanswerable questions."""
-    from fathom.learn.questions import load_questions, split_by_document
-
-    questions = split_by_document(load_questions(data / name / "questions.jsonl"), "test", 0)
-    if not any(q.unanswerable for q in questions):
-        questions = [q for q in questions if _answerable(q)]
-    random.Random(0).shuffle(questions)  # a --limit draws from every document
-    return questions[: limit or None]
 
 
 def read_question(reader: Any, reranker: Any, question: str, hits: list[Any]) -> dict[str, Any]:
     """What one reader makes of one question's candidates: its order and its span."""
     from fathom.stages.generate.extractive import candidates
     from fathom.stages.generate.span import read_span
-    from fathom.stages.rerank import rerank_behind
 
-    ranked = rerank_behind(reranker, question, hits, len(hits))
+    ranked = reranker.rerank(question, hits)
     head = ranked[:CONTEXT]
     span, _ = read_span(reader, question, head, candidates(head))
     return {"ranked": ranked, "span": span.text if span is not None else None}
@@ -120,7 +101,7 @@ def run_set(cfg: Any, data: Path, name: str, limit: int | None, readers: dict) -
     from fathom.index.retrieve import open_retriever
     from fathom.index.targets import resolve_target
 
-    questions = set_questions(data, name, limit)
+    questions = drawn_questions(data, name, "test", limit, unanswerable=True)
     retriever = open_retriever(cfg, resolve_target(cfg, str(data / name / "docs.jsonl")))
     scores: dict[str, dict[str, list[float]]] = {}
     docs: dict[str, list[str]] = {}
@@ -144,21 +125,16 @@ def run_set(cfg: Any, data: Path, name: str, limit: int | None, readers: dict) -
 
 def run_gold(data: Path, name: str, limit: int | None, readers: dict) -> dict[str, Any]:
     """The span on the gold paragraph, no bar, each reader."""
-    from fathom.bench.reader_gold import gold_questions, read_gold
+    from fathom.bench.reader_gold import gold_questions, read_all
     from fathom.feedback.judges import exact_match, f1
 
     items = gold_questions(data, name, limit)
+    golds = [list(q.answers) for q, _, _ in items]
     scores: dict[str, dict[str, list[float]]] = {"f1": {}, "em": {}}
     for label, (reader, _) in readers.items():
-        bar = reader.meta.get("abstain_below")
-        reader.meta["abstain_below"] = float("-inf")
-        try:
-            for q, paragraph, _raw in items:
-                text, _ = read_gold(reader, q.question, paragraph)
-                scores["f1"].setdefault(label, []).append(f1(text, list(q.answers)))
-                scores["em"].setdefault(label, []).append(exact_match(text, list(q.answers)))
-        finally:
-            reader.meta["abstain_below"] = bar
+        texts, _ = read_all(reader, items)
+        scores["f1"][label] = [f1(t, g) for t, g in zip(texts, golds, strict=True)]
+        scores["em"][label] = [exact_match(t, g) for t, g in zip(texts, golds, strict=True)]
     docs = [str(raw["doc_ids"][0]) for _, _, raw in items]
     entry: dict[str, Any] = {"set": name, "questions": len(items), "documents": len(set(docs))}
     for metric, values in scores.items():

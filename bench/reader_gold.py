@@ -46,6 +46,18 @@ def gold_questions(data: Path, name: str, limit: int | None) -> list[tuple[Any, 
     return out
 
 
+def read_all(reader: Any, items: list[tuple[Any, str, dict]]) -> tuple[list[str], list[float]]:
+    """Each item's span (``read_gold``) and margin, with the reader's bar lifted meanwhile (every
+    span, its margin reported) and put back after."""
+    bar = reader.meta.get("abstain_below")
+    reader.meta["abstain_below"] = float("-inf")
+    try:
+        read = [read_gold(reader, q.question, paragraph) for q, paragraph, _ in items]
+    finally:
+        reader.meta["abstain_below"] = bar
+    return [text for text, _ in read], [margin for _, margin in read]
+
+
 def read_gold(reader: Any, question: str, paragraph: str) -> tuple[str, float]:
     """The answerer's span in ``paragraph`` with no bar, and its margin."""
     from fathom.core.base import Chunk, Hit
@@ -69,19 +81,18 @@ def main(argv: list[str] | None = None) -> int:
     from fathom.feedback.judges import exact_match, f1
     from fathom.index.reader import Reader
 
-    reader = Reader().load()  # its own: the bar is lifted below, not the process's reader's
+    reader = Reader().load()  # its own: the bar is lifted while it reads
     bar = float(reader.meta.get("abstain_below", 0.0))
-    reader.meta["abstain_below"] = float("-inf")  # every span, its margin reported
     items = gold_questions(data_dir(args.data), args.set, args.limit)
     log(f"{args.set}: {len(items)} answerable test-half questions on their gold paragraphs")
-    scores: dict[str, list[float]] = {"f1": [], "em": [], "under_bar": []}
-    docs = []
-    for q, paragraph, raw in items:
-        text, margin = read_gold(reader, q.question, paragraph)
-        scores["f1"].append(f1(text, list(q.answers)))
-        scores["em"].append(exact_match(text, list(q.answers)))
-        scores["under_bar"].append(float(margin < bar))
-        docs.append(str(raw["doc_ids"][0]))
+    texts, margins = read_all(reader, items)
+    golds = [list(q.answers) for q, _, _ in items]
+    scores: dict[str, list[float]] = {
+        "f1": [f1(t, g) for t, g in zip(texts, golds, strict=True)],
+        "em": [exact_match(t, g) for t, g in zip(texts, golds, strict=True)],
+        "under_bar": [float(m < bar) for m in margins],
+    }
+    docs = [str(raw["doc_ids"][0]) for _, _, raw in items]
     result: dict[str, Any] = {
         "set": args.set,
         "split": "test",
