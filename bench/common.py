@@ -33,11 +33,12 @@ err_console = Console(stderr=True)  # progress: stderr
 
 
 def data_dir(arg: str | None) -> Path:
-    """``--data``, else ``FATHOM_DATA``, else ``<repo>/../shared/data``."""
+    """``--data``, else ``FATHOM_DATA``, else ``<repo>/../shared/data``; absolute, so a run in
+    another folder (a previous checkout's ``fathom eval``) finds it too."""
     path = Path(arg or os.environ.get("FATHOM_DATA") or REPO.parent / "shared" / "data")
     if not path.is_dir():
         raise SystemExit(f"data folder not found: {path} (pass --data or set FATHOM_DATA)")
-    return path
+    return path.resolve()
 
 
 def default_out(name: str) -> Path:

@@ -7,6 +7,15 @@ paraphrases the rules miss. The policy is a JSON file of weights that this modul
 one matrix-vector product: no sklearn, no torch at query time. The pipeline embeds the question
 once and passes the vector in (``classify(question, embedding=vec)``), so classifying costs well
 under a millisecond.
+
+A summary is answered only when it is asked for: the type is the most probable one, except that a
+question with no summary cue in it (``asks_for_summary``: summarise, overview, key findings, what
+is this about, …) takes its most probable other type. Every summary request among the training
+questions carries such a cue and no other question does, yet the embedding alone carried the
+summary class over to plain questions about a passage ("What are the clinical symptoms of
+pertussis?", "What are stators attached to?": 4 % of SQuAD's questions, 6.5 % of COVID-QA's),
+which were then summarised, read without reranking, instead of answered. The class probabilities
+stay the model's own: they are what depth policies read.
 """
 
 from __future__ import annotations
@@ -224,6 +233,23 @@ def rule_features(question: str) -> list[float]:
     ]
 
 
+def asks_for_summary(question: str) -> bool:
+    """Whether ``question`` asks for a summary in so many words (a summary verb or phrase)."""
+    return bool(_SUMMARY_VERB.search(question) or _SUMMARY_PHRASE.search(question))
+
+
+def chosen_type(classes: tuple[QueryType, ...], probs: np.ndarray, question: str) -> QueryType:
+    """The most probable of ``classes`` under ``probs``, a summary only when the question asks
+    for one (ties: the earlier class)."""
+    import numpy as np
+
+    summary = asks_for_summary(question)
+    for i in np.argsort(-np.asarray(probs), kind="stable"):
+        if summary or classes[int(i)] != "summarization":
+            return classes[int(i)]
+    return classes[int(np.argmax(probs))]
+
+
 def rule_label(question: str) -> QueryType:
     """The query type from the rules alone: the fallback when no embedding or policy is at hand.
 
@@ -396,15 +422,15 @@ class QueryClassifier:
     def classify(
         self, question: str, embedding: np.ndarray | None = None
     ) -> tuple[QueryType, dict[str, float]]:
-        """The most probable type and every class's probability.
+        """The question's type (the most probable; a summary only when asked for) and every
+        class's probability.
 
         ``embedding`` is the question's ``(dim,) float32`` vector from the policy's embedder; when
         omitted the classifier's own embedder computes it.
         """
         policy = self.load()
         probs = policy.probabilities(self.features(question, embedding))
-        best = int(probs.argmax())
-        return policy.classes[best], {
+        return chosen_type(policy.classes, probs, question), {
             c: float(p) for c, p in zip(policy.classes, probs, strict=True)
         }
 
@@ -423,8 +449,8 @@ class QueryClassifier:
         probs = policy.probabilities(feats)
         return [
             (
-                policy.classes[int(row.argmax())],
+                chosen_type(policy.classes, row, q),
                 {c: float(p) for c, p in zip(policy.classes, row, strict=True)},
             )
-            for row in probs
+            for q, row in zip(questions, probs, strict=True)
         ]

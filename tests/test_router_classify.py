@@ -18,6 +18,8 @@ from fathom.router.classify import (
     DEFAULT_POLICY,
     RULE_FEATURES,
     QueryClassifier,
+    asks_for_summary,
+    chosen_type,
     rule_features,
     rule_label,
 )
@@ -154,7 +156,48 @@ def test_shipped_policy_on_held_out_questions(minilm) -> None:
     label, probs = clf.classify(questions[0], embedding=embeddings[0])
     assert label == predicted[0] and clf.classify(questions[0])[0] == label
     assert set(probs) == set(CLASSES) and abs(sum(probs.values()) - 1.0) < 1e-9
-    assert max(probs, key=probs.get) == label
+    assert max(probs, key=probs.get) == label  # a factual question: its most probable type
+
+
+# Questions about a passage, written the way SQuAD's and COVID-QA's are, that the shipped model
+# alone calls summary requests (each asserted below): none asks for a summary.
+PLAIN_QUESTIONS = (
+    "What are the clinical symptoms of pertussis?",
+    "What are stators attached to?",
+    "What type of treatment do civil disobedients usually receive?",
+    "What is one example of a unique factorization domain?",
+    "What did the analysis from the sediment deposits indicate?",
+)
+
+
+def test_a_question_that_asks_for_no_summary_is_answered_not_summarised(minilm) -> None:
+    clf = QueryClassifier(minilm)
+    embeddings = minilm.embed(list(PLAIN_QUESTIONS))
+    for question, vec, (label, probs) in zip(
+        PLAIN_QUESTIONS,
+        embeddings,
+        clf.classify_batch(list(PLAIN_QUESTIONS), embeddings),
+        strict=True,
+    ):
+        assert max(probs, key=probs.get) == "summarization", (question, probs)
+        assert label != "summarization", question
+        # the next most probable type, and the probabilities left as the model gave them
+        runner_up = sorted((p, c) for c, p in probs.items() if c != "summarization")[-1][1]
+        assert label == runner_up
+        one, one_probs = clf.classify(question, embedding=vec)
+        assert one == label and one_probs == pytest.approx(probs, abs=1e-9)
+    # Asked for in so many words, a summary stays one.
+    for question in ("Summarize the findings on pertussis.", "What are the key findings?"):
+        assert clf.classify(question)[0] == "summarization"
+
+
+def test_chosen_type_takes_a_summary_only_when_asked_for() -> None:
+    probs = np.array([0.2, 0.5, 0.1, 0.2])  # CLASSES order: summarization most probable
+    assert chosen_type(CLASSES, probs, "What are stators attached to?") == "factual"
+    assert chosen_type(CLASSES, probs, "Give me an overview of the stators.") == "summarization"
+    assert chosen_type(CLASSES, np.array([0.1, 0.5, 0.1, 0.3]), "Who built it?") == "multi_hop"
+    assert chosen_type(CLASSES, np.array([0.7, 0.1, 0.1, 0.1]), "Summarize it.") == "factual"
+    assert asks_for_summary("tl;dr of the postmortem?") and not asks_for_summary("Who won?")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -126,8 +126,11 @@ def test_ask_json_matches_the_documented_schema(tmp_path: Path, minilm) -> None:
     assert data["schema_version"] == 9
     assert data["trace"]["tokens"]["context_read"] >= data["trace"]["tokens"]["context"]
     assert data["citations"][0]["pages"] == "2"
+    # A plain question, not a summary request: the reader's span, then the sentence it quotes.
+    head, _, sentence = data["answer"].split(" [")[0].partition(" — ")
+    assert head == "chunks" and sentence, data["answer"]
     # A script can show what was cited: each source carries the text the answer was made from.
-    quoted = data["answer"].split(" [")[0].strip(" .")
+    quoted = sentence.strip(' ".')
     assert any(quoted[:40] in c["text"] for c in data["citations"]), (quoted, data["citations"])
     assert all(0 < len(s["text"]) <= 2000 for s in data["sources"])
     assert data["trace"]["selection"] == "configured"
