@@ -233,9 +233,25 @@ def rule_features(question: str) -> list[float]:
     ]
 
 
+# Asking what a whole text is about without a summary word: a cue for ``asks_for_summary`` only
+# (not a rule feature, so the model's inputs stay those it was trained on).
+_ABOUT_WHOLE = re.compile(
+    rf"\bwhat (?:is|are|was|were) (?:being )?(?:discussed|described|covered|presented|reported) "
+    rf"in (?:this|the) (?:\w+ )?(?:{_DOC}|publication|text)s?\b|"
+    rf"\bwhat (?:does|do|did) (?:this|the) (?:\w+ )?(?:{_DOC}|publication|text)s? "
+    rf"(?:discuss|describe|present)\b",
+    _I,
+)
+
+
 def asks_for_summary(question: str) -> bool:
-    """Whether ``question`` asks for a summary in so many words (a summary verb or phrase)."""
-    return bool(_SUMMARY_VERB.search(question) or _SUMMARY_PHRASE.search(question))
+    """Whether ``question`` asks for a summary in so many words: a summary verb or phrase, or
+    what a whole text discusses ("What is discussed in this publication?")."""
+    return bool(
+        _SUMMARY_VERB.search(question)
+        or _SUMMARY_PHRASE.search(question)
+        or _ABOUT_WHOLE.search(question)
+    )
 
 
 def chosen_type(classes: tuple[QueryType, ...], probs: np.ndarray, question: str) -> QueryType:

@@ -198,6 +198,11 @@ def test_chosen_type_takes_a_summary_only_when_asked_for() -> None:
     assert chosen_type(CLASSES, np.array([0.1, 0.5, 0.1, 0.3]), "Who built it?") == "multi_hop"
     assert chosen_type(CLASSES, np.array([0.7, 0.1, 0.1, 0.1]), "Summarize it.") == "factual"
     assert asks_for_summary("tl;dr of the postmortem?") and not asks_for_summary("Who won?")
+    # What a whole text discusses is a summary request too; what a part of it says is not.
+    assert asks_for_summary("What is discussed in this publication?")
+    assert asks_for_summary("What does the paper discuss?")
+    assert not asks_for_summary("What is discussed in chapter 3 about the pumps?")
+    assert not asks_for_summary("What does the valve discuss?")
 
 
 # ---------------------------------------------------------------------------------------------
