@@ -35,14 +35,13 @@ from fathom.learn.reader import SETS  # the QA sets the reader is trained and te
 def run_set(clf: Any, path: Path, examples: int) -> dict[str, Any]:
     """Counts of each type, as given and as the model alone ranks them, for ``path``'s
     questions, and up to ``examples`` of the questions the summary rule moved."""
-    import numpy as np
     from fathom.router.classify import CLASSES
 
     with open(path, encoding="utf-8") as f:
         questions = [str(json.loads(line)["question"]) for line in f if line.strip()]
     typed = clf.classify_batch(questions)
     given = Counter(t for t, _ in typed)
-    model = Counter(CLASSES[int(np.argmax([p[c] for c in CLASSES]))] for _, p in typed)
+    model = Counter(max(p, key=p.get) for _, p in typed)
     moved = [
         (q, t)
         for q, (t, p) in zip(questions, typed, strict=True)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from fathom.bench import query_types
-from fathom.tests.test_router_classify import PLAIN_QUESTIONS
+from fathom.tests.support.plain_questions import PLAIN_QUESTIONS
 
 
 def test_plain_questions_are_counted_as_moved_and_a_summary_request_stays_one(

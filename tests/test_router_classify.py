@@ -23,6 +23,7 @@ from fathom.router.classify import (
     rule_features,
     rule_label,
 )
+from fathom.tests.support.plain_questions import PLAIN_QUESTIONS
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -157,17 +158,6 @@ def test_shipped_policy_on_held_out_questions(minilm) -> None:
     assert label == predicted[0] and clf.classify(questions[0])[0] == label
     assert set(probs) == set(CLASSES) and abs(sum(probs.values()) - 1.0) < 1e-9
     assert max(probs, key=probs.get) == label  # a factual question: its most probable type
-
-
-# Questions about a passage, written the way SQuAD's and COVID-QA's are, that the shipped model
-# alone calls summary requests (each asserted below): none asks for a summary.
-PLAIN_QUESTIONS = (
-    "What are the clinical symptoms of pertussis?",
-    "What are stators attached to?",
-    "What type of treatment do civil disobedients usually receive?",
-    "What is one example of a unique factorization domain?",
-    "What did the analysis from the sediment deposits indicate?",
-)
 
 
 def test_a_question_that_asks_for_no_summary_is_answered_not_summarised(minilm) -> None:
