@@ -3,7 +3,8 @@
     python -m fathom.learn.reader [--data DIR] [--sets squad_v1.1_dev,squad_v2.0_dev,…] \\
         [--split train] [--layers 6] [--steps 3100] [--batch 16] [--lr 1e-4] [--seed 0] \\
         [--work DIR] [--out index/reader] [--squad FILE [--squad-articles 10]] \\
-        [--calibration FILE|DIR [--calibration-articles 10]]
+        [--calibration FILE|DIR [--calibration-articles 10]] \\
+        [--squad-train FILE [--squad-train-articles 50]] [--init CHECKPOINT]
 
 1. ``reader_data.collect``: each set's ``--split`` questions with the top 20 chunks Fathom's
    hybrid retrieval finds (cached under ``--work``).
@@ -26,6 +27,18 @@
 half (split by document, as every set) is trained on and its test half fits the abstention bar,
 so the bar is fitted on articles the model never read. A file sharing an article with the sets
 is refused.
+
+``--squad-train FILE`` adds training questions only: the first ``--squad-train-articles``
+articles of a SQuAD-format file (SQuAD 1.1's ``train-v1.1.json``) that are neither among
+``--squad``'s articles nor titled as a document of the sets, every question of them trained on
+(``<file stem>-train-<articles>`` under ``--work``; none of them is in a test half). Each of its
+questions gives one positive and ``SQUAD_TRAIN_NEGATIVES`` negative per epoch, so the steps go to
+more questions.
+
+``--init CHECKPOINT`` starts from another run's weights (its ``reader-checkpoint.pt``) with a
+fresh optimiser and schedule: the shipped reader is a first run of the command without it, then
+a second, longer in data, from the first's checkpoint. That run checkpoints to
+``reader-checkpoint-continued.pt`` in ``--work``, so both runs can share a ``--work``.
 """
 
 from __future__ import annotations
@@ -48,6 +61,8 @@ SETS = (
     "musique_train100_hipporag",
 )
 CHECKPOINT = "reader-checkpoint.pt"
+CONTINUED = "reader-checkpoint-continued.pt"
+SQUAD_TRAIN_NEGATIVES = 1
 
 
 def load_records(folders: list[Path], split: str, work: Path) -> list[dict[str, Any]]:
@@ -171,10 +186,12 @@ def train(args: argparse.Namespace, records: list[dict[str, Any]]) -> tuple[Any,
     torch.set_num_threads(args.threads or torch.get_num_threads())
     tok = load_tokenizer(packaged_minilm_dir() / "tokenizer.json")
     model = build_model(args.layers)
+    if args.init is not None:
+        model.load_state_dict(torch.load(args.init, weights_only=True)["model"])
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     warmup = max(1, args.steps // 20)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _schedule(s, args.steps, warmup))
-    ckpt = args.work / CHECKPOINT
+    ckpt = args.work / (CONTINUED if args.init is not None else CHECKPOINT)
     step, state = _resume(ckpt, model, opt, sched)
     bf16 = args.bf16 if args.bf16 is not None else _bf16_ok()
     cache: dict[str, Any] = {}
@@ -210,7 +227,17 @@ def train(args: argparse.Namespace, records: list[dict[str, Any]]) -> tuple[Any,
             t0 = time.perf_counter()
             _save(ckpt, model, opt, step, state)
     state.update(bf16=bf16, threads=torch.get_num_threads())
+    if args.init is not None:
+        state["init"] = _init_record(args.init)
     return model.eval(), state
+
+
+def _init_record(path: Path) -> dict[str, Any]:
+    """What the run ``--init`` starts from did: its checkpoint file, steps, examples and time."""
+    import torch
+
+    blob = torch.load(path, weights_only=True)
+    return {"checkpoint": Path(path).name, "steps": blob["step"], **blob["state"]}
 
 
 def export(model: Any, out: Path, record: dict[str, Any]) -> Path:
@@ -313,6 +340,20 @@ def _parser() -> argparse.ArgumentParser:
         "join the sets: their training half is trained on, their test half fits the bar",
     )
     p.add_argument("--squad-articles", type=int, default=10)
+    p.add_argument(
+        "--squad-train",
+        type=Path,
+        default=None,
+        help="a SQuAD-format JSON file (train-v1.1.json) whose first --squad-train-articles "
+        "articles not shared with the sets or --squad are trained on, every question",
+    )
+    p.add_argument("--squad-train-articles", type=int, default=50)
+    p.add_argument(
+        "--init",
+        type=Path,
+        default=None,
+        help="start from this checkpoint's weights (a first run's reader-checkpoint.pt)",
+    )
     return p
 
 
@@ -336,6 +377,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.calibrate_only:
         print(calibrate(args.out, records, seed=args.seed))
         return 0
+    extra = squad_train_folder(args, sets, squad)
+    if extra is not None:
+        records += squad_train_records(extra, args.work)
+        sets.append(extra.name)
     model, state = train(args, records)
     record = {
         "layers": args.layers,
@@ -344,6 +389,17 @@ def main(argv: list[str] | None = None) -> int:
             **(
                 {"squad": {"file": args.squad.name, "articles": args.squad_articles}}
                 if squad
+                else {}
+            ),
+            **(
+                {
+                    "squad_train": {
+                        "file": args.squad_train.name,
+                        "articles": args.squad_train_articles,
+                        "negatives": SQUAD_TRAIN_NEGATIVES,
+                    }
+                }
+                if extra
                 else {}
             ),
             "split": args.split,
@@ -374,6 +430,44 @@ def squad_folder(args: argparse.Namespace, sets: list[str]) -> Path | None:
     if shared:
         raise SystemExit(f"--squad shares documents with the training sets: {shared[:5]}")
     return folder
+
+
+def squad_train_folder(
+    args: argparse.Namespace, sets: list[str], squad: Path | None
+) -> Path | None:
+    """``--squad-train``'s articles as a question set under ``--work`` (None without it): the
+    first ``--squad-train-articles`` whose titles are not those of a document of ``sets`` or of
+    ``--squad``'s articles (``squad``), so nothing the model is tested or calibrated on is
+    trained on."""
+    from fathom.learn.reader_calibrate import set_titles, shared_documents, squad_set
+
+    if args.squad_train is None:
+        return None
+    exclude = set_titles(args.data, sets)
+    if squad is not None:
+        exclude |= set_titles(squad.parent, [squad.name])
+    n = args.squad_train_articles
+    folder = args.work / f"{Path(args.squad_train).stem}-train-{n}"
+    squad_set(args.squad_train, n, folder, exclude)
+    shared = shared_documents(folder, args.data, sets)
+    if squad is not None:
+        shared += shared_documents(folder, squad.parent, [squad.name])
+    if shared:  # titles are excluded above; an id shared under another title is refused
+        raise SystemExit(f"--squad-train shares documents with the sets: {shared[:5]}")
+    return folder
+
+
+def squad_train_records(folder: Path, work: Path) -> list[dict[str, Any]]:
+    """Every question of ``--squad-train``'s set with the passages Fathom retrieves for it over
+    the set's own articles, each to give ``SQUAD_TRAIN_NEGATIVES`` negatives an epoch."""
+    from fathom.learn.reader_data import collect
+
+    path = collect(folder.parent, folder.name, "all", work)
+    with open(path, encoding="utf-8") as f:
+        return [
+            {**json.loads(line), "set": folder.name, "negatives": SQUAD_TRAIN_NEGATIVES}
+            for line in f
+        ]
 
 
 def squad_half_records(

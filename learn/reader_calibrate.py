@@ -29,12 +29,21 @@ ANSWERABLE_ABSTAIN = 0.10
 SAMPLE = 400  # questions of each kind
 
 
-def squad_set(path: Path, articles: int, folder: Path) -> Path:
-    """The first ``articles`` articles of a SQuAD-format file (``train-v2.0.json``) as a question
-    set in ``folder``: ``docs.jsonl`` (an article a document, its paragraphs joined by a blank
-    line, as the dev subsets are) and ``questions.jsonl`` (answers with their offsets in the
-    document, ``is_impossible`` kept). Returns ``folder``."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))["data"][:articles]
+def title_key(title: str) -> str:
+    """A document title as the sets spell it either way (``New_York_City``, ``New York City``)."""
+    return " ".join(title.replace("_", " ").casefold().split())
+
+
+def squad_set(
+    path: Path, articles: int, folder: Path, exclude: frozenset[str] = frozenset()
+) -> Path:
+    """The first ``articles`` articles of a SQuAD-format file (``train-v2.0.json``) whose titles
+    (``title_key``) are not in ``exclude``, as a question set in ``folder``: ``docs.jsonl`` (an
+    article a document, its paragraphs joined by a blank line, as the dev subsets are) and
+    ``questions.jsonl`` (answers with their offsets in the document, ``is_impossible`` kept).
+    Returns ``folder``."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))["data"]
+    data = [a for a in data if title_key(a["title"]) not in exclude][:articles]
     docs, questions = [], []
     for article in data:
         doc_id = article["title"]
@@ -82,6 +91,21 @@ def shared_documents(folder: Path, data: Path, sets: list[str]) -> list[str]:
 
     mine = ids(folder / "docs.jsonl")
     return sorted(mine & set().union(*(ids(data / name / "docs.jsonl") for name in sets)))
+
+
+def set_titles(data: Path, sets: list[str]) -> frozenset[str]:
+    """Every document title (and id) of ``sets`` under ``data``, as ``title_key`` spells it."""
+    out: set[str] = set()
+    for name in sets:
+        path = data / name / "docs.jsonl"
+        if not path.is_file():
+            continue
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    doc = json.loads(line)
+                    out |= {title_key(str(doc["doc_id"])), title_key(str(doc.get("title", "")))}
+    return frozenset(out - {""})
 
 
 def _hit(n: int, text: str) -> Any:

@@ -5,8 +5,9 @@ window that holds a whole gold span is a positive: relevance 1, the span's first
 token as targets (an answer longer than ``MAX_ANSWER_TOKENS`` teaches relevance only). A
 window with no gold span and no answer string is a negative: relevance 0, the answer at
 ``[CLS]`` (no answer). A window that cuts an answer in two teaches nothing. Per question and
-epoch: one positive and ``NEGATIVES`` negatives drawn from the windows of the best-ranked
-passages (the hard ones); an unanswerable question gives ``NEGATIVES`` negatives. Half the
+epoch: one positive and ``NEGATIVES`` negatives (a record's ``negatives`` where it says)
+drawn from the windows of the best-ranked passages (the hard ones); an unanswerable question
+gives ``NEGATIVES`` negatives. Half the
 questions (by a hash of their id) are cut into the reranker's shorter windows
 (``RERANK_LENGTH``), the others into the answer reader's (``MAX_LENGTH``).
 """
@@ -92,15 +93,16 @@ def epoch_examples(
     out: list[Example] = []
     for rec in records:
         key = f"{rec['set']}/{rec['qid']}"
-        if key not in cache:
-            cache[key] = question_windows(tok, rec)
+        if key not in cache:  # only the hard pool is ever drawn from: keep no more
+            pos, neg = question_windows(tok, rec)
+            cache[key] = pos, neg[:HARD_POOL]
         pos, neg = cache[key]
         if pos:
             out.append(rng.choice(pos))
         elif not rec["unanswerable"]:
             continue
         pool = neg[:HARD_POOL]
-        out.extend(rng.sample(pool, min(NEGATIVES, len(pool))))
+        out.extend(rng.sample(pool, min(rec.get("negatives", NEGATIVES), len(pool))))
     rng.shuffle(out)
     return out
 

@@ -105,3 +105,92 @@ def test_squad_articles_train_on_one_half_and_fit_the_bar_on_the_other(
     (data / "one" / "docs.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
     with pytest.raises(SystemExit, match="Harbour_Town_3"):
         squad_folder(args, ["one"])
+
+
+def test_squad_training_articles_skip_the_sets_titles_and_the_calibration_articles(
+    squad_file: Path, tmp_path: Path
+) -> None:
+    from fathom.learn.reader import _parser, squad_folder, squad_train_folder, squad_train_records
+
+    # a training file: the eight towns again, and four more towns none of the sets holds
+    more = json.loads(squad_file.read_text(encoding="utf-8"))["data"]
+    for i in range(8, 12):
+        article = json.loads(json.dumps(more[i % 8]).replace(f"Town {i % 8}", f"Town {i}"))
+        article["title"] = f"Harbour_Town_{i}"
+        for qa in article["paragraphs"][0]["qas"]:
+            qa["id"] = f"{qa['id']}-{i}"
+        more.append(article)
+    train_file = tmp_path / "train-v1.1.json"
+    train_file.write_text(json.dumps({"version": "1.1", "data": more}), encoding="utf-8")
+    data = tmp_path / "data"
+    (data / "one").mkdir(parents=True)
+    row = {"doc_id": "h-9", "title": "Harbour Town 9", "text": "x"}  # a set's document, by title
+    (data / "one" / "docs.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
+    argv = ["--data", str(data), "--work", str(tmp_path / "work"), "--squad", str(squad_file)]
+    extra = ["--squad-train", str(train_file), "--squad-train-articles", "2"]
+    args = _parser().parse_args([*argv, "--squad-articles", "8", *extra])
+    squad = squad_folder(args, ["one"])
+    folder = squad_train_folder(args, ["one"], squad)
+    assert folder.name == "train-v1.1-train-2"
+    records = squad_train_records(folder, args.work)
+    # the calibration file's eight towns and the set's town 9 are skipped: towns 8 and 10
+    assert _docs(args.work / "train-v1.1-train-2-all.jsonl") == {
+        "Harbour_Town_8",
+        "Harbour_Town_10",
+    }
+    assert {r["qid"] for r in records} == {"q0-8", "u0-8", "q2-10", "u2-10"}
+    assert all(r["negatives"] == 1 and r["set"] == folder.name for r in records)
+
+
+def test_a_record_may_ask_for_fewer_negatives() -> None:
+    import random
+
+    from fathom.index.embed import packaged_minilm_dir
+    from fathom.index.reader import load_tokenizer
+    from fathom.learn.reader_examples import NEGATIVES, epoch_examples
+
+    tok = load_tokenizer(packaged_minilm_dir() / "tokenizer.json")
+    towns = [f"Port {c.title()} lies on the coast and its lighthouse is {c}." for c in COLOURS]
+    answer = {"text": towns[0], "spans": [(towns[0].index("red"), towns[0].index("red") + 3)]}
+    negatives = [{"text": t, "spans": []} for t in towns[1:]]
+    record = {
+        "qid": "q",
+        "set": "s",
+        "question": "What colour is the lighthouse of Port Red?",
+        "answers": ["red"],
+        "unanswerable": False,
+        "passages": [answer, *negatives],
+    }
+    rng = random.Random(0)
+    assert len(epoch_examples(tok, [record], rng, {})) == 1 + NEGATIVES
+    fewer = epoch_examples(tok, [{**record, "qid": "r", "negatives": 1}], rng, {})
+    assert len(fewer) == 2 and sorted(e.relevant for e in fewer) == [0.0, 1.0]
+
+
+def test_a_run_from_another_runs_checkpoint_starts_from_its_weights(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    import torch
+    from fathom.learn.reader import CHECKPOINT, _parser, _save, build_model, train
+
+    first = build_model(1)
+    with torch.no_grad():
+        first.relevance.bias.fill_(3.0)
+    opt = torch.optim.AdamW(first.parameters())
+    ckpt = tmp_path / "first" / CHECKPOINT
+    ckpt.parent.mkdir()
+    _save(ckpt, first, opt, 7, {"seconds": 1.5, "examples": 112, "epochs": 1})
+    args = _parser().parse_args(
+        ["--layers", "1", "--steps", "0", "--work", str(tmp_path / "work"), "--init", str(ckpt)]
+    )
+    model, state = train(args, [])
+    assert model.relevance.bias.item() == 3.0
+    assert state["init"] == {
+        "checkpoint": CHECKPOINT,
+        "steps": 7,
+        "seconds": 1.5,
+        "examples": 112,
+        "epochs": 1,
+    }
+    again = ["--layers", "1", "--steps", "0", "--work", str(tmp_path / "again")]
+    fresh, _ = train(_parser().parse_args(again), [])
+    assert fresh.relevance.bias.item() != 3.0
