@@ -452,4 +452,6 @@ class Reranker(Protocol):
 
 @runtime_checkable
 class Compressor(Protocol):
+    # Fathom's own also takes ``lead`` (chunk ids kept first, in order: a cascade's last rung);
+    # the Engine passes it only when there is one.
     def fit(self, query: str, hits: list[Hit], budget: int) -> list[Hit]: ...

@@ -28,7 +28,7 @@ Condensed or cut chunks are new ``Chunk`` records (``dataclasses.replace``) with
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -408,8 +408,10 @@ class ContextCompressor:
 
     # -- the whole thing -----------------------------------------------------------------------
 
-    def fit(self, query: str, hits: list[Hit], budget: int) -> list[Hit]:
-        """The hits to show, in order, condensed so their rendered sources fit ``budget``."""
+    def fit(self, query: str, hits: list[Hit], budget: int, lead: Sequence[str] = ()) -> list[Hit]:
+        """The hits to show, in order, condensed so their rendered sources fit ``budget``.
+        ``lead``: chunk ids that come first, in that order (a cascade's previous rung), the
+        others after them in MMR order."""
         stats = CompressionStats(hits_in=len(hits))
         self.last_stats = stats
         if not hits:
@@ -419,7 +421,7 @@ class ContextCompressor:
         if budget <= 0:
             stats.skipped = len(hits)
             return []
-        ordered = self._dedupe_and_order(hits, stats)
+        ordered = self._dedupe_and_order(hits, stats, lead)
         condensed, long_ones = self._condense_planned(query, hits, ordered, sizes, budget, stats)
         out, rendered = self._pack(query, hits, ordered, sizes, condensed, long_ones, budget, stats)
         # Token counts are additive only up to merges across the separators: check exactly.
@@ -453,14 +455,17 @@ class ContextCompressor:
         text = [max(0, f - h) for f, h in zip(full, header, strict=True)]
         return _Sizes(full, header, text, sep)
 
-    def _dedupe_and_order(self, hits: list[Hit], stats: CompressionStats) -> list[int]:
-        """Indices of the hits that are not near-duplicates, in MMR order."""
+    def _dedupe_and_order(
+        self, hits: list[Hit], stats: CompressionStats, lead: Sequence[str] = ()
+    ) -> list[int]:
+        """Indices of the hits that are not near-duplicates, in MMR order after those of
+        ``lead`` (in its order)."""
         vecs = self.vectors(hits) if self.vectors is not None else None
         if vecs is None and self.embedder is not None:
             vecs = self.embedder.embed([h.chunk.text for h in hits])
         kept = self.dedupe(hits, vecs)
         stats.duplicates_dropped = len(hits) - len(kept)
-        return [
+        ordered = [
             kept[i]
             for i in self.order(
                 [hits[i] for i in kept],
@@ -468,6 +473,12 @@ class ContextCompressor:
                 [content_terms(hits[i].chunk.text) for i in kept],
             )
         ]
+        at = {chunk_id: n for n, chunk_id in enumerate(lead)}
+        first = sorted(
+            (i for i in ordered if hits[i].chunk.chunk_id in at),
+            key=lambda i: at[hits[i].chunk.chunk_id],
+        )
+        return first + [i for i in ordered if hits[i].chunk.chunk_id not in at]
 
     def _condense_planned(
         self,

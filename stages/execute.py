@@ -124,11 +124,25 @@ def _attempts(
     the deepest depth there is to climb to."""
     question, candidates, budget = prepared.question, list(plan.candidates), plan.budget
     if plan.mode != "select":
+        # A cascade's rung reads the previous rung's sources first, in their order, so a
+        # backend keeping the shared prompt prefix reads only the new ones.
+        lead: list[str] = []
 
         def attempt(kk: int, escalated: bool) -> Any:
-            return generate_round(
-                parts, question, candidates, kk, budget, trace, on_token, escalated=escalated
+            kept, draft, conf = generate_round(
+                parts,
+                question,
+                candidates,
+                kk,
+                budget,
+                trace,
+                on_token,
+                escalated=escalated,
+                lead=lead,
             )
+            if plan.climb is not None:
+                lead[:] = [h.chunk.chunk_id for h in kept]
+            return kept, draft, conf
 
         return attempt, len(candidates)
 

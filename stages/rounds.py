@@ -5,7 +5,7 @@ generated from them within the deadline, and its support scored. Every mode of
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fathom.core.base import Hit
@@ -19,10 +19,25 @@ TokenSink = Callable[[str], None]
 
 
 def fit(
-    parts: Parts, question: str, candidates: list[Hit], k: int, budget: int, trace: Trace
+    parts: Parts,
+    question: str,
+    candidates: list[Hit],
+    k: int,
+    budget: int,
+    trace: Trace,
+    lead: Sequence[str] = (),
 ) -> list[Hit]:
-    """The top ``k`` candidates compressed into ``budget``; a notice when none fits."""
-    kept = parts.compressor.fit(question, candidates[:k], budget) if k > 0 else []
+    """The top ``k`` candidates compressed into ``budget`` (``lead``'s chunks first, in its
+    order); a notice when none fits."""
+    compressor, top = parts.compressor, candidates[:k]
+    if k <= 0:
+        kept = []
+    else:  # a compressor of the registry's may not take a lead
+        kept = (
+            compressor.fit(question, top, budget, lead)
+            if lead
+            else compressor.fit(question, top, budget)
+        )
     if k > 0 and candidates and not kept:
         trace.notice(
             f"no source fits the {budget}-token context budget (--budget-tokens, "
@@ -43,15 +58,17 @@ def generate_round(
     escalated: bool = False,
     deadline: bool = True,
     until: float | None = None,
+    lead: Sequence[str] = (),
 ) -> tuple[list[Hit], Any, Any]:
     """Compress the top ``k``, generate, score: ``(sources, draft, confidence)``.
+    ``lead``: the chunk ids a cascade's previous rung read, kept first in their order.
     ``deadline``: hold the generation to ``until`` (default: ``generator.deadline_ms`` counted
     on ``trace``); off for select-mode members without a time window, whose traces start at
     zero."""
     clock, generator = parts.clock, parts.generator
     until = (clock.until(trace) if until is None else until) if deadline else None
     t = time.perf_counter()
-    kept = fit(parts, question, candidates, k, budget, trace)
+    kept = fit(parts, question, candidates, k, budget, trace, lead)
     # Sources whose reading would already pass the deadline are left out.
     kept = clock.readable(question, kept, until, trace)
     trace.add_ms("compress", elapsed_ms(t))

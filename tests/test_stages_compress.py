@@ -294,6 +294,28 @@ def test_mmr_prefers_diversity_over_a_near_repeat() -> None:
     assert [h.chunk.chunk_id for h in kept] == ["c0", "c2", "c1"]
 
 
+def test_a_lead_comes_first_in_its_order_and_the_rest_follow_in_mmr_order() -> None:
+    texts = [
+        "The pump impeller has nine blades and spins quickly.",
+        "Nine blades on the pump impeller let it spin quickly.",
+        "Tyre pressure should be checked every month.",
+        "Spare parts ship in wooden crates.",
+    ]
+    hits = [make_hit(i, t, 1.0 - i / 10) for i, t in enumerate(texts)]
+    comp = ContextCompressor(minilm_counter(), mmr_lambda=0.5)
+    assert [h.chunk.chunk_id for h in comp.fit("pump", hits[:2], 5000)] == ["c0", "c1"]
+    # Among all four, MMR puts the repeat c1 last; a cascade's rung keeps the last rung's
+    # sources first (c0, c1) so what it read before is a prefix of what it reads now.
+    assert [h.chunk.chunk_id for h in comp.fit("pump", hits, 5000)] == ["c0", "c2", "c3", "c1"]
+    led = comp.fit("pump", hits, 5000, lead=["c0", "c1"])
+    assert [h.chunk.chunk_id for h in led] == ["c0", "c1", "c2", "c3"]
+    # a lead id that is not among the hits is ignored
+    assert [h.chunk.chunk_id for h in comp.fit("pump", hits[2:], 5000, lead=["c0"])] == [
+        "c2",
+        "c3",
+    ]
+
+
 def test_join_sentences_marks_gaps() -> None:
     text = "One. Two. Three. Four."
     spans = [(0, 4), (5, 9), (10, 16), (17, 22)]
