@@ -409,9 +409,8 @@ class ContextCompressor:
     # -- the whole thing -----------------------------------------------------------------------
 
     def fit(self, query: str, hits: list[Hit], budget: int, lead: Sequence[str] = ()) -> list[Hit]:
-        """The hits to show, in order, condensed so their rendered sources fit ``budget``.
-        ``lead``: chunk ids that come first, in that order (a cascade's previous rung), the
-        others after them in MMR order."""
+        """The hits to show, in order, condensed so their rendered sources fit ``budget``
+        (``lead``'s chunk ids first, in its order: a cascade's previous rung)."""
         stats = CompressionStats(hits_in=len(hits))
         self.last_stats = stats
         if not hits:
@@ -455,11 +454,8 @@ class ContextCompressor:
         text = [max(0, f - h) for f, h in zip(full, header, strict=True)]
         return _Sizes(full, header, text, sep)
 
-    def _dedupe_and_order(
-        self, hits: list[Hit], stats: CompressionStats, lead: Sequence[str] = ()
-    ) -> list[int]:
-        """Indices of the hits that are not near-duplicates, in MMR order after those of
-        ``lead`` (in its order)."""
+    def _dedupe_and_order(self, hits: list[Hit], stats: CompressionStats, lead=()) -> list[int]:
+        """Indices of the hits that are not near-duplicates, ``lead``'s first, then MMR order."""
         vecs = self.vectors(hits) if self.vectors is not None else None
         if vecs is None and self.embedder is not None:
             vecs = self.embedder.embed([h.chunk.text for h in hits])
@@ -474,11 +470,8 @@ class ContextCompressor:
             )
         ]
         at = {chunk_id: n for n, chunk_id in enumerate(lead)}
-        first = sorted(
-            (i for i in ordered if hits[i].chunk.chunk_id in at),
-            key=lambda i: at[hits[i].chunk.chunk_id],
-        )
-        return first + [i for i in ordered if hits[i].chunk.chunk_id not in at]
+        rank = [at.get(hits[i].chunk.chunk_id, len(at)) for i in ordered]
+        return [i for _, i in sorted(zip(rank, ordered, strict=True), key=lambda p: p[0])]
 
     def _condense_planned(
         self,
