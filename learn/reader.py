@@ -186,8 +186,7 @@ def train(args: argparse.Namespace, records: list[dict[str, Any]]) -> tuple[Any,
     torch.set_num_threads(args.threads or torch.get_num_threads())
     tok = load_tokenizer(packaged_minilm_dir() / "tokenizer.json")
     model = build_model(args.layers)
-    if args.init is not None:
-        model.load_state_dict(torch.load(args.init, weights_only=True)["model"])
+    init = _start_from(model, args.init) if args.init is not None else None
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     warmup = max(1, args.steps // 20)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _schedule(s, args.steps, warmup))
@@ -227,16 +226,17 @@ def train(args: argparse.Namespace, records: list[dict[str, Any]]) -> tuple[Any,
             t0 = time.perf_counter()
             _save(ckpt, model, opt, step, state)
     state.update(bf16=bf16, threads=torch.get_num_threads())
-    if args.init is not None:
-        state["init"] = _init_record(args.init)
+    if init is not None:
+        state["init"] = init
     return model.eval(), state
 
 
-def _init_record(path: Path) -> dict[str, Any]:
-    """What the run ``--init`` starts from did: its checkpoint file, steps, examples and time."""
+def _start_from(model: Any, path: Path) -> dict[str, Any]:
+    """Load ``--init``'s weights into ``model``; what that run did (file, steps, examples, time)."""
     import torch
 
     blob = torch.load(path, weights_only=True)
+    model.load_state_dict(blob["model"])
     return {"checkpoint": Path(path).name, "steps": blob["step"], **blob["state"]}
 
 
@@ -439,7 +439,7 @@ def squad_train_folder(
     first ``--squad-train-articles`` whose titles are not those of a document of ``sets`` or of
     ``--squad``'s articles (``squad``), so nothing the model is tested or calibrated on is
     trained on."""
-    from fathom.learn.reader_calibrate import set_titles, shared_documents, squad_set
+    from fathom.learn.reader_calibrate import set_titles, squad_set
 
     if args.squad_train is None:
         return None
@@ -448,13 +448,8 @@ def squad_train_folder(
         exclude |= set_titles(squad.parent, [squad.name])
     n = args.squad_train_articles
     folder = args.work / f"{Path(args.squad_train).stem}-train-{n}"
-    squad_set(args.squad_train, n, folder, exclude)
-    shared = shared_documents(folder, args.data, sets)
-    if squad is not None:
-        shared += shared_documents(folder, squad.parent, [squad.name])
-    if shared:  # titles are excluded above; an id shared under another title is refused
-        raise SystemExit(f"--squad-train shares documents with the sets: {shared[:5]}")
-    return folder
+    # ids are among the excluded keys too, so no document of the sets can come through
+    return squad_set(args.squad_train, n, folder, exclude)
 
 
 def squad_train_records(folder: Path, work: Path) -> list[dict[str, Any]]:

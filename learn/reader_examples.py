@@ -101,8 +101,7 @@ def epoch_examples(
             out.append(rng.choice(pos))
         elif not rec["unanswerable"]:
             continue
-        pool = neg[:HARD_POOL]
-        out.extend(rng.sample(pool, min(rec.get("negatives", NEGATIVES), len(pool))))
+        out.extend(rng.sample(neg, min(rec.get("negatives", NEGATIVES), len(neg))))
     rng.shuffle(out)
     return out
 

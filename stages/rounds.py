@@ -29,15 +29,9 @@ def fit(
 ) -> list[Hit]:
     """The top ``k`` candidates compressed into ``budget`` (``lead``'s chunks first, in its
     order); a notice when none fits."""
-    compressor, top = parts.compressor, candidates[:k]
-    if k <= 0:
-        kept = []
-    else:  # a compressor of the registry's may not take a lead
-        kept = (
-            compressor.fit(question, top, budget, lead)
-            if lead
-            else compressor.fit(question, top, budget)
-        )
+    # only Fathom's own compressor takes a lead; the Engine passes one only within a climb
+    extra = (lead,) if lead else ()
+    kept = parts.compressor.fit(question, candidates[:k], budget, *extra) if k > 0 else []
     if k > 0 and candidates and not kept:
         trace.notice(
             f"no source fits the {budget}-token context budget (--budget-tokens, "
