@@ -85,12 +85,27 @@ def _with_feedback(
     select = plan.mode == "select"
     attempt, deepest = _attempts(parts, prepared, plan, trace, on_token)
     kept_at: dict[int, list[str]] = {}
+    read: list[str] = []  # the chunk ids the last round read
+
+    def attempt_read(kk: int, escalated: bool) -> Any:
+        used, draft, conf = attempt(kk, escalated)
+        read[:] = [h.chunk.chunk_id for h in used]
+        return used, draft, conf
 
     def sources_at(kk: int) -> list[str]:  # what compression keeps at depth kk
         if kk not in kept_at:
             kept = parts.compressor.fit(question, candidates[:kk], budget)
             kept_at[kk] = [h.chunk.chunk_id for h in kept]
         return kept_at[kk]
+
+    def same_sources(a: int, b: int) -> bool:
+        if plan.climb is None:
+            return sources_at(a) == sources_at(b)
+        # a rung reads the last rung's sources first (``lead``): the round at ``b`` repeats
+        # the prompt exactly when what it would keep is what was just read
+        extra = (read,) if read else ()  # as ``rounds.fit`` passes it
+        kept = parts.compressor.fit(question, candidates[:b], budget, *extra)
+        return [h.chunk.chunk_id for h in kept] == read
 
     if plan.climb is not None:
         loop = FeedbackLoop.climbing(plan.climb.ladder, plan.climb.threshold)
@@ -100,12 +115,12 @@ def _with_feedback(
         score = support_score
     result = loop.run(
         decision.k,
-        attempt,
+        attempt_read,
         deepest=deepest,
         k_min=strategy.k_min,
         k_max=strategy.k_max,
         round_fits=lambda kk, new_k: parts.clock.round_fits(trace, kk, new_k),
-        same_sources=None if select else lambda a, b: sources_at(a) == sources_at(b),
+        same_sources=None if select else same_sources,
         on_escalate=lambda score, new_k: emit("escalate", confidence=score, k=new_k),
         charge=lambda ms: trace.add_ms("feedback", ms),
         score=score,

@@ -111,6 +111,28 @@ def test_an_unsure_answer_climbs_and_reads_each_source_once(engine) -> None:
     assert tr.tokens["prompt"] > tr.tokens["context_read"]
 
 
+class KeepsTwo:
+    """A compressor that keeps the first two candidates at any depth; called deeper without a
+    lead it lists them in the other order (as MMR over more candidates may)."""
+
+    def fit(self, question, hits, budget, lead=()):
+        kept = list(hits[:2])
+        if lead:
+            return sorted(kept, key=lambda h: list(lead).index(h.chunk.chunk_id))
+        return kept if len(hits) <= 2 else kept[::-1]
+
+
+def test_a_rung_that_would_reread_what_was_read_does_not_run(engine) -> None:
+    # The next rung reads the last rung's sources first: the same two sources make the same
+    # prompt, whatever order compression without that lead would give them.
+    engine.parts._compressor = KeepsTwo()
+    policy = CascadeDepth(Cascade((2, 3), threshold=1.0))
+    answer = engine.ask("At what pressure does the Quillon relief valve open?", policy=policy)
+    tr = answer.trace
+    assert [r["k"] for r in tr.rounds] == [2] and tr.decision.k == 2
+    assert any("same sources" in n for n in tr.notices)
+
+
 def test_the_report_says_what_the_rounds_read() -> None:
     from fathom.render import read_note
 
