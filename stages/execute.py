@@ -84,7 +84,6 @@ def _with_feedback(
     candidates, budget, decision = list(plan.candidates), plan.budget, plan.decision
     select = plan.mode == "select"
     attempt, deepest = _attempts(parts, prepared, plan, trace, on_token)
-    kept_at: dict[int, list[str]] = {}
     read: list[str] = []  # the chunk ids the last round read
 
     def attempt_read(kk: int, escalated: bool) -> Any:
@@ -92,21 +91,7 @@ def _with_feedback(
         read[:] = [h.chunk.chunk_id for h in used]
         return used, draft, conf
 
-    def sources_at(kk: int) -> list[str]:  # what compression keeps at depth kk
-        if kk not in kept_at:
-            kept = parts.compressor.fit(question, candidates[:kk], budget)
-            kept_at[kk] = [h.chunk.chunk_id for h in kept]
-        return kept_at[kk]
-
-    def same_sources(a: int, b: int) -> bool:
-        if plan.climb is None:
-            return sources_at(a) == sources_at(b)
-        # a rung reads the last rung's sources first (``lead``): the round at ``b`` repeats
-        # the prompt exactly when what it would keep is what was just read
-        extra = (read,) if read else ()  # as ``rounds.fit`` passes it
-        kept = parts.compressor.fit(question, candidates[:b], budget, *extra)
-        return [h.chunk.chunk_id for h in kept] == read
-
+    same_sources = _same_sources(parts, question, candidates, budget, plan.climb is not None, read)
     if plan.climb is not None:
         loop = FeedbackLoop.climbing(plan.climb.ladder, plan.climb.threshold)
         score = answer_confidence
@@ -130,6 +115,36 @@ def _with_feedback(
         reason = loop.reason(decision.reason, result.k)
         trace.decision = replace(decision, k=result.k, reason=reason)
     return result.used, result.draft, result.conf
+
+
+def _same_sources(
+    parts: Parts,
+    question: str,
+    candidates: list[Hit],
+    budget: int,
+    climbing: bool,
+    read: list[str],
+) -> Callable[[int, int], bool]:
+    """The loop's ``same_sources(a, b)``: whether a round at depth ``b`` would give the generator
+    the sources the round at ``a`` gave it (``read``: the chunk ids the last round read)."""
+    kept_at: dict[int, list[str]] = {}
+
+    def sources_at(kk: int) -> list[str]:  # what compression keeps at depth kk
+        if kk not in kept_at:
+            kept = parts.compressor.fit(question, candidates[:kk], budget)
+            kept_at[kk] = [h.chunk.chunk_id for h in kept]
+        return kept_at[kk]
+
+    def same(a: int, b: int) -> bool:
+        if not climbing:
+            return sources_at(a) == sources_at(b)
+        # a rung reads the last rung's sources first (``lead``): the round at ``b`` repeats
+        # the prompt exactly when what it would keep is what was just read
+        extra = (read,) if read else ()  # as ``rounds.fit`` passes it
+        kept = parts.compressor.fit(question, candidates[:b], budget, *extra)
+        return [h.chunk.chunk_id for h in kept] == read
+
+    return same
 
 
 def _attempts(
