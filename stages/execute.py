@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from fathom.core.base import Hit
 from fathom.feedback.loop import FeedbackLoop, LoopResult, answer_confidence, support_score
-from fathom.stages.rounds import TokenSink, generate_round
+from fathom.stages.rounds import TokenSink, compress, generate_round
 
 if TYPE_CHECKING:
     from fathom.stages.parts import Parts
@@ -131,7 +131,7 @@ def _same_sources(
 
     def sources_at(kk: int) -> list[str]:  # what compression keeps at depth kk
         if kk not in kept_at:
-            kept = parts.compressor.fit(question, candidates[:kk], budget)
+            kept = compress(parts, question, candidates[:kk], budget)
             kept_at[kk] = [h.chunk.chunk_id for h in kept]
         return kept_at[kk]
 
@@ -140,8 +140,7 @@ def _same_sources(
             return sources_at(a) == sources_at(b)
         # a rung reads the last rung's sources first (``lead``): the round at ``b`` repeats
         # the prompt exactly when what it would keep is what was just read
-        extra = (read,) if read else ()  # as ``rounds.fit`` passes it
-        kept = parts.compressor.fit(question, candidates[:b], budget, *extra)
+        kept = compress(parts, question, candidates[:b], budget, read)
         return [h.chunk.chunk_id for h in kept] == read
 
     return same

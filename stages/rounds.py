@@ -18,6 +18,15 @@ if TYPE_CHECKING:
 TokenSink = Callable[[str], None]
 
 
+def compress(
+    parts: Parts, question: str, hits: list[Hit], budget: int, lead: Sequence[str] = ()
+) -> list[Hit]:
+    """``hits`` compressed into ``budget`` by the configured compressor, ``lead``'s chunks first."""
+    # only Fathom's own compressor takes a lead; the Engine passes one only within a climb
+    extra = (lead,) if lead else ()
+    return parts.compressor.fit(question, hits, budget, *extra)
+
+
 def fit(
     parts: Parts,
     question: str,
@@ -29,9 +38,7 @@ def fit(
 ) -> list[Hit]:
     """The top ``k`` candidates compressed into ``budget`` (``lead``'s chunks first, in its
     order); a notice when none fits."""
-    # only Fathom's own compressor takes a lead; the Engine passes one only within a climb
-    extra = (lead,) if lead else ()
-    kept = parts.compressor.fit(question, candidates[:k], budget, *extra) if k > 0 else []
+    kept = compress(parts, question, candidates[:k], budget, lead) if k > 0 else []
     if k > 0 and candidates and not kept:
         trace.notice(
             f"no source fits the {budget}-token context budget (--budget-tokens, "
