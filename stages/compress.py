@@ -454,21 +454,19 @@ class ContextCompressor:
         text = [max(0, f - h) for f, h in zip(full, header, strict=True)]
         return _Sizes(full, header, text, sep)
 
-    def _dedupe_and_order(self, hits: list[Hit], stats: CompressionStats, lead=()) -> list[int]:
+    def _dedupe_and_order(
+        self, hits: list[Hit], stats: CompressionStats, lead: Sequence[str] = ()
+    ) -> list[int]:
         """Indices of the hits that are not near-duplicates, ``lead``'s first, then MMR order."""
         vecs = self.vectors(hits) if self.vectors is not None else None
         if vecs is None and self.embedder is not None:
             vecs = self.embedder.embed([h.chunk.text for h in hits])
         kept = self.dedupe(hits, vecs)
         stats.duplicates_dropped = len(hits) - len(kept)
-        ordered = [
-            kept[i]
-            for i in self.order(
-                [hits[i] for i in kept],
-                vecs[kept] if vecs is not None else None,
-                [content_terms(hits[i].chunk.text) for i in kept],
-            )
-        ]
+        pool = [hits[i] for i in kept]
+        terms = [content_terms(h.chunk.text) for h in pool]
+        chosen = self.order(pool, vecs[kept] if vecs is not None else None, terms)
+        ordered = [kept[i] for i in chosen]
         at = {chunk_id: n for n, chunk_id in enumerate(lead)}
         rank = [at.get(hits[i].chunk.chunk_id, len(at)) for i in ordered]
         return [i for _, i in sorted(zip(rank, ordered, strict=True), key=lambda p: p[0])]
