@@ -8,6 +8,7 @@ import hashlib
 import inspect
 import random
 import string
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -114,10 +115,12 @@ TEXTS = _texts()
 
 
 @pytest.fixture(scope="module")
-def vocab() -> Any:
+def vocab() -> Iterator[Any]:
     """SmolLM2's tokenizer alone (vocab_only: no weights, loads in milliseconds)."""
     llama_cpp = pytest.importorskip("llama_cpp")
-    return llama_cpp.Llama(model_path=str(smollm2_path()), vocab_only=True, verbose=False)
+    vocab = llama_cpp.Llama(model_path=str(smollm2_path()), vocab_only=True, verbose=False)
+    yield vocab
+    vocab.close()
 
 
 def real_tokens(vocab: Any, text: str) -> int:

@@ -28,7 +28,9 @@ def reference_vocab():
     """An independent vocabulary-only load of the same GGUF."""
     from llama_cpp import Llama
 
-    return Llama(str(smollm2_path()), vocab_only=True, verbose=False)
+    vocab = Llama(str(smollm2_path()), vocab_only=True, verbose=False)
+    yield vocab
+    vocab.close()
 
 
 def test_constructor_is_cheap_and_names_the_model() -> None:
@@ -46,6 +48,22 @@ def test_count_tokens_uses_the_gguf_tokenizer(reference_vocab) -> None:
     assert g.count_tokens(TEXTS) == expected
     assert g._llm is None  # counted with a vocabulary-only load
     assert g.count_tokens([]) == []
+
+
+def test_close_frees_every_load_and_the_exit_hook_closes_what_is_left() -> None:
+    from fathom.stages.generate import llamacpp
+
+    g = LlamaCppGenerator(GeneratorConfig())
+    counted = g.count_tokens(TEXTS)
+    assert g._vocab is not None
+    g.close()
+    assert g._llm is None and g._vocab is None
+    assert g.count_tokens(TEXTS) == counted  # loads again after a close
+    # A generator still holding a load at exit is closed by the atexit hook, before the
+    # interpreter's teardown would free it from Llama.__del__ with the bindings gone.
+    assert g in llamacpp._OPEN
+    llamacpp._close_open()
+    assert g._vocab is None
 
 
 def test_context_window_is_capped_by_the_trained_context() -> None:

@@ -9,6 +9,7 @@ sampled token from the last logits row, without ``logits_all=True`` (which keeps
 
 from __future__ import annotations
 
+import atexit
 import codecs
 import contextlib
 import io
@@ -16,6 +17,7 @@ import math
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +40,18 @@ if TYPE_CHECKING:
     from llama_cpp import Llama
 
 
+_OPEN: weakref.WeakSet[LlamaCppGenerator] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open() -> None:
+    """Free every model still loaded when the interpreter exits. Left to ``Llama.__del__``,
+    a model freed during interpreter teardown, after llama_cpp's bindings are gone, prints a
+    ``TypeError`` traceback on the way out."""
+    for generator in list(_OPEN):
+        generator.close()
+
+
 class LlamaCppGenerator(BaseGenerator):
     """Answers with a GGUF model run in-process by llama.cpp; loads on first use."""
 
@@ -53,6 +67,7 @@ class LlamaCppGenerator(BaseGenerator):
         self._vocab: Llama | None = None
         self._formatter: Any = None
         self._lock = threading.RLock()
+        _OPEN.add(self)
 
     def __repr__(self) -> str:
         return f"LlamaCppGenerator(model={str(self.path)!r}, n_ctx={self.cfg.context_window})"
@@ -195,11 +210,14 @@ class LlamaCppGenerator(BaseGenerator):
                 self._llm.reset()
 
     def close(self) -> None:
-        """Free the model (its weights and KV cache); a later call loads it again."""
+        """Free the model (its weights and KV cache) and the vocabulary-only load; a later call
+        loads them again."""
         with self._lock:
-            llm, self._llm = self._llm, None
-            if llm is not None:
-                llm.close()
+            loaded = (self._llm, self._vocab)
+            self._llm = self._vocab = None
+            for llm in loaded:
+                if llm is not None:
+                    llm.close()
 
     def measure_prefill(self, question: str, hits: list[Hit]) -> float:
         """Measure prompt evaluation now, on the part of this answer's prompt that any number of

@@ -3,6 +3,7 @@ that speaks the Ollama API (``/api/tags``, ``/api/chat``) with replies written b
 
 from __future__ import annotations
 
+import atexit
 import json
 import threading
 import time
@@ -32,9 +33,11 @@ def shared_llama() -> Any:
     from llama_cpp import Llama
 
     ensure_build_runs(smollm2_path(), 2048, 512, 1, None)
-    return Llama(
+    llm = Llama(
         str(smollm2_path()), n_ctx=2048, n_threads=1, n_threads_batch=1, seed=0, verbose=False
     )
+    atexit.register(llm.close)  # while llama_cpp's bindings still exist
+    return llm
 
 
 def _normalised(name: str) -> str:
