@@ -37,8 +37,11 @@ more questions.
 
 ``--init CHECKPOINT`` starts from another run's weights (its ``reader-checkpoint.pt``) with a
 fresh optimiser and schedule: the shipped reader is a first run of the command without it, then
-a second, longer in data, from the first's checkpoint. That run checkpoints to
-``reader-checkpoint-continued.pt`` in ``--work``, so both runs can share a ``--work``.
+a second, longer in data, from the first's checkpoint, then a third from the second's. A run
+from a checkpoint checkpoints to ``reader-checkpoint-continued.pt`` in ``--work``, so a first
+and a second run can share a ``--work``; a third copies the second's checkpoint elsewhere
+first (``--init`` naming the file the run writes is refused). Each checkpoint carries the record
+of the run it started from, so the exported ``reader.json`` records the whole chain.
 """
 
 from __future__ import annotations
@@ -186,12 +189,18 @@ def train(args: argparse.Namespace, records: list[dict[str, Any]]) -> tuple[Any,
     torch.set_num_threads(args.threads or torch.get_num_threads())
     tok = load_tokenizer(packaged_minilm_dir() / "tokenizer.json")
     model = build_model(args.layers)
+    ckpt = args.work / (CONTINUED if args.init is not None else CHECKPOINT)
+    if args.init is not None and Path(args.init).resolve() == ckpt.resolve():
+        raise SystemExit(
+            f"--init {args.init} is the checkpoint this run writes; copy it elsewhere first"
+        )
     init = _start_from(model, args.init) if args.init is not None else None
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     warmup = max(1, args.steps // 20)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _schedule(s, args.steps, warmup))
-    ckpt = args.work / (CONTINUED if args.init is not None else CHECKPOINT)
     step, state = _resume(ckpt, model, opt, sched)
+    if init is not None:  # in every checkpoint, so a run from this one records the whole chain
+        state["init"] = init
     bf16 = args.bf16 if args.bf16 is not None else _bf16_ok()
     cache: dict[str, Any] = {}
     queue: list[Any] = []
@@ -226,8 +235,6 @@ def train(args: argparse.Namespace, records: list[dict[str, Any]]) -> tuple[Any,
             t0 = time.perf_counter()
             _save(ckpt, model, opt, step, state)
     state.update(bf16=bf16, threads=torch.get_num_threads())
-    if init is not None:
-        state["init"] = init
     return model.eval(), state
 
 

@@ -194,3 +194,44 @@ def test_a_run_from_another_runs_checkpoint_starts_from_its_weights(tmp_path: Pa
     again = ["--layers", "1", "--steps", "0", "--work", str(tmp_path / "again")]
     fresh, _ = train(_parser().parse_args(again), [])
     assert fresh.relevance.bias.item() != 3.0
+
+
+def test_a_chain_of_runs_is_recorded_and_init_may_not_be_the_runs_own_checkpoint(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("torch")
+    import torch
+    from fathom.learn.reader import CHECKPOINT, CONTINUED, _parser, _save, build_model, train
+
+    first = build_model(1)
+    opt = torch.optim.AdamW(first.parameters())
+    ckpt = tmp_path / "first" / CHECKPOINT
+    ckpt.parent.mkdir()
+    _save(ckpt, first, opt, 7, {"seconds": 1.5, "examples": 112, "epochs": 1})
+    towns = [f"Port {c.title()} lies on the coast and its lighthouse is {c}." for c in COLOURS]
+    record = {
+        "qid": "q",
+        "set": "s",
+        "question": "What colour is the lighthouse of Port Red?",
+        "answers": ["red"],
+        "unanswerable": False,
+        "passages": [
+            {"text": towns[0], "spans": [(towns[0].index("red"), towns[0].index("red") + 3)]},
+            *({"text": t, "spans": []} for t in towns[1:]),
+        ],
+    }
+    work = tmp_path / "work"
+    work.mkdir()
+    second = ["--layers", "1", "--steps", "2", "--batch", "2", "--work", str(work)]
+    train(_parser().parse_args([*second, "--init", str(ckpt)]), [record])
+    # the second run's own checkpoint carries the record of the run it started from
+    third_init = tmp_path / "second.pt"
+    third_init.write_bytes((work / CONTINUED).read_bytes())
+    third = ["--layers", "1", "--steps", "0", "--work", str(tmp_path / "third")]
+    _, state = train(_parser().parse_args([*third, "--init", str(third_init)]), [])
+    assert state["init"]["checkpoint"] == "second.pt" and state["init"]["steps"] == 2
+    assert state["init"]["init"]["checkpoint"] == CHECKPOINT
+    assert state["init"]["init"]["steps"] == 7
+    # a run from the checkpoint it would overwrite is refused before it starts
+    with pytest.raises(SystemExit, match="copy it elsewhere"):
+        train(_parser().parse_args([*second, "--init", str(work / CONTINUED)]), [])
