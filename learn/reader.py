@@ -189,11 +189,7 @@ def train(args: argparse.Namespace, records: list[dict[str, Any]]) -> tuple[Any,
     torch.set_num_threads(args.threads or torch.get_num_threads())
     tok = load_tokenizer(packaged_minilm_dir() / "tokenizer.json")
     model = build_model(args.layers)
-    ckpt = args.work / (CONTINUED if args.init is not None else CHECKPOINT)
-    if args.init is not None and Path(args.init).resolve() == ckpt.resolve():
-        raise SystemExit(
-            f"--init {args.init} is the checkpoint this run writes; copy it elsewhere first"
-        )
+    ckpt = _checkpoint(args)
     init = _start_from(model, args.init) if args.init is not None else None
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     warmup = max(1, args.steps // 20)
@@ -236,6 +232,16 @@ def train(args: argparse.Namespace, records: list[dict[str, Any]]) -> tuple[Any,
             _save(ckpt, model, opt, step, state)
     state.update(bf16=bf16, threads=torch.get_num_threads())
     return model.eval(), state
+
+
+def _checkpoint(args: argparse.Namespace) -> Path:
+    """The checkpoint this run writes and resumes from; refused when ``--init`` names it."""
+    ckpt = args.work / (CONTINUED if args.init is not None else CHECKPOINT)
+    if args.init is not None and Path(args.init).resolve() == ckpt.resolve():
+        raise SystemExit(
+            f"--init {args.init} is the checkpoint this run writes; copy it elsewhere first"
+        )
+    return ckpt
 
 
 def _start_from(model: Any, path: Path) -> dict[str, Any]:
