@@ -142,6 +142,20 @@ def test_squad_training_articles_skip_the_sets_titles_and_the_calibration_articl
     assert all(r["negatives"] == 1 and r["set"] == folder.name for r in records)
 
 
+def _lighthouse_record() -> dict:
+    """A training record: one passage answers (its span marked), the others are negatives."""
+    towns = [f"Port {c.title()} lies on the coast and its lighthouse is {c}." for c in COLOURS]
+    answer = {"text": towns[0], "spans": [(towns[0].index("red"), towns[0].index("red") + 3)]}
+    return {
+        "qid": "q",
+        "set": "s",
+        "question": "What colour is the lighthouse of Port Red?",
+        "answers": ["red"],
+        "unanswerable": False,
+        "passages": [answer, *({"text": t, "spans": []} for t in towns[1:])],
+    }
+
+
 def test_a_record_may_ask_for_fewer_negatives() -> None:
     import random
 
@@ -150,17 +164,7 @@ def test_a_record_may_ask_for_fewer_negatives() -> None:
     from fathom.learn.reader_examples import NEGATIVES, epoch_examples
 
     tok = load_tokenizer(packaged_minilm_dir() / "tokenizer.json")
-    towns = [f"Port {c.title()} lies on the coast and its lighthouse is {c}." for c in COLOURS]
-    answer = {"text": towns[0], "spans": [(towns[0].index("red"), towns[0].index("red") + 3)]}
-    negatives = [{"text": t, "spans": []} for t in towns[1:]]
-    record = {
-        "qid": "q",
-        "set": "s",
-        "question": "What colour is the lighthouse of Port Red?",
-        "answers": ["red"],
-        "unanswerable": False,
-        "passages": [answer, *negatives],
-    }
+    record = _lighthouse_record()
     rng = random.Random(0)
     assert len(epoch_examples(tok, [record], rng, {})) == 1 + NEGATIVES
     fewer = epoch_examples(tok, [{**record, "qid": "r", "negatives": 1}], rng, {})
@@ -208,18 +212,7 @@ def test_a_chain_of_runs_is_recorded_and_init_may_not_be_the_runs_own_checkpoint
     ckpt = tmp_path / "first" / CHECKPOINT
     ckpt.parent.mkdir()
     _save(ckpt, first, opt, 7, {"seconds": 1.5, "examples": 112, "epochs": 1})
-    towns = [f"Port {c.title()} lies on the coast and its lighthouse is {c}." for c in COLOURS]
-    record = {
-        "qid": "q",
-        "set": "s",
-        "question": "What colour is the lighthouse of Port Red?",
-        "answers": ["red"],
-        "unanswerable": False,
-        "passages": [
-            {"text": towns[0], "spans": [(towns[0].index("red"), towns[0].index("red") + 3)]},
-            *({"text": t, "spans": []} for t in towns[1:]),
-        ],
-    }
+    record = _lighthouse_record()
     work = tmp_path / "work"
     work.mkdir()
     second = ["--layers", "1", "--steps", "2", "--batch", "2", "--work", str(work)]
