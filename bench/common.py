@@ -169,15 +169,38 @@ def machine_info() -> dict[str, Any]:
     return info
 
 
+# Options whose values are this machine's folders: a results file names what they stand for
+# (``--home DIR``, ``--previous CHECKOUT``), or leaves out what a rerun does not need (where
+# the data, the intermediate runs and their reuse happen to be).
+STAND_INS = {"--home": "DIR", "--previous": "CHECKOUT"}
+LEFT_OUT = ("--data", "--work")
+LEFT_OUT_FLAGS = ("--reuse",)
+
+
 def command_line(argv: Sequence[str] | None = None, script: str | None = None) -> str:
     """The command that made a results file, quoted so a shell takes it back unchanged:
     ``python bench/NAME.py ARGS`` (``script`` or ``sys.argv[0]``, relative to the repository;
-    ``argv`` or ``sys.argv[1:]``). An empty argument is written ``''``."""
+    ``argv`` or ``sys.argv[1:]``, this machine's folders stood in for or left out as
+    ``STAND_INS``, ``LEFT_OUT`` and ``LEFT_OUT_FLAGS`` say). An empty argument is written
+    ``''``."""
     path = Path(script or sys.argv[0]).resolve()
     with contextlib.suppress(ValueError):
         path = path.relative_to(REPO)
-    args = sys.argv[1:] if argv is None else argv
-    return shlex.join(["python", path.as_posix(), *args])
+    args = list(sys.argv[1:] if argv is None else argv)
+    kept: list[str] = []
+    while args:
+        arg = args.pop(0)
+        name, eq, _ = arg.partition("=")
+        if arg in LEFT_OUT_FLAGS:
+            continue
+        if name in LEFT_OUT or name in STAND_INS:
+            if not eq and args:
+                args.pop(0)
+            if name in STAND_INS:
+                kept += [name, STAND_INS[name]]
+            continue
+        kept.append(arg)
+    return shlex.join(["python", path.as_posix(), *kept])
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

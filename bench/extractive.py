@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     home = Path(args.work) / "home"
     home.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"machine": machine_info(), "strategy": args.strategy, "sets": {}}
-    results["command"] = command_line(argv, __file__)
+    results["command"] = "FATHOM_DATA=… " + command_line(argv, __file__)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.cold:
         first = args.sets.split(",")[0].partition(":")[0]

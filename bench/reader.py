@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 from fathom.bench.common import (
     bench_config,
+    command_line,
     data_dir,
     default_out,
     format_ci,
@@ -194,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     data = data_dir(args.data)
     results: dict[str, Any] = {"candidates": CANDIDATES, "split": args.split, "sets": []}
+    results["command"] = "FATHOM_DATA=… " + command_line(argv, __file__)
     with temp_home("reader") as tmp:
         cfg = bench_config(args.home or tmp)
         for name in [s for s in args.sets.split(",") if s]:

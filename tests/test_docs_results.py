@@ -57,6 +57,8 @@ def test_a_results_file_is_json_with_its_command_and_machine(path: Path) -> None
         data = data.get("run") or {}
     command = data.get("command") or data.get("commands")
     assert command, "no command"
+    absolute = [w for w in re.split(r"[\s=\"',]+", json.dumps(command)) if w.startswith("/")]
+    assert not absolute, f"the command names this machine's folders: {absolute[:3]}"
     machine = data.get("machine")
     assert isinstance(machine, dict), "no machine"
     assert isinstance(machine.get("cpus"), int) and machine["cpus"] > 0
