@@ -69,9 +69,7 @@ def main(argv: list[str] | None = None) -> int:
 
     data = data_dir(args.data)
     clf = QueryClassifier.from_config(load_config())
-    command = command_line(argv, __file__)
-    if not args.data:  # the sets were found through FATHOM_DATA
-        command = f"FATHOM_DATA=… {command}"
+    command = f"FATHOM_DATA=… {command_line(argv, __file__)}"  # --data is left out
     results: dict[str, Any] = {"command": command, "machine": machine_info()}
     results["sets"] = {}
     for name in [s for s in args.sets.split(",") if s]:
