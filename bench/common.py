@@ -177,30 +177,39 @@ LEFT_OUT = ("--data", "--work")
 LEFT_OUT_FLAGS = ("--reuse",)
 
 
-def command_line(argv: Sequence[str] | None = None, script: str | None = None) -> str:
+def command_line(
+    argv: Sequence[str] | None = None, script: str | None = None, leave_out: Sequence[str] = ()
+) -> str:
     """The command that made a results file, quoted so a shell takes it back unchanged:
     ``python bench/NAME.py ARGS`` (``script`` or ``sys.argv[0]``, relative to the repository;
-    ``argv`` or ``sys.argv[1:]``, this machine's folders stood in for or left out as
-    ``STAND_INS``, ``LEFT_OUT`` and ``LEFT_OUT_FLAGS`` say). An empty argument is written
-    ``''``."""
+    ``argv`` or ``sys.argv[1:]``). This machine's folders are stood in for or left out as
+    ``STAND_INS``, ``LEFT_OUT`` (and ``leave_out``) and ``LEFT_OUT_FLAGS`` say, and a path inside
+    the repository is written relative to it. An empty argument is written ``''``."""
     path = Path(script or sys.argv[0]).resolve()
     with contextlib.suppress(ValueError):
         path = path.relative_to(REPO)
-    args = list(sys.argv[1:] if argv is None else argv)
+    dropped = (*LEFT_OUT, *leave_out)
     kept: list[str] = []
-    while args:
-        arg = args.pop(0)
+    args = iter(sys.argv[1:] if argv is None else argv)
+    for arg in args:
         name, eq, _ = arg.partition("=")
         if arg in LEFT_OUT_FLAGS:
             continue
-        if name in LEFT_OUT or name in STAND_INS:
-            if not eq and args:
-                args.pop(0)
-            if name in STAND_INS:
-                kept += [name, STAND_INS[name]]
+        if name in dropped or name in STAND_INS:
+            if not eq:
+                next(args, None)
+            kept += [name, STAND_INS[name]] if name in STAND_INS else []
             continue
-        kept.append(arg)
+        kept.append(_in_repo(arg))
     return shlex.join(["python", path.as_posix(), *kept])
+
+
+def _in_repo(arg: str) -> str:
+    """``arg`` relative to the repository when it is an absolute path inside it."""
+    if arg.startswith("/"):
+        with contextlib.suppress(ValueError):
+            return Path(arg).resolve().relative_to(REPO).as_posix()
+    return arg
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

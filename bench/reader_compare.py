@@ -31,14 +31,13 @@ questions); a difference whose interval by document holds 0 is within noise.
 from __future__ import annotations
 
 import argparse
-import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from fathom.bench.common import (
     bench_config,
+    command_line,
     data_dir,
     default_out,
     format_ci,
@@ -169,23 +168,6 @@ def _readers(folders: list[Path]) -> dict[str, tuple[Any, Any]]:
     return out
 
 
-def _command(argv: list[str]) -> str:
-    """The command as a contributor reruns it: ``--data`` and ``--home`` (where the data and
-    the collections happen to live) and ``--out`` left out."""
-    kept, skip = [], False
-    for a in argv:
-        if skip:
-            skip = False
-            continue
-        if a in ("--data", "--home", "--out"):
-            skip = True
-            continue
-        if a.startswith(("--data=", "--home=", "--out=")):
-            continue
-        kept.append(a)
-    return "FATHOM_DATA=… " + shlex.join(["python", "bench/reader_compare.py", *kept])
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--reader", type=Path, action="append", required=True)
@@ -210,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         "context": CONTEXT,
         "limit": args.limit,
         "sets": [],
-        "command": _command(sys.argv[1:] if argv is None else argv),
+        "command": "FATHOM_DATA=… " + command_line(argv, __file__, leave_out=("--out",)),
     }
     with temp_home("reader-compare") as tmp:
         cfg = bench_config(args.home or tmp)

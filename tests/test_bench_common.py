@@ -10,15 +10,20 @@ def test_machine_folders_are_stood_in_for_or_left_out() -> None:
     argv = [
         "--sets", "squad_v1.1_dev:500",
         "--reuse",
-        "--previous", "/srv/checkouts/old",
-        "--work", "/tmp/runs/ext",
-        "--data=/srv/data",
-        "--home=/srv/home",
+        "--previous", "/path/to/old-checkout",
+        "--work", "/path/to/runs",
+        "--data=/path/to/data",
+        "--home=/path/to/home",
+        "--reader", str(REPO / "index" / "reader"),
         "--out", "docs/results/reader/run",
     ]  # fmt: skip
     assert command_line(argv, str(REPO / "bench" / "extractive.py")) == (
         "python bench/extractive.py --sets squad_v1.1_dev:500 --previous CHECKOUT --home DIR "
-        "--out docs/results/reader/run"
+        "--reader index/reader --out docs/results/reader/run"
+    )
+    assert command_line(argv, str(REPO / "bench" / "extractive.py"), leave_out=("--out",)) == (
+        "python bench/extractive.py --sets squad_v1.1_dev:500 --previous CHECKOUT --home DIR "
+        "--reader index/reader"
     )
 
 

@@ -46,6 +46,7 @@ def test_a_reader_against_a_copy_of_itself_differs_by_nothing(tmp_path: Path) ->
     # rerun as a contributor would: no data, home or output path of this machine in it
     assert result["command"].startswith("FATHOM_DATA=… python bench/reader_compare.py --sets")
     assert str(tmp_path) not in result["command"].replace(str(copy), "")
+    assert "--reader index/reader --reader" in result["command"]  # the shipped one, by its path
 
 
 def test_the_difference_is_the_second_reader_minus_the_first() -> None:
