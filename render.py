@@ -371,9 +371,13 @@ def _answerer_note(answer: Any) -> str:
     conf = answer.confidence
     if conf.get("answerer") is None or conf.get("abstained"):
         return ""
-    if answer.span:
+    span = answer.span
+    if span and span.get("sure", True):
         return f" · span {conf['answerer']:.0%} over no answer"
-    return f" · quote {conf['answerer']:.0%} likely to answer"
+    quote = f" · quote {conf['answerer']:.0%} likely to answer"
+    if span:  # under the reader's bar: the answer's confidence is its quotes'
+        return f" · span {span['probability']:.0%} over no answer, unsure{quote}"
+    return quote
 
 
 def render_answer(answer, streamed: bool = False, as_json: bool = False, shown=None) -> None:

@@ -16,7 +16,9 @@ configurations a user can set:
   revision before the scorer), run with that checkout's own code and defaults.
 
 Per variant: contains, F1, EM, answer recall (the gold answer in the context: what the reranker can
-change), abstentions, generate and rerank P50/P95 ms. Writes results.json and results.md.
+change), abstentions and the answers whose span is marked unsure (under the reader's bar), each
+split by kind on a set with unanswerable questions, generate and rerank P50/P95 ms. Writes
+results.json and results.md.
 
 An eval remembers sentence vectors across its questions (``Engine.sentence_vectors``), as a
 ``chat`` session does, so its rerank times are those of a warm session. ``--cold N`` measures
@@ -103,10 +105,12 @@ def compare(runs: dict[str, Path], baseline: str, strategy: str = "fixed:4") -> 
     for label, by_qid in rows.items():
         entry = entries[label]
         entry["abstained"] = sum(bool(by_qid[q]["abstained"]) for q in shared) / max(1, len(shared))
+        entry["unsure"] = sum(_unsure(by_qid[q]) for q in shared) / max(1, len(shared))
         for kind, want in (("unanswerable", True), ("answerable", False)):
             qs = [q for q in shared if bool(by_qid[q].get("unanswerable")) == want]
             if qs and any(by_qid[q].get("unanswerable") for q in shared):
                 entry[f"abstained_{kind}"] = sum(bool(by_qid[q]["abstained"]) for q in qs) / len(qs)
+                entry[f"unsure_{kind}"] = sum(_unsure(by_qid[q]) for q in qs) / len(qs)
                 entry[f"n_{kind}"] = len(qs)
         for stage in ("generate", "rerank"):
             ms = [float(by_qid[q]["stages_ms"].get(stage, 0.0)) for q in shared]
@@ -169,7 +173,7 @@ def markdown(results: dict[str, Any], baseline: str) -> str:
         "",
         "| set | variant | n | documents | contains | by document | Δ contains | by document | F1 "
         "| by document | Δ F1 | by document | EM | by document "
-        "| answer recall | by document | Δ answer recall | by document | abstained "
+        "| answer recall | by document | Δ answer recall | by document | abstained; unsure "
         "| generate P50 / P95 ms | rerank P50 ms | ask P50 ms |",
         "| --- | --- | ---: | ---: | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
         "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |",
@@ -196,14 +200,29 @@ def markdown(results: dict[str, Any], baseline: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _unsure(row: dict[str, Any]) -> bool:
+    """Whether an answer gave its span marked unsure (under the reader's bar)."""
+    from fathom.stages.generate.span import UNSURE
+
+    return str(row.get("answer") or "").startswith(UNSURE)
+
+
 def _abstained(e: dict[str, Any]) -> str:
-    """The abstention rate, split by kind when the set has unanswerable questions."""
+    """The abstention rate, split by kind when the set has unanswerable questions, then the
+    share of answers marked unsure (a checkout from before the mark has none)."""
+    unsure = ""
     if "abstained_unanswerable" in e:
+        if "unsure_unanswerable" in e:
+            unsure = (
+                f"; unsure {e['unsure_unanswerable']:.1%} / {e.get('unsure_answerable', 0.0):.1%}"
+            )
         return (
             f"{e['abstained']:.1%} (unanswerable {e['abstained_unanswerable']:.1%}, "
-            f"answerable {e.get('abstained_answerable', 0.0):.1%})"
+            f"answerable {e.get('abstained_answerable', 0.0):.1%}){unsure}"
         )
-    return f"{e['abstained']:.1%}"
+    if "unsure" in e:
+        unsure = f"; unsure {e['unsure']:.1%}"
+    return f"{e['abstained']:.1%}{unsure}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import random
+import shlex
 import subprocess
 import sys
 import time
@@ -144,12 +145,11 @@ async def measure(home: Path, cfg: Any, queries: list[str], k: int) -> dict[str,
 
 
 def command(args: argparse.Namespace) -> str:
-    """The command line that made the results, data folder by name."""
-    parts = ["python bench/mcp.py"]
-    parts.append(f"--data {args.data}" if args.data else "")
-    parts += [f"--dataset {args.dataset}", f"--queries {args.queries}", f"--k {args.k}"]
-    text = " ".join(p for p in parts if p)
-    return text if args.data else f"FATHOM_DATA=… {text}"
+    """The command line that made the results, its settings spelled out; the data folder is
+    ``FATHOM_DATA`` (a ``--data`` folder is this machine's, so it is left out)."""
+    line = ["python", "bench/mcp.py", "--dataset", args.dataset, "--queries", str(args.queries)]
+    line += ["--k", str(args.k), "--seed", str(args.seed)]
+    return "FATHOM_DATA=… " + shlex.join(line)
 
 
 def markdown(results: dict[str, Any]) -> str:

@@ -10,11 +10,12 @@ the first is the baseline) is read on the same questions:
   at random, seed 0): the hybrid top 20 (default configuration) reranked by the reader as
   ``ask`` reranks them; answer recall@1 and @3;
 * **the span**: the reader's answer span over the first 4 reranked candidates
-  (``stages.generate.span.read_span``, each reader with its own abstention bar), scored with
-  SQuAD's EM and F1, a withheld span scoring 0. This is the extractive answer's span without
-  the token-budget compression in front of it, so close to ``bench/extractive.py``'s, not the
-  same. On SQuAD 2.0 (``squad_v2.0_dev``, every test-half question, unanswerable ones too): the
-  shares of unanswerable and of answerable questions on which the reader withholds its span;
+  (``stages.generate.span.read_span``), scored with SQuAD's EM and F1, sure or not (the
+  answerer gives an unsure span too, marked so, when a sentence supports an answer), no span
+  scoring 0. This is the extractive answer's span without the token-budget compression in
+  front of it, so close to ``bench/extractive.py``'s, not the same. The shares of answerable
+  questions and, on SQuAD 2.0 (``squad_v2.0_dev``, every test-half question), of unanswerable
+  ones whose span is under the reader's own abstention bar (unsure);
 * **the gold paragraph**: the span read on the paragraph a SQuAD question was written on, no
   bar (``bench/reader_gold.py``), F1 and EM;
 * each ``reader.json``'s training record (data counts, steps, seed, time, machine) and its bar.
@@ -61,19 +62,20 @@ def read_question(reader: Any, reranker: Any, question: str, hits: list[Any]) ->
     ranked = reranker.rerank(question, hits)
     head = ranked[:CONTEXT]
     span, _ = read_span(reader, question, head, candidates(head))
-    return {"ranked": ranked, "span": span.text if span is not None else None}
+    text = span.text if span is not None else None
+    return {"ranked": ranked, "span": text, "sure": span is not None and span.sure}
 
 
 def score_question(q: Any, read: dict[str, Any]) -> dict[str, float]:
     """The metrics of one reading: recall@n and the span's F1 and EM for an answerable
-    question, and whether the span was withheld."""
+    question, and whether the span was unsure (under the reader's bar) or missing."""
     from fathom.feedback.judges import answer_recall, exact_match, f1
 
-    withheld = float(read["span"] is None)
+    unsure = float(not read.get("sure", read["span"] is not None))
     if q.unanswerable:
-        return {"withheld_unanswerable": withheld}
+        return {"unsure_unanswerable": unsure}
     golds = list(q.answers)
-    out = {"withheld_answerable": withheld}
+    out = {"unsure_answerable": unsure}
     for n in AT:
         text = "\n".join(h.chunk.text for h in read["ranked"][:n])
         out[f"recall@{n}"] = float(answer_recall(text, golds) or 0.0)

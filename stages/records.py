@@ -236,9 +236,9 @@ class Context:
         return out
 
 
-# docs/answer.schema.json; 9: followup; 8: docs; 7: span; 6: tokens.context_read; 5: trace.budget;
-# 4: trace.decision.cost; 3: confidence.answerer; 2: sources' text
-ANSWER_SCHEMA_VERSION = 9
+# docs/answer.schema.json; 10: span.sure; 9: followup; 8: docs; 7: span; 6: tokens.context_read;
+# 5: trace.budget; 4: trace.decision.cost; 3: confidence.answerer; 2: sources' text
+ANSWER_SCHEMA_VERSION = 10
 
 
 def price(cfg: Config, model: str, prompt_tokens: int, completion_tokens: int) -> float:

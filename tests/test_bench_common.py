@@ -31,3 +31,16 @@ def test_other_arguments_are_kept_and_quoted() -> None:
     assert command_line(["--sets", "", "--limit", "400"], str(REPO / "bench" / "reader.py")) == (
         "python bench/reader.py --sets '' --limit 400"
     )
+
+
+def test_the_mcp_bench_names_no_data_folder_of_this_machine() -> None:
+    import argparse
+
+    from fathom.bench import mcp
+
+    args = argparse.Namespace(data="/srv/qa", dataset="squad_v1.1_dev", queries=200, k=10, seed=0)
+    line = mcp.command(args)
+    assert line == (
+        "FATHOM_DATA=… python bench/mcp.py --dataset squad_v1.1_dev --queries 200 --k 10 --seed 0"
+    )
+    assert "/srv/qa" not in line

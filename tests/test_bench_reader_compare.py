@@ -28,13 +28,13 @@ def test_a_reader_against_a_copy_of_itself_differs_by_nothing(tmp_path: Path) ->
     result = json.loads(out.read_text())
     towns, towns2 = result["sets"]
     assert n and towns["questions"] == n and towns["documents"] == n
-    for metric in ("recall@1", "recall@3", "span_f1", "span_em", "withheld_answerable"):
+    for metric in ("recall@1", "recall@3", "span_f1", "span_em", "unsure_answerable"):
         assert towns[metric]["n"] == n
         assert towns[metric]["difference"]["mean"] == 0.0
         assert towns[metric]["difference"]["documents"]["hi"] == 0.0
     assert towns["recall@3"]["first"]["mean"] == 1.0  # seven short articles: the answer is read
-    assert "withheld_unanswerable" in towns2 and "withheld_unanswerable" not in towns
-    assert towns2["withheld_unanswerable"]["n"] + towns2["span_f1"]["n"] == towns2["questions"]
+    assert "unsure_unanswerable" in towns2 and "unsure_unanswerable" not in towns
+    assert towns2["unsure_unanswerable"]["n"] + towns2["span_f1"]["n"] == towns2["questions"]
     gold = result["gold"]
     assert gold["questions"] == n and gold["f1"]["difference"]["mean"] == 0.0
     assert gold["f1"]["first"]["mean"] >= 0.5  # the town is there to be read
@@ -61,18 +61,23 @@ def test_a_question_is_scored_by_its_kind() -> None:
     hit = SimpleNamespace(chunk=SimpleNamespace(text="The bridge was built in Rostfeld."))
     other = SimpleNamespace(chunk=SimpleNamespace(text="The valley has rivers."))
     answerable = SimpleNamespace(unanswerable=False, answers=("Rostfeld",))
-    read = {"ranked": [other, hit], "span": "Rostfeld"}
+    read = {"ranked": [other, hit], "span": "Rostfeld", "sure": True}
     scored = reader_compare.score_question(answerable, read)
     assert scored == {
-        "withheld_answerable": 0.0,
+        "unsure_answerable": 0.0,
         "recall@1": 0.0,
         "recall@3": 1.0,
         "span_f1": 1.0,
         "span_em": 1.0,
     }
-    withheld = reader_compare.score_question(answerable, {"ranked": [hit], "span": None})
-    assert withheld["withheld_answerable"] == 1.0 and withheld["span_f1"] == 0.0
+    # under the bar the span is still the answer's, and scored; it counts as unsure
+    unsure = reader_compare.score_question(answerable, {**read, "sure": False})
+    assert unsure["unsure_answerable"] == 1.0 and unsure["span_f1"] == 1.0
+    missing = reader_compare.score_question(answerable, {"ranked": [hit], "span": None})
+    assert missing["unsure_answerable"] == 1.0 and missing["span_f1"] == 0.0
     unanswerable = SimpleNamespace(unanswerable=True, answers=())
-    assert reader_compare.score_question(unanswerable, {"ranked": [], "span": None}) == {
-        "withheld_unanswerable": 1.0
+    read = {"ranked": [], "span": "Rostfeld", "sure": False}
+    assert reader_compare.score_question(unanswerable, read) == {"unsure_unanswerable": 1.0}
+    assert reader_compare.score_question(unanswerable, {**read, "sure": True}) == {
+        "unsure_unanswerable": 0.0
     }

@@ -200,3 +200,21 @@ def test_an_ingest_that_embeds_nothing_shows_no_embedding_bar(monkeypatch) -> No
             progress("file", path="/docs/a.pdf", status="unchanged", chunks=3)
             progress("embed_start", total=total)
         assert ("embedding" in buf.getvalue()) == bool(total), total
+
+
+def test_the_report_says_whose_confidence_it_states_and_marks_an_unsure_span() -> None:
+    from types import SimpleNamespace
+
+    from fathom.render import _answerer_note
+
+    def answer(span, answerer=0.62):
+        return SimpleNamespace(span=span, confidence={"answerer": answerer, "abstained": False})
+
+    assert _answerer_note(answer({"probability": 0.9, "sure": True}, 0.9)) == (
+        " · span 90% over no answer"
+    )
+    assert _answerer_note(answer({"probability": 0.41, "sure": False})) == (
+        " · span 41% over no answer, unsure · quote 62% likely to answer"
+    )
+    assert _answerer_note(answer(None)) == " · quote 62% likely to answer"
+    assert _answerer_note(answer(None, None)) == ""

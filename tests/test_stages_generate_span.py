@@ -51,16 +51,30 @@ def test_a_span_that_is_most_of_its_sentence_is_quoted_once() -> None:
     assert d.text == "About 60 tonnes of paint are used each time. [1]"
 
 
-def test_below_the_models_bar_a_supported_sentence_is_quoted_else_no_answer() -> None:
+def test_below_the_models_bar_the_span_is_marked_unsure_before_the_supported_quotes() -> None:
     reader = FakeReader(["31 March 1889"], score=2.0, null=1.0, meta={"abstain_below": 3.0})
     gen = ExtractiveGenerator(reader=reader)
-    # margin 1 under a bar of 3: no span; the sentence that answers is quoted instead
-    d = gen.generate("When was the Eiffel Tower completed?", hits())
-    assert d.span is None and "—" not in d.text
-    assert d.text.startswith("The Eiffel Tower was completed on 31 March 1889") and d.citations
-    assert d.model == "sentence-scorer"
-    # nothing in the sources supports an answer: no answer
-    d = gen.generate("What is the boiling point of mercury?", hits())
+    question = "When was the Eiffel Tower completed?"
+    # margin 1 under a bar of 3: the span all the same, said to be unsure, then the quotes
+    d = gen.generate(question, hits())
+    assert d.text.startswith(
+        'Unsure: 31 March 1889 — "The Eiffel Tower was completed on 31 March 1889'
+    )
+    assert d.span is not None and d.span["text"] == "31 March 1889" and d.span["sure"] is False
+    assert d.model == "fathom-reader" and d.citations[0] == 2
+    # its confidence is the quotes', as the sentence scorer alone would state it
+    quoted = ExtractiveGenerator(reader=None).generate(question, hits())
+    assert quoted.span is None and d.confidence == quoted.confidence != d.span["probability"]
+    # the same span over the bar is sure: no mark, the reader's probability
+    sure = ExtractiveGenerator(reader=FakeReader(["31 March 1889"], score=2.0, null=1.0))
+    d = sure.generate(question, hits())
+    assert d.span["sure"] is True and d.text.startswith("31 March 1889 —")
+    assert d.confidence == d.span["probability"]
+
+
+def test_under_the_bar_with_no_supported_sentence_there_is_no_answer() -> None:
+    reader = FakeReader(["60 tonnes"], score=2.0, null=1.0, meta={"abstain_below": 3.0})
+    d = ExtractiveGenerator(reader=reader).generate("What is the boiling point of mercury?", hits())
     assert d.text == NO_ANSWER and d.citations == () and d.span is None
 
 

@@ -123,7 +123,7 @@ def test_ask_json_matches_the_documented_schema(tmp_path: Path, minilm) -> None:
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     jsonschema.validate(data, schema)
-    assert data["schema_version"] == 9
+    assert data["schema_version"] == 10
     assert data["trace"]["tokens"]["context_read"] >= data["trace"]["tokens"]["context"]
     assert data["citations"][0]["pages"] == "2"
     # A plain question, not a summary request: the reader's span, then the sentence it quotes.

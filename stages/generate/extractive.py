@@ -4,11 +4,13 @@ probability of the span over no answer as its confidence.
 
 After the span and its sentence, the lexical sentence scorer's supported quotes follow as
 further evidence (it embeds nothing: the dense scorer would embed every sentence of every
-source to add them). When no span clears the reader's bar (no-answer wins: often a question
-whose answer is a statement rather than a name, date or number), or without the reader (its
-model missing or broken), it quotes the source sentences that answer the question, each cited,
-as below, and abstains only when no sentence is supported either. Summaries quote central
-sentences.
+source to add them). When the best span is under the reader's bar (often a question whose
+answer is a statement rather than a name, date or number, or one the sources do not answer),
+the answer starts "Unsure:", gives that span and its sentence all the same, and then the
+source sentences the scorer supports, as below; its confidence is then the scorer's. It
+abstains only when the span is under the bar and no sentence is supported either. Without the
+reader (its model missing or broken) it quotes the supported sentences. Summaries quote
+central sentences.
 
 Every sentence of the sources is a candidate (split with ``chunking.sentences``, cut at
 paragraph breaks). The learned scorer (``sentence_scorer``: stemmed IDF-weighted overlap,
@@ -293,13 +295,25 @@ class ExtractiveGenerator(BaseGenerator):
         on_token: Callable[[str], Any] | None = None,
         time_budget_ms: float | None = None,
     ) -> Draft:
-        """Quote the best 1–3 sentences with ``[n]`` citations, or say the sources do not
-        answer; ``on_token`` receives each quoted sentence."""
+        """The reader's span, its sentence and the supported quotes after it (``Unsure:`` first
+        under the reader's bar), else the best 1–3 sentences quoted, each with its ``[n]``
+        citation, or that the sources do not answer; ``on_token`` receives the text, or each
+        quoted sentence."""
         t0 = time.perf_counter()
-        spanned = self._span_answer(question, hits, on_token, t0)
-        if spanned is not None:
-            return spanned
+        span = self._read_span(question, hits)
+        if span is not None and span.sure:
+            # The sentences the scorer would quote stand behind the span as further evidence.
+            # The lexical scorer picks them: the dense one would embed every sentence of every
+            # source (most of an answer's time at k = 8–20 on two cores) to add quotes.
+            chosen, _ = (
+                self.select(question, hits, dense=False) if self.scorer is not None else ([], 0.0)
+            )
+            return self._span_draft(question, hits, span, chosen, span.probability, on_token, t0)
         chosen, confidence = self.select(question, hits)
+        if span is not None and chosen:
+            # under the bar: the span, marked unsure, and the quotes, as sure as they are
+            stated = round(confidence, 4) if self.scorer is not None else None
+            return self._span_draft(question, hits, span, chosen, stated, on_token, t0)
         draft = self._quote(question, hits, [(n, s) for _, n, s in chosen], on_token, t0)
         if self.scorer is None:
             return draft
@@ -324,28 +338,28 @@ class ExtractiveGenerator(BaseGenerator):
         except BackendUnavailable:
             return None
 
-    def _span_answer(
-        self,
-        question: str,
-        hits: list[Hit],
-        on_token: Callable[[str], Any] | None,
-        t0: float,
-    ) -> Draft | None:
-        """The reader's answer, or None without a reader or when no span clears its bar."""
-        from fathom.stages.generate.span import answer_text, read_span
+    def _read_span(self, question: str, hits: list[Hit]) -> Any:
+        """The reader's best span (``span.Span``), or None without a reader or a span."""
+        from fathom.stages.generate.span import read_span
 
         reader = self._reader()
         if reader is None or not hits:
             return None
-        span, _ = read_span(reader, question, hits, candidates(hits))
-        if span is None:
-            return None  # no span clears the bar: a supported sentence, or no answer
-        # The sentences the scorer would quote stand behind the span as further evidence. The
-        # lexical scorer picks them: the dense one would embed every sentence of every source
-        # (most of an answer's time at k = 8–20 on two cores) to add quotes after the answer.
-        chosen, _ = (
-            self.select(question, hits, dense=False) if self.scorer is not None else ([], 0.0)
-        )
+        return read_span(reader, question, hits, candidates(hits))[0]
+
+    def _span_draft(
+        self,
+        question: str,
+        hits: list[Hit],
+        span: Any,
+        chosen: list[tuple[float, int, str]],
+        confidence: float | None,
+        on_token: Callable[[str], Any] | None,
+        t0: float,
+    ) -> Draft:
+        """The answer that gives ``span``, its sentence and the ``chosen`` quotes after it."""
+        from fathom.stages.generate.span import answer_text
+
         more = [(n, sentence) for _, n, sentence in chosen]
         text = answer_text(span, more)
         if on_token is not None:
@@ -359,7 +373,7 @@ class ExtractiveGenerator(BaseGenerator):
             model=self.model,
             finish_reason="stop",
             ms=(time.perf_counter() - t0) * 1000,
-            confidence=round(span.probability, 4),
+            confidence=None if confidence is None else round(confidence, 4),
             span=span.to_dict(hits[span.n - 1]),
         )
 

@@ -3,9 +3,11 @@
 Every window of every source is read (``fathom.index.reader``); each window offers its best
 span that starts and ends inside one quotable sentence — never in a heading, a question, a
 table row, text that reads as instructions to a model, a title block, an author list or a
-reference entry — and that span's logit margin over no-answer. The best margin wins; when it is
-below the model's ``abstain_below`` (in ``reader.json``: fitted on questions about articles the
-model never read, ``learn/reader_calibrate.py``), no-answer wins.
+reference entry — and that span's logit margin over no-answer. The best margin wins. The span
+is sure when its margin clears the model's bar, ``abstain_below`` (in ``reader.json``: fitted on
+questions about articles the model never read, ``learn/reader_calibrate.py``, so that about a
+tenth of answerable questions fall under it); under the bar it is unsure, and the answerer
+marks it so (``extractive``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
     from fathom.stages.generate.sentence_scorer import Candidate
 
 MAX_SPAN_CHARS = 200
+UNSURE = "Unsure: "  # leads an answer whose span is under the reader's bar
 WHOLE_SENTENCE = 0.8  # a span this much of its sentence is answered with the sentence alone
 
 _YEAR = re.compile(r"(?:\(|\b)(?:19|20)\d\d[a-z]?(?:\)|\b)")
@@ -52,6 +55,7 @@ class Span:
     margin: float  # the reader's logit margin over no-answer
     probability: float  # its two-way probability over no-answer
     sentence: str  # the quotable sentence that holds it
+    sure: bool = True  # its margin clears the reader's bar
 
     def to_dict(self, hit: Hit) -> dict[str, Any]:
         chunk = hit.chunk
@@ -67,6 +71,7 @@ class Span:
             "score": round(self.margin, 4),
             "probability": round(self.probability, 4),
             "sentence": self.sentence,
+            "sure": self.sure,
         }
 
 
@@ -100,8 +105,9 @@ def _units(windows: Any, cands: list[Candidate]):
 
 
 def read_span(reader: Any, question: str, hits: list[Hit], cands: list[Candidate]):
-    """``(span, margin)``: the best span inside one quotable sentence (None when no-answer
-    wins or there is none) and its margin (``-inf`` when there is none)."""
+    """``(span, margin)``: the best span inside one quotable sentence (None when there is none;
+    ``span.sure`` when its margin clears the reader's bar) and its margin (``-inf`` when there
+    is none)."""
     import numpy as np
     from fathom.index.reader import answer_probability, best_spans
 
@@ -121,16 +127,16 @@ def read_span(reader: Any, question: str, hits: list[Hit], cands: list[Candidate
         if not text or b - a > MAX_SPAN_CHARS:
             continue
         m = float(margin[r])
-        if m < threshold:
-            return None, m
         sentence = cands[int(unit[r, first[r]])].text
-        return Span(t + 1, a, b, text, m, answer_probability(m), sentence), m
+        span = Span(t + 1, a, b, text, m, answer_probability(m), sentence, sure=m >= threshold)
+        return span, m
     return None, float("-inf")
 
 
 def answer_text(span: Span, more: list[tuple[int, str]] = ()) -> str:
     """The span, then the sentence that holds it, quoted, with its citation; then ``more``
-    ``(source, sentence)`` quotes that support it, each cited (the span's sentence once)."""
+    ``(source, sentence)`` quotes that support it, each cited (the span's sentence once). An
+    unsure span's answer starts with ``UNSURE``."""
     if len(span.text) >= WHOLE_SENTENCE * len(span.sentence):
         head = f"{span.sentence} [{span.n}]"
     else:
@@ -143,4 +149,4 @@ def answer_text(span: Span, more: list[tuple[int, str]] = ()) -> str:
         if key not in said:
             said.add(key)
             tail.append(f"{sentence} [{n}]")
-    return " ".join([head, *tail])
+    return ("" if span.sure else UNSURE) + " ".join([head, *tail])
