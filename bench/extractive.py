@@ -201,20 +201,20 @@ def markdown(results: dict[str, Any], baseline: str) -> str:
 
 
 def _unsure(row: dict[str, Any]) -> bool:
-    """Whether an answer gave its span marked unsure (under the reader's bar)."""
-    from fathom.stages.generate.span import UNSURE
-
-    return str(row.get("answer") or "").startswith(UNSURE)
+    """Whether an answer gave its span marked unsure (under the reader's bar; an eval row
+    without ``span_sure`` comes from an answerer that never marks one)."""
+    return row.get("span_sure") is False
 
 
 def _abstained(e: dict[str, Any]) -> str:
     """The abstention rate, split by kind when the set has unanswerable questions, then the
-    share of answers marked unsure (a checkout from before the mark has none)."""
+    share of answers marked unsure, by kind likewise (an answerer that never marks one: 0)."""
     unsure = ""
     if "abstained_unanswerable" in e:
         if "unsure_unanswerable" in e:
             unsure = (
-                f"; unsure {e['unsure_unanswerable']:.1%} / {e.get('unsure_answerable', 0.0):.1%}"
+                f"; unsure (unanswerable {e['unsure_unanswerable']:.1%}, "
+                f"answerable {e.get('unsure_answerable', 0.0):.1%})"
             )
         return (
             f"{e['abstained']:.1%} (unanswerable {e['abstained_unanswerable']:.1%}, "

@@ -8,7 +8,7 @@ its in-process one, at P50 and P95. The client validates each result against the
 output schema, as a client does. Target: overhead at P95 ≤ 20 ms.
 
     python bench/mcp.py [--data DIR] [--dataset squad_v1.1_dev] [--queries 200] [--k 10]
-                        [--home DIR] [--out DIR]
+                        [--seed 0] [--home DIR] [--out DIR]
 
 Writes ``mcp.json`` and ``mcp.md`` to ``--out`` (default ``docs/results/mcp``). ``--home``
 keeps the built collection for later runs.

@@ -15,7 +15,7 @@ the first is the baseline) is read on the same questions:
   scoring 0. This is the extractive answer's span without the token-budget compression in
   front of it, so close to ``bench/extractive.py``'s, not the same. The shares of answerable
   questions and, on SQuAD 2.0 (``squad_v2.0_dev``, every test-half question), of unanswerable
-  ones whose span is under the reader's own abstention bar (unsure);
+  ones whose span is under the reader's own abstention bar (unsure) or missing;
 * **the gold paragraph**: the span read on the paragraph a SQuAD question was written on, no
   bar (``bench/reader_gold.py``), F1 and EM;
 * each ``reader.json``'s training record (data counts, steps, seed, time, machine) and its bar.

@@ -5,10 +5,10 @@ eval --split test``), the reader reads only the paragraph the question was writt
 extractive answerer reads a source (every 128-token window; the best span inside one quotable
 sentence, widened to whole words; ``stages.generate.span.read_span`` with the bar lifted), and
 the span is scored with SQuAD's exact match and token F1 (``feedback.judges``). Also: the share
-of questions whose best margin falls under the shipped abstention bar, where the answerer would
-quote sentences instead. Set beside the extractive answerer's F1 at k = 4
-(``bench/extractive.py``), the difference is what choosing among retrieved passages and the bar
-cost, rather than the span head. Intervals: over questions and over documents (articles
+of questions whose best margin falls under the shipped abstention bar, where the answerer marks
+its span ``Unsure:``. Set beside the extractive answerer's F1 at k = 4 (``bench/extractive.py``),
+the difference is what choosing among retrieved passages costs (and the few answers that
+abstain), rather than the span head. Intervals: over questions and over documents (articles
 resampled with their questions).
 
     python bench/reader_gold.py [--data DIR] [--set squad_v1.1_dev] [--limit N] [--out FILE.json]

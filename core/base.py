@@ -323,10 +323,12 @@ class Draft:
     logprobs: tuple[float, ...] | None = None
     ms: float = 0.0
     # The answerer's own probability that the answer is right, when it states one (the
-    # extractive answerer's calibrated sentence scorer); None for language models.
+    # extractive answerer: the reader's for a sure span, else its calibrated sentence
+    # scorer's); None for language models.
     confidence: float | None = None
-    # The exact answer span when the answerer found one (the extractive answerer's reader):
-    # its text, source number, characters in the chunk and the document, and score.
+    # The exact answer span when the answerer gave one (the extractive answerer's reader):
+    # its text, source number, characters in the chunk and the document, score, and whether
+    # it clears the reader's bar (``sure``).
     span: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:

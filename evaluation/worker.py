@@ -122,6 +122,9 @@ def _row(
         "context": context,
         "answer": answer.text,
         "span": span["text"] if span else None,
+        # whether that span clears the reader's bar (an unsure one's answer says so); None
+        # without a span
+        "span_sure": bool(span.get("sure", True)) if span else None,
         "abstained": abstained,
         "confidence": answer.confidence.get("score"),
         # The answerer's own probability that it answered (the extractive scorer's); None for

@@ -1,5 +1,5 @@
-"""The reader's abstention bar: the margin over no-answer under which the answerer says the
-sources do not answer.
+"""The reader's abstention bar: the margin over no-answer under which the answerer marks its
+span unsure (``Unsure:``; it abstains there only when no sentence supports an answer either).
 
 Fitted on questions about documents the reader never trained on, with unanswerable questions
 among them (the shipped reader: the first ten articles of SQuAD 2.0's training set,
@@ -10,9 +10,8 @@ than it was fitted to. Each question's first ``CONTEXT`` retrieved passages (``r
 records, without the gold passage a record adds when retrieval missed the answer: the answerer
 would not have it) are read as the extractive answerer reads its sources
 (``stages.generate.span.read_span`` without a bar), and the bar is the ``ANSWERABLE_ABSTAIN``
-quantile of the answerable questions' best margins — the answerer then abstains on about that
-share of answerable questions — reported with the share of unanswerable questions it abstains
-on.
+quantile of the answerable questions' best margins — about that share of answerable questions
+then fall under it — reported with the share of unanswerable questions under it.
 """
 
 from __future__ import annotations

@@ -82,8 +82,9 @@ def ask_doc() -> str:
     return f"""Answer a question from the user's documents with Fathom's own answering model on
 this machine. Returns the answer with [n] citations, the cited sources (title, path, pages,
 section, text), a confidence score, and a report of the decision (k and why), latency, tokens
-and cost. generator picks the answering backend (default: the server's): extractive quotes the
-best sentences without a model; {listed} use a local model.
+and cost. generator picks the answering backend (default: the server's): extractive gives the
+exact span Fathom's reader finds (starting "Unsure:" when the reader is not sure) and the
+sentences that support it, without a language model; {listed} use a local model.
 {UNTRUSTED}"""
 
 

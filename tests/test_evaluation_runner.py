@@ -137,6 +137,11 @@ def test_eval_rows_match_brute_force_and_report_reproduces_summary(ecfg, qa_set,
         # The extractive answerer states its own probability; a cascade over budgets reads it.
         if r["context"] and not r["abstained"]:
             assert 0.0 < r["answerer_confidence"] <= 1.0, r["qid"]
+        # A span says whether it clears the reader's bar, and an unsure one's answer says so.
+        if r["span"] is None:
+            assert r["span_sure"] is None, r["qid"]
+        else:
+            assert r["answer"].startswith("Unsure: ") is (not r["span_sure"]), r["qid"]
 
     # The summary derives from the rows.
     by = {s: [r for r in rows if r["strategy"] == s] for s in STRATEGIES}

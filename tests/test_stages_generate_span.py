@@ -72,6 +72,34 @@ def test_below_the_models_bar_the_span_is_marked_unsure_before_the_supported_quo
     assert d.confidence == d.span["probability"]
 
 
+def test_an_unsure_answer_streams_the_same_text() -> None:
+    reader = FakeReader(["31 March 1889"], score=2.0, null=1.0, meta={"abstain_below": 3.0})
+    pieces: list[str] = []
+    d = ExtractiveGenerator(reader=reader).generate(
+        "When was the Eiffel Tower completed?", hits(), on_token=pieces.append
+    )
+    assert d.text.startswith("Unsure: ") and "".join(pieces) == d.text
+
+
+def test_a_quote_said_once_is_cited_once() -> None:
+    from fathom.stages.generate.span import Span, answer_text, quotes_after
+
+    sentence = "The Eiffel Tower was completed on 31 March 1889."
+    span = Span(2, 34, 47, "31 March 1889", 3.0, 0.95, sentence)
+    more = [(3, sentence.upper()), (1, "It is repainted every seven years.")]
+    assert quotes_after(span, more) == [(1, "It is repainted every seven years.")]
+    assert answer_text(span, more).endswith(
+        f'"{sentence}" [2] It is repainted every seven years. [1]'
+    )
+    # the span's sentence, in capitals, in another source first: one quote, one citation
+    sources = [SOURCES[1].upper(), SOURCES[1], SOURCES[0]]
+    d = ExtractiveGenerator(reader=FakeReader(["31 March 1889"])).generate(
+        "When was the Eiffel Tower completed?", hits(sources)
+    )
+    cited = [int(n) for n in __import__("re").findall(r"\[(\d+)\]", d.text)]
+    assert list(d.citations) == list(dict.fromkeys(cited))
+
+
 def test_under_the_bar_with_no_supported_sentence_there_is_no_answer() -> None:
     reader = FakeReader(["60 tonnes"], score=2.0, null=1.0, meta={"abstain_below": 3.0})
     d = ExtractiveGenerator(reader=reader).generate("What is the boiling point of mercury?", hits())

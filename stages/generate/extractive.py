@@ -312,7 +312,7 @@ class ExtractiveGenerator(BaseGenerator):
         chosen, confidence = self.select(question, hits)
         if span is not None and chosen:
             # under the bar: the span, marked unsure, and the quotes, as sure as they are
-            stated = round(confidence, 4) if self.scorer is not None else None
+            stated = confidence if self.scorer is not None else None
             return self._span_draft(question, hits, span, chosen, stated, on_token, t0)
         draft = self._quote(question, hits, [(n, s) for _, n, s in chosen], on_token, t0)
         if self.scorer is None:
@@ -358,9 +358,9 @@ class ExtractiveGenerator(BaseGenerator):
         t0: float,
     ) -> Draft:
         """The answer that gives ``span``, its sentence and the ``chosen`` quotes after it."""
-        from fathom.stages.generate.span import answer_text
+        from fathom.stages.generate.span import answer_text, quotes_after
 
-        more = [(n, sentence) for _, n, sentence in chosen]
+        more = quotes_after(span, [(n, sentence) for _, n, sentence in chosen])
         text = answer_text(span, more)
         if on_token is not None:
             on_token(text)

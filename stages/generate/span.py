@@ -133,20 +133,27 @@ def read_span(reader: Any, question: str, hits: list[Hit], cands: list[Candidate
     return None, float("-inf")
 
 
+def quotes_after(span: Span, more: list[tuple[int, str]] = ()) -> list[tuple[int, str]]:
+    """The ``(source, sentence)`` quotes of ``more`` an answer gives after ``span``'s sentence:
+    each sentence once, the span's own not again."""
+    said = {" ".join(span.sentence.lower().split())}
+    kept = []
+    for n, sentence in more:
+        key = " ".join(sentence.lower().split())
+        if key not in said:
+            said.add(key)
+            kept.append((n, sentence))
+    return kept
+
+
 def answer_text(span: Span, more: list[tuple[int, str]] = ()) -> str:
     """The span, then the sentence that holds it, quoted, with its citation; then ``more``
-    ``(source, sentence)`` quotes that support it, each cited (the span's sentence once). An
-    unsure span's answer starts with ``UNSURE``."""
+    ``(source, sentence)`` quotes that support it, each cited (``quotes_after``). An unsure
+    span's answer starts with ``UNSURE``."""
     if len(span.text) >= WHOLE_SENTENCE * len(span.sentence):
         head = f"{span.sentence} [{span.n}]"
     else:
         # plain quotes: readers and judges that drop punctuation drop these too
         head = f'{span.text} — "{span.sentence}" [{span.n}]'
-    said = {" ".join(span.sentence.lower().split())}
-    tail = []
-    for n, sentence in more:
-        key = " ".join(sentence.lower().split())
-        if key not in said:
-            said.add(key)
-            tail.append(f"{sentence} [{n}]")
+    tail = [f"{sentence} [{n}]" for n, sentence in quotes_after(span, more)]
     return ("" if span.sure else UNSURE) + " ".join([head, *tail])
