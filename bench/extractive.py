@@ -12,6 +12,8 @@ configurations a user can set:
 * ``rerank-off`` — ``FATHOM_RERANK__ENABLED=false``;
 * ``rerank-8`` — ``FATHOM_RERANK__CANDIDATES=8`` (the fallback reranker reads 8 candidates);
 * ``rerank-20`` — ``FATHOM_RERANK__ENABLED=true FATHOM_RERANK__CANDIDATES=20``;
+* ``abstain`` — ``FATHOM_GENERATOR__UNSURE=abstain`` (no answer where the span is under the
+  reader's bar, instead of the span marked unsure);
 * ``previous`` — another checkout of Fathom (``--previous DIR``, e.g. a ``git worktree`` of the
   revision before the scorer), run with that checkout's own code and defaults.
 
@@ -60,6 +62,7 @@ VARIANTS: dict[str, dict[str, str]] = {
     "rerank-off": {"FATHOM_RERANK__ENABLED": "false"},
     "rerank-8": {"FATHOM_RERANK__ENABLED": "true", "FATHOM_RERANK__CANDIDATES": "8"},
     "rerank-20": {"FATHOM_RERANK__ENABLED": "true", "FATHOM_RERANK__CANDIDATES": "20"},
+    "abstain": {"FATHOM_GENERATOR__UNSURE": "abstain"},
     "previous": {},
 }
 

@@ -114,6 +114,10 @@ class GeneratorConfig:
     # How sources are framed in the prompt (stages/generate/prompt.py); "filtered" followed the
     # fewest injected instructions in bench/reliability.py.
     framing: Literal["plain", "tagged", "sandwich", "filtered"] = "filtered"
+    # The extractive answerer when its reader's best span is under the reader's bar: "mark"
+    # gives that span, starting "Unsure:", before the quotes that support it; "abstain" says
+    # the sources do not answer (docs/reader.md measures both).
+    unsure: Literal["mark", "abstain"] = "mark"
     timeout_s: float = 120.0  # per connect / read: a server that goes silent
     total_timeout_s: float = 600.0  # a whole answer, however it trickles in; 0 = no limit
     retries: int = 2

@@ -100,6 +100,19 @@ def test_a_quote_said_once_is_cited_once() -> None:
     assert list(d.citations) == list(dict.fromkeys(cited))
 
 
+def test_set_to_abstain_the_answerer_gives_no_answer_under_the_bar() -> None:
+    from fathom.core.config import GeneratorConfig
+
+    cfg = GeneratorConfig(unsure="abstain")
+    question = "When was the Eiffel Tower completed?"
+    low = FakeReader(["31 March 1889"], score=2.0, null=1.0, meta={"abstain_below": 3.0})
+    d = ExtractiveGenerator(cfg, reader=low).generate(question, hits())
+    assert d.text == NO_ANSWER and d.span is None and d.citations == ()
+    # a span over the bar is given as ever
+    d = ExtractiveGenerator(cfg, reader=FakeReader(["31 March 1889"])).generate(question, hits())
+    assert d.span["text"] == "31 March 1889" and d.span["sure"] is True
+
+
 def test_under_the_bar_with_no_supported_sentence_there_is_no_answer() -> None:
     reader = FakeReader(["60 tonnes"], score=2.0, null=1.0, meta={"abstain_below": 3.0})
     d = ExtractiveGenerator(reader=reader).generate("What is the boiling point of mercury?", hits())

@@ -8,7 +8,8 @@ source to add them). When the best span is under the reader's bar (often a quest
 answer is a statement rather than a name, date or number, or one the sources do not answer),
 the answer starts "Unsure:", gives that span and its sentence all the same, and then the
 source sentences the scorer supports, as below; its confidence is then the scorer's. It
-abstains only when the span is under the bar and no sentence is supported either. Without the
+abstains only when the span is under the bar and no sentence is supported either — or, with
+``generator.unsure = "abstain"``, whenever the span is under the bar. Without the
 reader (its model missing or broken) it quotes the supported sentences. Summaries quote
 central sentences.
 
@@ -296,9 +297,9 @@ class ExtractiveGenerator(BaseGenerator):
         time_budget_ms: float | None = None,
     ) -> Draft:
         """The reader's span, its sentence and the supported quotes after it (``Unsure:`` first
-        under the reader's bar), else the best 1–3 sentences quoted, each with its ``[n]``
-        citation, or that the sources do not answer; ``on_token`` receives the text, or each
-        quoted sentence."""
+        under the reader's bar, or no answer there with ``unsure = "abstain"``), else the best
+        1–3 sentences quoted, each with its ``[n]`` citation, or that the sources do not
+        answer; ``on_token`` receives the text, or each quoted sentence."""
         t0 = time.perf_counter()
         span = self._read_span(question, hits)
         if span is not None and span.sure:
@@ -309,6 +310,8 @@ class ExtractiveGenerator(BaseGenerator):
                 self.select(question, hits, dense=False) if self.scorer is not None else ([], 0.0)
             )
             return self._span_draft(question, hits, span, chosen, span.probability, on_token, t0)
+        if span is not None and self.cfg.unsure == "abstain":
+            return self._quote(question, hits, [], on_token, t0)  # under the bar: no answer
         chosen, confidence = self.select(question, hits)
         if span is not None and chosen:
             # under the bar: the span, marked unsure, and the quotes, as sure as they are
