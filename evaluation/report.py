@@ -117,6 +117,10 @@ def write_report(out_dir: Path, summary: dict, plots: list[Path]) -> Path:
 
     lines += ["## Results", "", *_md_table(list(COLUMNS), summary_rows(summary)), ""]
 
+    answers = _answers_table(summary)
+    if answers:
+        lines += ["## How the answers ended", "", *answers, ""]
+
     stage_table = _stage_table(summary)
     if stage_table:
         lines += ["## Latency by stage", "", "P50 / P95 in milliseconds.", "", *stage_table, ""]
@@ -213,6 +217,30 @@ def _fitted_table(fitted: dict) -> list[str]:
         [name, *(_fmt_any((params or {}).get(k)) for k in keys)] for name, params in fitted.items()
     ]
     return _md_table(["strategy", *keys], rows)
+
+
+def _answers_table(summary: dict) -> list[str]:
+    """Per strategy, the shares of answers that abstained and that gave a span marked unsure
+    (the extractive answerer under its reader's bar), by kind when some questions are
+    unanswerable; nothing for a summary without them."""
+    strategies = summary.get("strategies") or {}
+    if not any("answers" in s for s in strategies.values()):
+        return []
+    kinds = any("unanswerable" in (s.get("answers") or {}) for s in strategies.values())
+    header = ["strategy", "abstained", "marked unsure"]
+    if kinds:
+        header += [f"{what}, {kind}" for kind in ("unanswerable", "answerable")
+                   for what in ("abstained", "unsure")]  # fmt: skip
+    rows = []
+    for name, s in strategies.items():
+        a = s.get("answers") or {}
+        parts = [a, *((a.get("unanswerable") or {}, a.get("answerable") or {}) if kinds else ())]
+        rows.append([name, *(_pct(p.get(k)) for p in parts for k in ("abstained", "unsure"))])
+    return _md_table(header, rows)
+
+
+def _pct(share: float | None) -> str:
+    return MISSING if share is None else f"{100 * share:.1f}%"
 
 
 def _stage_table(summary: dict) -> list[str]:

@@ -144,6 +144,7 @@ def _summarize_strategy(
     out.update(_tokens_and_cost(strategy, rows, run))
     out.update(_latency(strategy, rows, run))
     out.update(_depth_decisions(strategy, rows, run))
+    out["answers"] = _answers(rows)
     if baseline_rows:
         vs = _versus(strategy, rows, baseline_rows, run)
         if vs is not None:
@@ -234,6 +235,26 @@ def _depth_decisions(strategy: str, rows: list[dict], run: dict) -> dict[str, An
     counts.setdefault("0", 0)  # retrieval skipped: always reported, even when it never happened
     out["actions"] = {a: counts[a] for a in sorted(counts, key=action_key)}
     out["cache_hits"] = sum(1 for r in rows if r.get("cached_generation") is True)
+    return out
+
+
+def _answers(rows: list[dict]) -> dict[str, Any]:
+    """How the answers ended: the shares that abstained and that gave a span marked unsure
+    (``span_sure`` false: under the reader's bar), over all rows and, when some questions are
+    unanswerable, over each kind."""
+
+    def shares(part: list[dict]) -> dict[str, Any]:
+        n = len(part)
+        return {
+            "n": n,
+            "abstained": sum(bool(r.get("abstained")) for r in part) / n if n else None,
+            "unsure": sum(r.get("span_sure") is False for r in part) / n if n else None,
+        }
+
+    out = shares(rows)
+    if any(r.get("unanswerable") for r in rows):
+        out["unanswerable"] = shares([r for r in rows if r.get("unanswerable")])
+        out["answerable"] = shares([r for r in rows if not r.get("unanswerable")])
     return out
 
 

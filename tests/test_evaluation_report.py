@@ -300,6 +300,8 @@ def test_missing_metrics_show_a_dash(summary: dict) -> None:
 
 def test_write_report(tmp_path: Path, summary: dict, rows: list[dict]) -> None:
     out = tmp_path / "run"
+    for s in summary["strategies"].values():
+        s["answers"] = {"n": N_QUESTIONS, "abstained": 0.1, "unsure": 0.2}
     plots = write_plots(out, summary, rows)
     path = write_report(out, summary, plots)
     assert path == out / "report.md"
@@ -315,6 +317,9 @@ def test_write_report(tmp_path: Path, summary: dict, rows: list[dict]) -> None:
     assert "2026-11-30T08:00:00Z" in text
     assert "2000 ms" in text
     assert "bootstrap" in text
+    assert "## How the answers ended" in text
+    assert "| strategy | abstained | marked unsure |" in text
+    assert "| gap | 10.0% | 20.0% |" in text
 
     first = path.read_bytes()
     write_report(out, summary, plots)
@@ -332,3 +337,25 @@ def test_the_table_gives_the_intervals_over_documents(summary: dict) -> None:
     assert rows["gap"]["Δ by document"] == "[-0.300, +0.050]"
     baseline = summary["run"]["baseline"]
     assert rows[baseline]["Δ by document"] == MISSING
+
+
+def test_how_the_answers_ended_is_split_by_kind_when_some_are_unanswerable(summary: dict) -> None:
+    from fathom.evaluation.report import _answers_table
+
+    for s in summary["strategies"].values():
+        s["answers"] = {
+            "n": 4, "abstained": 0.25, "unsure": 0.5,
+            "unanswerable": {"n": 2, "abstained": 0.5, "unsure": 0.5},
+            "answerable": {"n": 2, "abstained": 0.0, "unsure": 0.5},
+        }  # fmt: skip
+    table = _answers_table(summary)
+    assert table[0] == (
+        "| strategy | abstained | marked unsure | abstained, unanswerable | unsure, unanswerable "
+        "| abstained, answerable | unsure, answerable |"
+    )
+    assert any(
+        row.startswith("| gap | 25.0% | 50.0% | 50.0% | 50.0% | 0.0% | 50.0% |") for row in table
+    )
+    for s in summary["strategies"].values():
+        del s["answers"]
+    assert _answers_table(summary) == []

@@ -349,3 +349,26 @@ def test_metrics_have_an_interval_over_documents_too() -> None:
     vs = s["vs_baseline"]
     assert vs["quality_diff_documents"]["mean"] == pytest.approx(vs["quality_diff"]["mean"])
     assert vs["quality_diff_documents"]["clusters"] <= 3
+
+
+def test_how_the_answers_ended_by_kind() -> None:
+    rows = make_log()
+    for i, r in enumerate(rows):
+        r["abstained"] = i % 5 == 0
+        r["span_sure"] = None if i % 3 == 0 else i % 4 != 0  # no span, or sure but every 4th
+        r["unanswerable"] = i % 2 == 1
+    summary = summarize(rows, make_run())
+    for name, s in summary["strategies"].items():
+        mine = [r for r in rows if r["strategy"] == name]
+        for kind, part in (
+            (None, mine),
+            ("unanswerable", [r for r in mine if r["unanswerable"]]),
+            ("answerable", [r for r in mine if not r["unanswerable"]]),
+        ):
+            got = s["answers"] if kind is None else s["answers"][kind]
+            assert got["n"] == len(part)
+            assert got["abstained"] == pytest.approx(mean([r["abstained"] for r in part]))
+            assert got["unsure"] == pytest.approx(mean([r["span_sure"] is False for r in part]))
+    # all answerable: no split by kind
+    plain = summarize(make_log(), make_run())["strategies"]["gap"]["answers"]
+    assert set(plain) == {"n", "abstained", "unsure"} and plain["unsure"] == 0.0
