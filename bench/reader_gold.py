@@ -3,7 +3,7 @@
 For each answerable question of SQuAD's test half (split by document, seed 0, as ``fathom
 eval --split test``), the reader reads only the paragraph the question was written on, as the
 extractive answerer reads a source (every 128-token window; the best span inside one quotable
-sentence, widened to whole words; ``stages.generate.span.read_span`` with the bar lifted), and
+sentence, widened to whole words; ``stages.generate.span.read_span``, sure or not), and
 the span is scored with SQuAD's exact match and token F1 (``feedback.judges``). Also: the share
 of questions whose best margin falls under the shipped abstention bar, where the answerer marks
 its span ``Unsure:``. Set beside the extractive answerer's F1 at k = 4 (``bench/extractive.py``),
@@ -47,19 +47,13 @@ def gold_questions(data: Path, name: str, limit: int | None) -> list[tuple[Any, 
 
 
 def read_all(reader: Any, items: list[tuple[Any, str, dict]]) -> tuple[list[str], list[float]]:
-    """Each item's span (``read_gold``) and margin, with the reader's bar lifted meanwhile (every
-    span, its margin reported) and put back after."""
-    bar = reader.meta.get("abstain_below")
-    reader.meta["abstain_below"] = float("-inf")
-    try:
-        read = [read_gold(reader, q.question, paragraph) for q, paragraph, _ in items]
-    finally:
-        reader.meta["abstain_below"] = bar
+    """Each item's span (``read_gold``: sure or not, as the answerer gives both) and margin."""
+    read = [read_gold(reader, q.question, paragraph) for q, paragraph, _ in items]
     return [text for text, _ in read], [margin for _, margin in read]
 
 
 def read_gold(reader: Any, question: str, paragraph: str) -> tuple[str, float]:
-    """The answerer's span in ``paragraph`` with no bar, and its margin."""
+    """The answerer's span in ``paragraph``, under the bar or not, and its margin."""
     from fathom.core.base import Chunk, Hit
     from fathom.stages.generate.extractive import candidates
     from fathom.stages.generate.span import read_span
@@ -81,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     from fathom.feedback.judges import exact_match, f1
     from fathom.index.reader import Reader
 
-    reader = Reader().load()  # its own: the bar is lifted while it reads
+    reader = Reader().load()
     bar = float(reader.meta.get("abstain_below", 0.0))
     items = gold_questions(data_dir(args.data), args.set, args.limit)
     log(f"{args.set}: {len(items)} answerable test-half questions on their gold paragraphs")

@@ -9,9 +9,10 @@ higher than on unseen ones, so a bar fitted there withholds far more answers on 
 than it was fitted to. Each question's first ``CONTEXT`` retrieved passages (``reader_data``
 records, without the gold passage a record adds when retrieval missed the answer: the answerer
 would not have it) are read as the extractive answerer reads its sources
-(``stages.generate.span.read_span`` without a bar), and the bar is the ``ANSWERABLE_ABSTAIN``
-quantile of the answerable questions' best margins — about that share of answerable questions
-then fall under it — reported with the share of unanswerable questions under it.
+(``stages.generate.span.read_span``, its margin whatever the bar), and the bar is the
+``ANSWERABLE_ABSTAIN`` quantile of the answerable questions' best margins — about that share of
+answerable questions then fall under it — reported with the share of unanswerable questions
+under it.
 """
 
 from __future__ import annotations
@@ -119,20 +120,15 @@ def best_margins(reader: Any, records: list[dict[str, Any]]) -> np.ndarray:
     from fathom.stages.generate.extractive import candidates
     from fathom.stages.generate.span import read_span
 
-    saved = reader.meta.get("abstain_below")
-    reader.meta["abstain_below"] = float("-inf")
     out = []
-    try:
-        for rec in records:
-            texts = [p["text"] for p in rec["passages"] if not p.get("inserted")][:CONTEXT]
-            if not texts:
-                out.append(float("-inf"))
-                continue
-            hits = [_hit(i, t) for i, t in enumerate(texts, 1)]
-            _, margin = read_span(reader, rec["question"], hits, candidates(hits))
-            out.append(margin)
-    finally:
-        reader.meta["abstain_below"] = saved
+    for rec in records:
+        texts = [p["text"] for p in rec["passages"] if not p.get("inserted")][:CONTEXT]
+        if not texts:
+            out.append(float("-inf"))
+            continue
+        hits = [_hit(i, t) for i, t in enumerate(texts, 1)]
+        _, margin = read_span(reader, rec["question"], hits, candidates(hits))  # any bar
+        out.append(margin)
     return np.asarray(out, dtype=np.float64)
 
 
