@@ -365,6 +365,16 @@ def render_hits(
 # ---------------------------------------------------------------------------------------------
 
 
+def answer_title(answer: Any) -> tuple[str, str]:
+    """The answer panel's title and border style: the rounds it took, and a yellow border and
+    ``unsure`` when its span is under the reader's bar."""
+    passes = answer.trace.passes
+    title = "Answer" if passes <= 1 else f"Answer (after {passes} rounds)"
+    if answer.span and not answer.span.get("sure", True):
+        return title.replace("Answer", "Answer, unsure", 1), "yellow"
+    return title, "none"
+
+
 def _answerer_note(answer: Any) -> str:
     """The answerer's own probability, when it states one: of its span over no answer (the
     reader's) or that its quote holds the answer (the sentence scorer's)."""
@@ -397,8 +407,8 @@ def render_answer(answer, streamed: bool = False, as_json: bool = False, shown=N
         out.print()
     final_differs = tr.passes > 1
     if not streamed or final_differs:
-        title = "Answer" if not final_differs else f"Answer (after {tr.passes} rounds)"
-        out.print(Panel(plain(answer.text), title=title, expand=False))
+        title, style = answer_title(answer)
+        out.print(Panel(plain(answer.text), title=title, expand=False, border_style=style))
     if answer.sources:
         out.print(sources_table(answer))
     d, conf = tr.decision, answer.confidence

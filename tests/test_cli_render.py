@@ -218,3 +218,17 @@ def test_the_report_says_whose_confidence_it_states_and_marks_an_unsure_span() -
     )
     assert _answerer_note(answer(None)) == " · quote 62% likely to answer"
     assert _answerer_note(answer(None, None)) == ""
+
+
+def test_an_unsure_answer_is_titled_so_and_framed_yellow() -> None:
+    from types import SimpleNamespace
+
+    from fathom.render import answer_title
+
+    def answer(span, passes=1):
+        return SimpleNamespace(span=span, trace=SimpleNamespace(passes=passes))
+
+    assert answer_title(answer(None)) == ("Answer", "none")
+    assert answer_title(answer({"sure": True}, 2)) == ("Answer (after 2 rounds)", "none")
+    assert answer_title(answer({"sure": False})) == ("Answer, unsure", "yellow")
+    assert answer_title(answer({"sure": False}, 3)) == ("Answer, unsure (after 3 rounds)", "yellow")
