@@ -368,11 +368,11 @@ def render_hits(
 def answer_title(answer: Any) -> tuple[str, str]:
     """The answer panel's title and border style: the rounds it took, and a yellow border and
     ``unsure`` when its span is under the reader's bar."""
+    unsure = bool(answer.span) and not answer.span.get("sure", True)
+    label = "Answer, unsure" if unsure else "Answer"
     passes = answer.trace.passes
-    title = "Answer" if passes <= 1 else f"Answer (after {passes} rounds)"
-    if answer.span and not answer.span.get("sure", True):
-        return title.replace("Answer", "Answer, unsure", 1), "yellow"
-    return title, "none"
+    title = label if passes <= 1 else f"{label} (after {passes} rounds)"
+    return title, "yellow" if unsure else "none"
 
 
 def _answerer_note(answer: Any) -> str:

@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import random
-import shlex
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ if __name__ == "__main__":
 from fathom.bench.common import (
     REPO,
     bench_config,
+    command_line,
     data_dir,
     log,
     machine_info,
@@ -144,12 +144,10 @@ async def measure(home: Path, cfg: Any, queries: list[str], k: int) -> dict[str,
     }
 
 
-def command(args: argparse.Namespace) -> str:
-    """The command line that made the results, its settings spelled out; the data folder is
-    ``FATHOM_DATA`` (a ``--data`` folder is this machine's, so it is left out)."""
-    line = ["python", "bench/mcp.py", "--dataset", args.dataset, "--queries", str(args.queries)]
-    line += ["--k", str(args.k), "--seed", str(args.seed)]
-    return "FATHOM_DATA=… " + shlex.join(line)
+def command(argv: list[str] | None) -> str:
+    """The command line that made the results, as ``bench.common.command_line`` writes it (the
+    data folder, this machine's, left out: the sets are found through ``FATHOM_DATA``)."""
+    return "FATHOM_DATA=… " + command_line(argv, __file__, leave_out=("--out",))
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -228,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         "dataset": args.dataset,
         "queries": len(queries),
         "k": args.k,
-        "command": command(args),
+        "command": command(argv),
         **results,
         "machine": machine,
     }

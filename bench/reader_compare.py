@@ -71,7 +71,7 @@ def score_question(q: Any, read: dict[str, Any]) -> dict[str, float]:
     question, and whether the span was unsure (under the reader's bar) or missing."""
     from fathom.feedback.judges import answer_recall, exact_match, f1
 
-    unsure = float(not read.get("sure", read["span"] is not None))
+    unsure = float(not read["sure"])
     if q.unanswerable:
         return {"unsure_unanswerable": unsure}
     golds = list(q.answers)

@@ -33,14 +33,10 @@ def test_other_arguments_are_kept_and_quoted() -> None:
     )
 
 
-def test_the_mcp_bench_names_no_data_folder_of_this_machine() -> None:
-    import argparse
-
+def test_the_mcp_bench_names_no_data_home_or_output_folder_of_this_machine() -> None:
     from fathom.bench import mcp
 
-    args = argparse.Namespace(data="/srv/qa", dataset="squad_v1.1_dev", queries=200, k=10, seed=0)
-    line = mcp.command(args)
-    assert line == (
-        "FATHOM_DATA=… python bench/mcp.py --dataset squad_v1.1_dev --queries 200 --k 10 --seed 0"
-    )
-    assert "/srv/qa" not in line
+    argv = ["--data", "/srv/qa", "--queries", "200", "--home", "/srv/h", "--out", "/srv/out"]
+    line = mcp.command(argv)
+    assert line == "FATHOM_DATA=… python bench/mcp.py --queries 200 --home DIR"
+    assert "/srv" not in line

@@ -73,7 +73,9 @@ def test_a_question_is_scored_by_its_kind() -> None:
     # under the bar the span is still the answer's, and scored; it counts as unsure
     unsure = reader_compare.score_question(answerable, {**read, "sure": False})
     assert unsure["unsure_answerable"] == 1.0 and unsure["span_f1"] == 1.0
-    missing = reader_compare.score_question(answerable, {"ranked": [hit], "span": None})
+    missing = reader_compare.score_question(
+        answerable, {"ranked": [hit], "span": None, "sure": False}
+    )
     assert missing["unsure_answerable"] == 1.0 and missing["span_f1"] == 0.0
     unanswerable = SimpleNamespace(unanswerable=True, answers=())
     read = {"ranked": [], "span": "Rostfeld", "sure": False}

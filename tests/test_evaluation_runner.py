@@ -107,6 +107,7 @@ def test_eval_rows_match_brute_force_and_report_reproduces_summary(ecfg, qa_set,
     assert not set(run["qids"]) & set(run["fit_qids"])  # gates never see evaluated questions
     assert 0 < run["fitted"]["threshold:p50"]["threshold"] < 1
 
+    assert any(r["span"] is not None for r in rows)  # the reader gives spans here
     for r in rows:
         m = r["metrics"]
         golds = r["gold_answers"]

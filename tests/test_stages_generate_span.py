@@ -88,7 +88,7 @@ def test_a_quote_said_once_is_cited_once() -> None:
     span = Span(2, 34, 47, "31 March 1889", 3.0, 0.95, sentence)
     more = [(3, sentence.upper()), (1, "It is repainted every seven years.")]
     assert quotes_after(span, more) == [(1, "It is repainted every seven years.")]
-    assert answer_text(span, more).endswith(
+    assert answer_text(span, quotes_after(span, more)).endswith(
         f'"{sentence}" [2] It is repainted every seven years. [1]'
     )
     # the span's sentence, in capitals, in another source first: one quote, one citation

@@ -147,13 +147,13 @@ def quotes_after(span: Span, more: list[tuple[int, str]] = ()) -> list[tuple[int
 
 
 def answer_text(span: Span, more: list[tuple[int, str]] = ()) -> str:
-    """The span, then the sentence that holds it, quoted, with its citation; then ``more``
-    ``(source, sentence)`` quotes that support it, each cited (``quotes_after``). An unsure
-    span's answer starts with ``UNSURE``."""
+    """The span, then the sentence that holds it, quoted, with its citation; then the ``more``
+    ``(source, sentence)`` quotes that support it, each cited (as ``quotes_after`` keeps them).
+    An unsure span's answer starts with ``UNSURE``."""
     if len(span.text) >= WHOLE_SENTENCE * len(span.sentence):
         head = f"{span.sentence} [{span.n}]"
     else:
         # plain quotes: readers and judges that drop punctuation drop these too
         head = f'{span.text} — "{span.sentence}" [{span.n}]'
-    tail = [f"{sentence} [{n}]" for n, sentence in quotes_after(span, more)]
+    tail = [f"{sentence} [{n}]" for n, sentence in more]
     return ("" if span.sure else UNSURE) + " ".join([head, *tail])
