@@ -4,7 +4,8 @@
         [--split train] [--layers 6] [--steps 3100] [--batch 16] [--lr 1e-4] [--seed 0] \\
         [--work DIR] [--out index/reader] [--squad FILE [--squad-articles 10]] \\
         [--calibration FILE|DIR [--calibration-articles 10]] \\
-        [--squad-train FILE [--squad-train-articles 50]] [--init CHECKPOINT]
+        [--squad-train FILE [--squad-train-articles 50] [--squad-train-skip documents]] \\
+        [--squad-titles T1,T2,…] [--init CHECKPOINT|READER_DIR]
 
 1. ``reader_data.collect``: each set's ``--split`` questions with the top 20 chunks Fathom's
    hybrid retrieval finds (cached under ``--work``).
@@ -26,14 +27,18 @@
 ``train-v2.0.json``) as one more set, ``<file stem>-<articles>`` under ``--work``: its training
 half (split by document, as every set) is trained on and its test half fits the abstention bar,
 so the bar is fitted on articles the model never read. A file sharing an article with the sets
-is refused.
+is refused. ``--squad-titles`` names the articles instead (in order): SQuAD 2.0's first ten are
+articles of ``train-v1.1.json`` too, so they can be read out of it (without 2.0's unanswerable
+questions, which fall on the test half and only report what the bar does to them).
 
 ``--squad-train FILE`` adds training questions only: the first ``--squad-train-articles``
 articles of a SQuAD-format file (SQuAD 1.1's ``train-v1.1.json``) that are neither among
 ``--squad``'s articles nor titled as a document of the sets, every question of them trained on
 (``<file stem>-train-<articles>`` under ``--work``; none of them is in a test half). Each of its
 questions gives one positive and ``SQUAD_TRAIN_NEGATIVES`` negative per epoch, so the steps go to
-more questions.
+more questions. ``--squad-train-skip test-documents`` skips only the articles titled as a
+document of the sets' test halves (a training-half document's namesake teaches nothing a test
+question asks about), which admits 44 more of SQuAD 1.1's articles.
 
 ``--init CHECKPOINT`` starts from another run's weights (its ``reader-checkpoint.pt``) with a
 fresh optimiser and schedule: the shipped reader is a first run of the command without it, then
@@ -42,6 +47,9 @@ from a checkpoint checkpoints to ``reader-checkpoint-continued.pt`` in ``--work`
 and a second run can share a ``--work``; a third copies the second's checkpoint elsewhere
 first (``--init`` naming the file the run writes is refused). Each checkpoint carries the record
 of the run it started from, so the exported ``reader.json`` records the whole chain.
+``--init READER_DIR`` starts from a reader folder instead — the shipped ``index/reader``, whose
+package carries only the int8 graph — with its weights dequantized (``reader_onnx``), and records
+that reader's training.
 """
 
 from __future__ import annotations
@@ -248,6 +256,10 @@ def _start_from(model: Any, path: Path) -> dict[str, Any]:
     """Load ``--init``'s weights into ``model``; what that run did (file, steps, examples, time)."""
     import torch
 
+    if Path(path).is_dir():  # a reader folder (the shipped one): its int8 weights dequantized
+        from fathom.learn.reader_onnx import load_into
+
+        return load_into(model, Path(path))
     blob = torch.load(path, weights_only=True)
     model.load_state_dict(blob["model"])
     return {"checkpoint": Path(path).name, "steps": blob["step"], **blob["state"]}
@@ -354,6 +366,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--squad-articles", type=int, default=10)
     p.add_argument(
+        "--squad-titles",
+        default=None,
+        help="comma-separated article titles: --squad's articles are these, in this order "
+        "(SQuAD 2.0's first ten, read out of train-v1.1.json), not its first --squad-articles",
+    )
+    p.add_argument(
         "--squad-train",
         type=Path,
         default=None,
@@ -362,10 +380,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--squad-train-articles", type=int, default=50)
     p.add_argument(
+        "--squad-train-skip",
+        choices=["documents", "test-documents"],
+        default="documents",
+        help="which of the sets' documents a --squad-train article may not be titled as: any "
+        "(documents), or those of the test halves only (test-documents)",
+    )
+    p.add_argument(
         "--init",
         type=Path,
         default=None,
-        help="start from this checkpoint's weights (a first run's reader-checkpoint.pt)",
+        help="start from this checkpoint's weights (a first run's reader-checkpoint.pt), or "
+        "from a reader folder's (index/reader: its int8 weights dequantized)",
     )
     return p
 
@@ -400,15 +426,14 @@ def main(argv: list[str] | None = None) -> int:
         "training": {
             "sets": sets,
             **(
-                {"squad": {"file": args.squad.name, "articles": args.squad_articles}}
-                if squad
-                else {}
+                {"squad": {"file": args.squad.name, "articles": squad_about(args)}} if squad else {}
             ),
             **(
                 {
                     "squad_train": {
                         "file": args.squad_train.name,
                         "articles": args.squad_train_articles,
+                        "skip": args.squad_train_skip,
                         "negatives": SQUAD_TRAIN_NEGATIVES,
                     }
                 }
@@ -437,12 +462,19 @@ def squad_folder(args: argparse.Namespace, sets: list[str]) -> Path | None:
 
     if args.squad is None:
         return None
-    n = args.squad_articles
-    folder = squad_set(args.squad, n, args.work / f"{Path(args.squad).stem}-{n}")
+    titles = args.squad_titles.split(",") if args.squad_titles else None
+    n = len(titles) if titles else args.squad_articles
+    name = f"{Path(args.squad).stem}-{'titles-' if titles else ''}{n}"
+    folder = squad_set(args.squad, n, args.work / name, titles=titles)
     shared = shared_documents(folder, args.data, sets)
     if shared:
         raise SystemExit(f"--squad shares documents with the training sets: {shared[:5]}")
     return folder
+
+
+def squad_about(args: argparse.Namespace) -> int | list[str]:
+    """How ``--squad``'s articles were chosen: how many first ones, or which titles."""
+    return args.squad_titles.split(",") if args.squad_titles else args.squad_articles
 
 
 def squad_train_folder(
@@ -456,11 +488,13 @@ def squad_train_folder(
 
     if args.squad_train is None:
         return None
-    exclude = set_titles(args.data, sets)
-    if squad is not None:
+    test_only = args.squad_train_skip == "test-documents"
+    exclude = set_titles(args.data, sets, "test" if test_only else None)
+    if squad is not None:  # all of them: the bar is fitted on their test half
         exclude |= set_titles(squad.parent, [squad.name])
     n = args.squad_train_articles
-    folder = args.work / f"{Path(args.squad_train).stem}-train-{n}"
+    tag = "-skip-test" if test_only else ""
+    folder = args.work / f"{Path(args.squad_train).stem}-train-{n}{tag}"
     # ids are among the excluded keys too, so no document of the sets can come through
     return squad_set(args.squad_train, n, folder, exclude)
 
@@ -498,7 +532,7 @@ def squad_half_records(
     documents = sorted({d for q in questions for d in q.doc_ids})
     about = {
         "source": Path(args.squad).name,
-        "articles": args.squad_articles,
+        "articles": squad_about(args),
         "half": half,
         "documents": documents,
         "questions": len(records),

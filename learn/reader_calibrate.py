@@ -35,14 +35,25 @@ def title_key(title: str) -> str:
 
 
 def squad_set(
-    path: Path, articles: int, folder: Path, exclude: frozenset[str] = frozenset()
+    path: Path,
+    articles: int,
+    folder: Path,
+    exclude: frozenset[str] = frozenset(),
+    titles: list[str] | None = None,
 ) -> Path:
     """The first ``articles`` articles of a SQuAD-format file (``train-v2.0.json``) whose titles
-    (``title_key``) are not in ``exclude``, as a question set in ``folder``: ``docs.jsonl`` (an
-    article a document, its paragraphs joined by a blank line, as the dev subsets are) and
+    (``title_key``) are not in ``exclude`` — or, given ``titles``, those articles in that order
+    (refused if one is missing) — as a question set in ``folder``: ``docs.jsonl`` (an article a
+    document, its paragraphs joined by a blank line, as the dev subsets are) and
     ``questions.jsonl`` (answers with their offsets in the document, ``is_impossible`` kept).
     Returns ``folder``."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))["data"]
+    if titles is not None:
+        by_title = {title_key(a["title"]): a for a in data}
+        absent = [t for t in titles if title_key(t) not in by_title]
+        if absent:
+            raise SystemExit(f"{Path(path).name} has no article titled {absent[:3]}")
+        data = [by_title[title_key(t)] for t in titles]
     data = [a for a in data if title_key(a["title"]) not in exclude][:articles]
     docs, questions = [], []
     for article in data:
@@ -93,18 +104,25 @@ def shared_documents(folder: Path, data: Path, sets: list[str]) -> list[str]:
     return sorted(mine & set().union(*(ids(data / name / "docs.jsonl") for name in sets)))
 
 
-def set_titles(data: Path, sets: list[str]) -> frozenset[str]:
-    """Every document title (and id) of ``sets`` under ``data``, as ``title_key`` spells it."""
+def set_titles(data: Path, sets: list[str], half: str | None = None) -> frozenset[str]:
+    """Every document title (and id) of ``sets`` under ``data``, as ``title_key`` spells it;
+    given ``half``, only those of the documents in that half (split by document, seed 0, as
+    ``fathom eval --split`` splits them)."""
+    from fathom.learn.questions import half_documents, load_questions
+
     out: set[str] = set()
     for name in sets:
         path = data / name / "docs.jsonl"
         if not path.is_file():
             continue
         with open(path, encoding="utf-8") as f:
-            for line in f:
-                if line.strip():
-                    doc = json.loads(line)
-                    out |= {title_key(str(doc["doc_id"])), title_key(str(doc.get("title", "")))}
+            docs = [json.loads(line) for line in f if line.strip()]
+        if half is not None:
+            questions = load_questions(data / name / "questions.jsonl")
+            keep = half_documents(questions, [str(d["doc_id"]) for d in docs], half, 0)
+            docs = [d for d in docs if str(d["doc_id"]) in keep]
+        for doc in docs:
+            out |= {title_key(str(doc["doc_id"])), title_key(str(doc.get("title", "")))}
     return frozenset(out - {""})
 
 

@@ -228,3 +228,88 @@ def test_a_chain_of_runs_is_recorded_and_init_may_not_be_the_runs_own_checkpoint
     # a run from the checkpoint it would overwrite is refused before it starts
     with pytest.raises(SystemExit, match="copy it elsewhere"):
         train(_parser().parse_args([*second, "--init", str(work / CONTINUED)]), [])
+
+
+def test_a_run_from_a_reader_folder_starts_from_its_dequantized_weights(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    import numpy as np
+    import torch
+    from fathom.learn.reader import _parser, build_model, export, train
+    from fathom.learn.reader_onnx import dequantized_weights
+
+    shipped = build_model(1)
+    with torch.no_grad():
+        shipped.relevance.bias.fill_(3.0)
+        shipped.span.weight.mul_(5.0)
+    record = {"layers": 1, "training": {"steps": 9, "seed": 4}}
+    folder = export(shipped, tmp_path / "shipped", record)
+    weights = dequantized_weights(folder / "model.int8.onnx")
+    state = shipped.state_dict()
+    assert set(weights) == set(state)
+    for name, value in weights.items():  # int8 per channel: within a step of the original
+        original = state[name].numpy()
+        step = np.abs(original).max() / 100
+        assert value.shape == original.shape and np.abs(value - original).max() <= step, name
+    args = _parser().parse_args(
+        ["--layers", "1", "--steps", "0", "--work", str(tmp_path / "work"), "--init", str(folder)]
+    )
+    model, run = train(args, [])
+    assert model.relevance.bias.item() == 3.0
+    got = model.span.weight.detach().numpy()
+    assert np.allclose(got, shipped.span.weight.detach().numpy(), atol=np.abs(got).max() / 100)
+    assert run["init"]["reader"] == "shipped" and run["init"]["dequantized"] is True
+    assert run["init"]["steps"] == 9 and len(run["init"]["sha256"]) == 64
+    # a folder holding another network's graph is refused with the names that do not match
+    deeper = _parser().parse_args(
+        ["--layers", "2", "--steps", "0", "--work", str(tmp_path / "w2"), "--init", str(folder)]
+    )
+    with pytest.raises(SystemExit, match="does not match the reader network"):
+        train(deeper, [])
+
+
+def test_squad_articles_may_be_named_by_title(squad_file: Path, tmp_path: Path) -> None:
+    from fathom.learn.reader import _parser, squad_folder
+
+    titles = "Harbour_Town_5,Harbour Town 2"
+    argv = ["--work", str(tmp_path / "work"), "--squad", str(squad_file), "--squad-titles", titles]
+    folder = squad_folder(_parser().parse_args(argv), [])
+    assert folder.name == "train-v2.0-titles-2"
+    with open(folder / "docs.jsonl", encoding="utf-8") as f:
+        assert [json.loads(line)["doc_id"] for line in f] == ["Harbour_Town_5", "Harbour_Town_2"]
+    missing = [*argv[:-1], "Harbour_Town_5,Harbour_Town_77"]
+    with pytest.raises(SystemExit, match="Harbour_Town_77"):
+        squad_folder(_parser().parse_args(missing), [])
+
+
+def test_squad_training_articles_may_skip_only_the_test_halves_titles(
+    squad_file: Path, tmp_path: Path
+) -> None:
+    from fathom.learn.reader import _parser, squad_train_folder
+
+    towns = {document_half(f"Harbour_Town_{i}", 0): i for i in range(8)}
+    data = tmp_path / "data"
+    (data / "one").mkdir(parents=True)
+    rows = [
+        {"doc_id": f"Harbour_Town_{i}", "title": f"Harbour Town {i}", "text": "x"}
+        for i in towns.values()
+    ]
+    (data / "one" / "docs.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8"
+    )
+    question = {"qid": "q", "question": "Which town?", "answers": ["x"]}
+    question["doc_ids"] = [f"Harbour_Town_{towns['train']}"]
+    (data / "one" / "questions.jsonl").write_text(json.dumps(question) + "\n", encoding="utf-8")
+    argv = ["--data", str(data), "--work", str(tmp_path / "work"), "--squad-train", str(squad_file)]
+    argv += ["--squad-train-articles", "8"]
+
+    def trained(*extra: str) -> set[str]:
+        folder = squad_train_folder(_parser().parse_args([*argv, *extra]), ["one"], None)
+        with open(folder / "docs.jsonl", encoding="utf-8") as f:
+            return {json.loads(line)["doc_id"] for line in f}
+
+    every = trained()
+    assert f"Harbour_Town_{towns['train']}" not in every
+    assert f"Harbour_Town_{towns['test']}" not in every and len(every) == 6
+    test_only = trained("--squad-train-skip", "test-documents")
+    assert f"Harbour_Town_{towns['train']}" in test_only
+    assert f"Harbour_Town_{towns['test']}" not in test_only and len(test_only) == 7
