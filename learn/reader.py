@@ -36,9 +36,8 @@ articles of a SQuAD-format file (SQuAD 1.1's ``train-v1.1.json``) that are neith
 ``--squad``'s articles nor titled as a document of the sets, every question of them trained on
 (``<file stem>-train-<articles>`` under ``--work``; none of them is in a test half). Each of its
 questions gives one positive and ``SQUAD_TRAIN_NEGATIVES`` negative per epoch, so the steps go to
-more questions. ``--squad-train-skip test-documents`` skips only the articles titled as a
-document of the sets' test halves (a training-half document's namesake teaches nothing a test
-question asks about), which admits 44 more of SQuAD 1.1's articles.
+more questions. ``--squad-train-skip test-documents`` skips only those titled as a test-half
+document (a training-half document's namesake teaches nothing a test question asks about).
 
 ``--init CHECKPOINT`` starts from another run's weights (its ``reader-checkpoint.pt``) with a
 fresh optimiser and schedule: the shipped reader is a first run of the command without it, then
@@ -47,9 +46,8 @@ from a checkpoint checkpoints to ``reader-checkpoint-continued.pt`` in ``--work`
 and a second run can share a ``--work``; a third copies the second's checkpoint elsewhere
 first (``--init`` naming the file the run writes is refused). Each checkpoint carries the record
 of the run it started from, so the exported ``reader.json`` records the whole chain.
-``--init READER_DIR`` starts from a reader folder instead — the shipped ``index/reader``, whose
-package carries only the int8 graph — with its weights dequantized (``reader_onnx``), and records
-that reader's training.
+``--init READER_DIR`` starts from a reader folder (the shipped ``index/reader``, int8 only) with
+its weights dequantized (``reader_onnx``), and records that reader's training.
 """
 
 from __future__ import annotations
@@ -357,6 +355,19 @@ def _parser() -> argparse.ArgumentParser:
         "(train-v2.0.json) or a folder with docs.jsonl and questions.jsonl",
     )
     p.add_argument("--calibration-articles", type=int, default=10)
+    _squad_options(p)
+    p.add_argument(
+        "--init",
+        type=Path,
+        default=None,
+        help="start from this checkpoint's weights (a first run's reader-checkpoint.pt), or "
+        "from a reader folder's (index/reader: its int8 weights dequantized)",
+    )
+    return p
+
+
+def _squad_options(p: argparse.ArgumentParser) -> None:
+    """The options that add SQuAD-format files' articles to the training data."""
     p.add_argument(
         "--squad",
         type=Path,
@@ -386,14 +397,6 @@ def _parser() -> argparse.ArgumentParser:
         help="which of the sets' documents a --squad-train article may not be titled as: any "
         "(documents), or those of the test halves only (test-documents)",
     )
-    p.add_argument(
-        "--init",
-        type=Path,
-        default=None,
-        help="start from this checkpoint's weights (a first run's reader-checkpoint.pt), or "
-        "from a reader folder's (index/reader: its int8 weights dequantized)",
-    )
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:
