@@ -465,7 +465,8 @@ def squad_folder(args: argparse.Namespace, sets: list[str]) -> Path | None:
 
     if args.squad is None:
         return None
-    titles = args.squad_titles.split(",") if args.squad_titles else None
+    about = squad_about(args)
+    titles = about if isinstance(about, list) else None
     n = len(titles) if titles else args.squad_articles
     name = f"{Path(args.squad).stem}-{'titles-' if titles else ''}{n}"
     folder = squad_set(args.squad, n, args.work / name, titles=titles)
