@@ -5,7 +5,7 @@
         [--work DIR] [--out index/reader] [--squad FILE [--squad-articles 10]] \\
         [--calibration FILE|DIR [--calibration-articles 10]] \\
         [--squad-train FILE [--squad-train-articles 50] [--squad-train-skip documents]] \\
-        [--squad-titles T1,T2,…] [--init CHECKPOINT|READER_DIR]
+        [--squad-titles T1,T2,…] [--init CHECKPOINT|READER_DIR] [--group-loss W]
 
 1. ``reader_data.collect``: each set's ``--split`` questions with the top 20 chunks Fathom's
    hybrid retrieval finds (cached under ``--work``).
@@ -14,7 +14,8 @@
 3. The first ``--layers`` layers of the packaged all-MiniLM-L6-v2 with a span head (start/end
    per token; ``[CLS]`` is no answer) and a relevance head on ``[CLS]``, trained with AdamW,
    linear warm-up and decay, bf16 autocast where the CPU has it, a checkpoint every
-   ``--checkpoint-every`` steps (a rerun resumes from it).
+   ``--checkpoint-every`` steps (a rerun resumes from it); ``--group-loss W`` adds W × a term
+   over each question's windows, batched whole (``reader_loss``).
 4. Export to ONNX, dynamic int8 quantization, and ``reader.json`` beside it: the training
    record (sets and counts, steps, seed, time, machine) and the files' checksums.
 5. The abstention bar (``reader_calibrate``), fitted on ``--calibration``: questions about
@@ -129,19 +130,6 @@ def build_model(layers: int) -> Any:
     return ReaderNet()
 
 
-def _loss(model: Any, b: dict[str, Any]) -> Any:
-    import torch
-
-    t = {k: torch.from_numpy(v) for k, v in b.items()}
-    start, end, rel = model(t["input_ids"], t["attention_mask"], t["token_type_ids"])
-    ce = torch.nn.functional.cross_entropy
-    span = (ce(start, t["start"], ignore_index=-100) + ce(end, t["end"], ignore_index=-100)) / 2
-    if torch.isnan(span):  # a batch whose every example teaches relevance only
-        span = torch.zeros(())
-    rel_loss = torch.nn.functional.binary_cross_entropy_with_logits(rel, t["relevant"])
-    return span + rel_loss, span.item(), rel_loss.item()
-
-
 def _schedule(step: int, steps: int, warmup: int) -> float:
     if step < warmup:
         return (step + 1) / warmup
@@ -189,7 +177,8 @@ def train(args: argparse.Namespace, records: list[dict[str, Any]]) -> tuple[Any,
     import torch
     from fathom.index.embed import packaged_minilm_dir
     from fathom.index.reader import load_tokenizer
-    from fathom.learn.reader_examples import batch, epoch_examples
+    from fathom.learn.reader_examples import batch, epoch_examples, take
+    from fathom.learn.reader_loss import loss as batch_loss
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads or torch.get_num_threads())
@@ -207,18 +196,19 @@ def train(args: argparse.Namespace, records: list[dict[str, Any]]) -> tuple[Any,
     cache: dict[str, Any] = {}
     queue: list[Any] = []
     rng = random.Random(args.seed)
+    grouped = args.group_loss > 0
     for _ in range(state["epochs"]):  # the same draws a run without a pause would make
-        epoch_examples(tok, records, rng, cache)
+        epoch_examples(tok, records, rng, cache, grouped)
     model.train()
     t0, losses = time.perf_counter(), []
     while step < args.steps:
         if len(queue) < args.batch:
-            queue = epoch_examples(tok, records, rng, cache)
+            queue = epoch_examples(tok, records, rng, cache, grouped)
             state["epochs"] += 1
-        chunk, queue = queue[: args.batch], queue[args.batch :]
+        chunk, queue = take(queue, args.batch, whole=grouped)
         cast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
         with cast:
-            loss, span, rel = _loss(model, batch(chunk))
+            loss, span, rel = batch_loss(model, batch(chunk), args.group_loss)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -338,6 +328,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=3100)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument(
+        "--group-loss",
+        type=float,
+        default=0.0,
+        help="weight of the loss over each question's windows (reader_loss.group_loss)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None)
@@ -448,6 +444,7 @@ def main(argv: list[str] | None = None) -> int:
             "steps": args.steps,
             "batch": args.batch,
             "lr": args.lr,
+            **({"group_loss": args.group_loss} if args.group_loss else {}),
             "seed": args.seed,
             **state,
         },

@@ -14,6 +14,7 @@ questions (by a hash of their id) are cut into the reranker's shorter windows
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 import zlib
@@ -41,6 +42,7 @@ class Example:
     start: int  # token index (0: no answer; IGNORE: relevance only)
     end: int
     relevant: float
+    group: int = 0  # which question of the epoch it belongs to
 
 
 def _targets(w: Windows, r: int, spans: list[tuple[int, int]]) -> tuple[str, int, int]:
@@ -87,23 +89,44 @@ def question_windows(tok: Any, record: dict[str, Any]) -> tuple[list[Example], l
 
 
 def epoch_examples(
-    tok: Any, records: list[dict[str, Any]], rng: random.Random, cache: dict[str, Any]
+    tok: Any,
+    records: list[dict[str, Any]],
+    rng: random.Random,
+    cache: dict[str, Any],
+    grouped: bool = False,
 ) -> list[Example]:
-    """One epoch's examples: a positive and hard negatives per question, shuffled."""
+    """One epoch's examples: a positive and hard negatives per question, shuffled — or, when
+    ``grouped``, each question's together (its positive first), the questions shuffled."""
     out: list[Example] = []
+    groups: list[list[Example]] = []
     for rec in records:
         key = f"{rec['set']}/{rec['qid']}"
         if key not in cache:  # only the hard pool is ever drawn from: keep no more
             pos, neg = question_windows(tok, rec)
             cache[key] = pos, neg[:HARD_POOL]
         pos, neg = cache[key]
-        if pos:
-            out.append(rng.choice(pos))
-        elif not rec["unanswerable"]:
+        if not pos and not rec["unanswerable"]:
             continue
-        out.extend(rng.sample(neg, min(rec.get("negatives", NEGATIVES), len(neg))))
-    rng.shuffle(out)
+        mine = [rng.choice(pos)] if pos else []
+        mine += rng.sample(neg, min(rec.get("negatives", NEGATIVES), len(neg)))
+        groups.append(mine)
+    if grouped:
+        rng.shuffle(groups)
+    for g, mine in enumerate(groups):
+        out.extend(dataclasses.replace(e, group=g) for e in mine)
+    if not grouped:
+        rng.shuffle(out)
     return out
+
+
+def take(queue: list[Example], n: int, whole: bool = True) -> tuple[list[Example], list[Example]]:
+    """The first ``n`` examples of ``queue`` and the rest; when ``whole``, the cut moved on
+    past the end of the question it falls in, so that no question's windows are split
+    between two batches."""
+    cut = min(n, len(queue))
+    while whole and 0 < cut < len(queue) and queue[cut].group == queue[cut - 1].group:
+        cut += 1
+    return queue[:cut], queue[cut:]
 
 
 def batch(examples: list[Example]) -> dict[str, np.ndarray]:
@@ -122,4 +145,5 @@ def batch(examples: list[Example]) -> dict[str, np.ndarray]:
         "start": np.array([e.start for e in examples], dtype=np.int64),
         "end": np.array([e.end for e in examples], dtype=np.int64),
         "relevant": np.array([e.relevant for e in examples], dtype=np.float32),
+        "group": np.array([e.group for e in examples], dtype=np.int64),
     }

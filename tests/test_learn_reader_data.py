@@ -313,3 +313,73 @@ def test_squad_training_articles_may_skip_only_the_test_halves_titles(
     test_only = trained("--squad-train-skip", "test-documents")
     assert f"Harbour_Town_{towns['train']}" in test_only
     assert f"Harbour_Town_{towns['test']}" not in test_only and len(test_only) == 7
+
+
+def test_grouped_examples_keep_each_questions_windows_together() -> None:
+    import random
+
+    from fathom.index.embed import packaged_minilm_dir
+    from fathom.index.reader import load_tokenizer
+    from fathom.learn.reader_examples import NEGATIVES, epoch_examples, take
+
+    tok = load_tokenizer(packaged_minilm_dir() / "tokenizer.json")
+    records = [{**_lighthouse_record(), "qid": f"q{i}"} for i in range(5)]
+    flat = epoch_examples(tok, records, random.Random(3), {})
+    grouped = epoch_examples(tok, records, random.Random(3), {}, grouped=True)
+    # the same draws, in the question's order: each question's positive first, then negatives
+    assert sorted(e.ids.tobytes() for e in flat) == sorted(e.ids.tobytes() for e in grouped)
+    size = 1 + NEGATIVES
+    for g in range(5):
+        mine = grouped[g * size : (g + 1) * size]
+        assert {e.group for e in mine} == {g}
+        assert [e.relevant for e in mine] == [1.0] + [0.0] * NEGATIVES
+    # a batch of 4 is cut at the end of the question the fourth window belongs to
+    first, rest = take(grouped, 4)
+    assert len(first) == 2 * size and first[-1].group != rest[0].group
+    assert take(grouped, len(grouped) + 5) == (grouped, [])
+    assert len(take(grouped, 4, whole=False)[0]) == 4  # ungrouped batches cut anywhere
+
+
+def test_the_group_loss_puts_the_gold_span_over_the_other_windows_best() -> None:
+    pytest.importorskip("torch")
+    import numpy as np
+    import torch
+    from fathom.index.reader import best_spans
+    from fathom.learn.reader_loss import best_margins, group_loss
+
+    torch.manual_seed(0)
+    start = torch.randn(4, 12, requires_grad=True)
+    end = torch.randn(4, 12, requires_grad=True)
+    passage = torch.zeros(4, 12, dtype=torch.bool)
+    passage[:, 3:11] = True
+    want = best_spans(start.detach().numpy(), end.detach().numpy(), passage.numpy())[2]
+    assert np.allclose(best_margins(start, end, passage).detach().numpy(), want, atol=1e-5)
+    t = {
+        "start": torch.tensor([4, 0, 0, 0]),
+        "end": torch.tensor([6, 0, 0, 0]),
+        "relevant": torch.tensor([1.0, 0.0, 0.0, 0.0]),
+        "group": torch.tensor([0, 0, 0, 1]),  # question 1 has no positive: no term
+        "passage": passage,
+    }
+    loss = group_loss(start, end, t)
+    gold = start[0, 4] + end[0, 6] - start[0, 0] - end[0, 0]
+    best = best_margins(start, end, passage)
+    expect = torch.logsumexp(torch.stack([gold, best[1], best[2]]), 0) - gold
+    assert torch.isclose(loss, expect)
+    loss.backward()
+    assert start.grad[0, 4] < 0 and end.grad[0, 6] < 0  # the gold span rises
+    assert start.grad[0, 0] > 0  # and its window's no-answer falls
+    assert start.grad[3].abs().sum() == 0  # the question without a positive teaches nothing
+    flat = {k: v[3:] for k, v in t.items()}
+    assert group_loss(start[3:], end[3:], flat).item() == 0.0
+
+
+def test_a_run_with_the_group_loss_trains_on_whole_questions(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    from fathom.learn.reader import _parser, train
+
+    records = [{**_lighthouse_record(), "qid": f"q{i}"} for i in range(4)]
+    argv = ["--layers", "1", "--steps", "2", "--batch", "4", "--work", str(tmp_path)]
+    args = _parser().parse_args([*argv, "--group-loss", "0.5"])
+    _, state = train(args, records)
+    assert state["examples"] == 2 * 6  # two questions' three windows a step, none split
