@@ -9,7 +9,9 @@ epoch: one positive and ``NEGATIVES`` negatives (a record's ``negatives`` where 
 drawn from the windows of the best-ranked passages (the hard ones); an unanswerable question
 gives ``NEGATIVES`` negatives. Half the
 questions (by a hash of their id) are cut into the reranker's shorter windows
-(``RERANK_LENGTH``), the others into the answer reader's (``MAX_LENGTH``).
+(``RERANK_LENGTH``), the others into the answer reader's (``MAX_LENGTH``). For the loss over a
+question's windows (``reader_loss.group_loss``) an epoch keeps each question's windows
+together and ``take`` cuts batches between questions.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from fathom.index.reader import MAX_ANSWER_TOKENS
+from fathom.learn.reader_examples import IGNORE
 
-IGNORE = -100
 SEP = 102  # the WordPiece vocabulary's [SEP]
 
 
