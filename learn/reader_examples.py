@@ -41,6 +41,7 @@ class Example:
 
     ids: np.ndarray
     types: np.ndarray
+    passage: np.ndarray  # bool: the token is passage text (``Windows.passage``)
     start: int  # token index (0: no answer; IGNORE: relevance only)
     end: int
     relevant: float
@@ -78,7 +79,12 @@ def question_windows(tok: Any, record: dict[str, Any]) -> tuple[list[Example], l
         kind, s, e = _targets(w, r, [tuple(x) for x in p["spans"]])
         m = int(w.attention_mask[r].sum())
         ex = Example(
-            w.input_ids[r, :m], w.token_type_ids[r, :m], s, e, 1.0 if kind == "pos" else 0.0
+            w.input_ids[r, :m],
+            w.token_type_ids[r, :m],
+            w.passage[r, :m],
+            s,
+            e,
+            1.0 if kind == "pos" else 0.0,
         )
         if kind == "pos":
             pos.append(ex)
@@ -138,12 +144,15 @@ def batch(examples: list[Example]) -> dict[str, np.ndarray]:
     ids = np.zeros((n, width), dtype=np.int64)
     types = np.zeros((n, width), dtype=np.int64)
     mask = np.zeros((n, width), dtype=np.int64)
+    passage = np.zeros((n, width), dtype=bool)
     for i, e in enumerate(examples):
-        ids[i, : len(e.ids)], types[i, : len(e.ids)], mask[i, : len(e.ids)] = e.ids, e.types, 1
+        m = len(e.ids)
+        ids[i, :m], types[i, :m], mask[i, :m], passage[i, :m] = e.ids, e.types, 1, e.passage
     return {
         "input_ids": ids,
         "attention_mask": mask,
         "token_type_ids": types,
+        "passage": passage,
         "start": np.array([e.start for e in examples], dtype=np.int64),
         "end": np.array([e.end for e in examples], dtype=np.int64),
         "relevant": np.array([e.relevant for e in examples], dtype=np.float32),

@@ -19,8 +19,6 @@ from typing import Any
 from fathom.index.reader import MAX_ANSWER_TOKENS
 from fathom.learn.reader_examples import IGNORE
 
-SEP = 102  # the WordPiece vocabulary's [SEP]
-
 
 def window_loss(start: Any, end: Any, rel: Any, t: dict[str, Any]) -> tuple[Any, Any, Any]:
     """``(span + relevance loss, span loss, relevance loss)`` of a batch's windows."""
@@ -81,6 +79,5 @@ def loss(model: Any, b: dict[str, Any], weight: float = 0.0) -> tuple[Any, float
     start, end, rel = model(t["input_ids"], t["attention_mask"], t["token_type_ids"])
     total, span, rel_loss = window_loss(start, end, rel, t)
     if weight:
-        t["passage"] = (t["token_type_ids"] == 1) & (t["input_ids"] != SEP)
         total = total + weight * group_loss(start.float(), end.float(), t)
     return total, span.item(), rel_loss.item()

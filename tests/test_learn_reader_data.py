@@ -318,9 +318,10 @@ def test_squad_training_articles_may_skip_only_the_test_halves_titles(
 def test_grouped_examples_keep_each_questions_windows_together() -> None:
     import random
 
+    import numpy as np
     from fathom.index.embed import packaged_minilm_dir
     from fathom.index.reader import load_tokenizer
-    from fathom.learn.reader_examples import NEGATIVES, epoch_examples, take
+    from fathom.learn.reader_examples import NEGATIVES, batch, epoch_examples, take
 
     tok = load_tokenizer(packaged_minilm_dir() / "tokenizer.json")
     records = [{**_lighthouse_record(), "qid": f"q{i}"} for i in range(5)]
@@ -338,6 +339,11 @@ def test_grouped_examples_keep_each_questions_windows_together() -> None:
     assert len(first) == 2 * size and first[-1].group != rest[0].group
     assert take(grouped, len(grouped) + 5) == (grouped, [])
     assert len(take(grouped, 4, whole=False)[0]) == 4  # ungrouped batches cut anywhere
+    # the group term decodes over passage text only, as the runtime marks it: no question, no [SEP]
+    b = batch(grouped[:size])
+    last = b["attention_mask"].sum(axis=1) - 1
+    assert b["passage"].any(axis=1).all() and not (b["passage"] & (b["token_type_ids"] == 0)).any()
+    assert not b["passage"][np.arange(size), last].any()
 
 
 def test_the_group_loss_puts_the_gold_span_over_the_other_windows_best() -> None:
