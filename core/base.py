@@ -48,6 +48,68 @@ class SectionSpan:
     headed: bool = True
 
 
+MetaSource = Literal["properties", "title block", "text"]
+META_FIELDS = ("title", "authors", "organisation", "date", "version")
+
+
+@dataclass(frozen=True, slots=True)
+class DocMeta:
+    """What a document says about itself: title, authors, organisation, date and version.
+
+    Every field may be empty (not found). ``date`` is as written ("March 2012"); ``iso_date``
+    is its reading as ``YYYY-MM-DD``, ``YYYY-MM`` or ``YYYY`` ('' when it cannot be read).
+    ``origin`` says where each found field came from: ``(field, source, page)`` with source
+    ``"properties"`` (the file's own metadata: PDF info/XMP, DOCX/PPTX core properties, HTML
+    ``<meta>``, EPUB package), ``"title block"`` (the title area of the first page) or
+    ``"text"`` (elsewhere in the opening text), and the 1-based page (0: no page).
+    """
+
+    title: str = ""
+    authors: tuple[str, ...] = ()
+    organisation: str = ""
+    date: str = ""
+    iso_date: str = ""
+    version: str = ""
+    origin: tuple[tuple[str, str, int], ...] = ()
+
+    def source_of(self, name: str) -> tuple[str, int] | None:
+        """``(source, page)`` of field ``name`` (``"date"`` covers ``iso_date``); None when
+        the field was not found."""
+        for fld, source, page in self.origin:
+            if fld == name:
+                return source, page
+        return None
+
+    def is_empty(self) -> bool:
+        return not (self.title or self.authors or self.organisation or self.date or self.version)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "title": self.title,
+            "authors": list(self.authors),
+            "organisation": self.organisation,
+            "date": self.date,
+            "iso_date": self.iso_date,
+            "version": self.version,
+            "origin": [[f, s, p] for f, s, p in self.origin],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> DocMeta:
+        """The record ``to_dict`` wrote; missing keys (an older or empty dict) read as empty."""
+        if not d:
+            return cls()
+        return cls(
+            title=str(d.get("title") or ""),
+            authors=tuple(str(a) for a in d.get("authors") or ()),
+            organisation=str(d.get("organisation") or ""),
+            date=str(d.get("date") or ""),
+            iso_date=str(d.get("iso_date") or ""),
+            version=str(d.get("version") or ""),
+            origin=tuple((str(f), str(s), int(p)) for f, s, p in d.get("origin") or ()),
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Document:
     """Clean text of one source, with page and section spans.
@@ -68,6 +130,7 @@ class Document:
     source_id: str = ""
     warnings: tuple[str, ...] = ()
     ocr_pages: tuple[int, ...] = ()  # pages whose text was read by OCR
+    meta: DocMeta = DocMeta()  # title, authors, organisation, date, version as read at ingest
 
     def page_at(self, offset: int) -> int:
         """The page number containing character ``offset`` (1 when the format has no pages)."""
@@ -100,6 +163,7 @@ class Document:
             "chars": len(self.text),
             "warnings": list(self.warnings),
             "ocr_pages": list(self.ocr_pages),
+            "meta": self.meta.to_dict(),
         }
 
 
@@ -330,6 +394,15 @@ class Draft:
     # its text, source number, characters in the chunk and the document, score, and whether
     # it clears the reader's bar (``sure``).
     span: dict[str, Any] | None = None
+    # The short answer apart from the text, when the answerer states one (the extractive
+    # answerer: a span, a number, a count, a list's items, a metadata field); None otherwise.
+    short: str | tuple[str, ...] | None = None
+    # Whether the answer says the sources do not answer (the answerer's own word; a language
+    # model's abstention is read from its text by ``feedback.judges.is_abstention``).
+    abstained: bool = False
+    # Passages close to the question that did not answer it (source numbers), listed with an
+    # abstention as "related".
+    related: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fathom.core.base import Chunk, content_id
+from fathom.core.base import Chunk, DocMeta, content_id
 from fathom.core.errors import (
     CollectionNotFound,
     ConfigError,
@@ -178,6 +178,21 @@ class Collection:
 
     def embed_text(self, chunk: Chunk) -> str:
         return embed_input(chunk, self.manifest.embed_title_prefix)
+
+    def metadata(self) -> dict[str, DocMeta]:
+        """What each indexed document says about itself, by ``doc_id`` (the ``Chunk.doc_id``
+        of its chunks): title, authors, organisation, date as written and as ISO
+        (``iso_date``), version, and where each came from (``DocMeta.origin``: the file's
+        properties, its first page's title block, or its opening text, with the page).
+
+        Read at ingest and kept in the manifest, so this reads no file and loads no index.
+        Every indexed ("ok") document has an entry; a field not found is empty, and a document
+        indexed before Fathom read metadata has an empty ``DocMeta`` until it is ingested again
+        with ``--rebuild``. A ``.jsonl`` record's entry is empty too (records carry only text
+        and a title)."""
+        return {
+            d.doc_id: DocMeta.from_dict(d.meta) for d in self.manifest.documents if d.status == "ok"
+        }
 
     def check(self) -> list[str]:
         """Consistency problems (empty when the collection is sound)."""

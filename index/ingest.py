@@ -352,6 +352,7 @@ class _Run:
             chunks=len(chunks),
             warnings=list(doc.warnings),
             ocr_pages=len(doc.ocr_pages),
+            meta=doc.meta.to_dict(),
         )
         if not chunks:
             entry.status, entry.error = "failed", "no text to index"

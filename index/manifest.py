@@ -39,11 +39,16 @@ class DocEntry:
     error: str = ""
     warnings: list[str] = field(default_factory=list)
     ocr_pages: int = 0  # pages read by OCR (absent from manifests written before OCR: 0)
+    # ``DocMeta.to_dict()`` of what the document says about itself (title, authors,
+    # organisation, date, version); {} in manifests written before metadata was read.
+    meta: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> DocEntry:
         d = dict(d)
         d["rows"] = tuple(d.get("rows", (0, 0)))
+        if not isinstance(d.get("meta"), dict):
+            d["meta"] = {}
         known = cls.__dataclass_fields__
         return cls(**{k: v for k, v in d.items() if k in known})
 

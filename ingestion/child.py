@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fathom.core.base import Document, PageSpan, SectionSpan
+from fathom.core.base import DocMeta, Document, PageSpan, SectionSpan
 from fathom.core.errors import ParseError
 from fathom.ingestion.ocr import OcrSettings
 from fathom.ingestion.options import LoadOptions
@@ -59,6 +59,7 @@ def document_from_json(d: dict[str, Any]) -> Document:
         source_id=d["source_id"],
         warnings=tuple(d["warnings"]),
         ocr_pages=tuple(d.get("ocr_pages", ())),
+        meta=DocMeta.from_dict(d.get("meta")),
     )
 
 

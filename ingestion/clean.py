@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from fathom.core.base import Document, PageSpan, SectionSpan
+from fathom.core.base import DocMeta, Document, PageSpan, SectionSpan
 from fathom.core.errors import ParseError
 
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
@@ -299,8 +299,11 @@ def make_document(
     meta_title: str | None = None,
     warnings: Iterable[str] = (),
     ocr_pages: tuple[int, ...] = (),
+    meta: DocMeta | None = None,
 ) -> Document:
-    """A Document with content-derived ids and the title rule: metadata, first heading, stem."""
+    """A Document with content-derived ids and the title rule: metadata, first heading, stem.
+    ``meta`` (what the file's properties and title block say) gets what the opening text
+    states where it has nothing: the first heading as title, a date line, a version line."""
     sha = hashlib.sha256(data).hexdigest()
     title = sensible_title(meta_title)
     if not title and assembled.headings:
@@ -318,4 +321,16 @@ def make_document(
         sections=assembled.sections,
         warnings=tuple(warnings),
         ocr_pages=ocr_pages,
+        meta=_with_text(meta or DocMeta(), assembled),
     )
+
+
+def _with_text(meta: DocMeta, assembled: Assembled) -> DocMeta:
+    # imported here: meta_values reads titles with this module's sensible_title
+    from fathom.ingestion.meta_values import with_text_fallback
+
+    first = assembled.headings[0] if assembled.headings else ""
+    try:
+        return with_text_fallback(meta, assembled.text, first)
+    except Exception:  # metadata never fails a load: keep what the properties gave
+        return meta

@@ -21,6 +21,7 @@ from fathom.ingestion.clean import (
     read_source,
     table_row,
 )
+from fathom.ingestion.metadata import guarded, html_properties
 from fathom.ingestion.options import LoadOptions
 
 _HEADING = re.compile(r"^h([1-6])$")
@@ -73,7 +74,8 @@ class HtmlLoader:
                 "save the page after it has loaded (File › Save as, complete page), or print it "
                 "to PDF",
             )
-        return make_document(path, data, self.format, assembled, meta_title=title)
+        meta = guarded(html_properties, root, data)
+        return make_document(path, data, self.format, assembled, meta_title=title, meta=meta)
 
 
 def parse_html(name: str, data: bytes) -> Any:

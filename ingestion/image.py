@@ -21,6 +21,7 @@ from fathom.ingestion.clean import (
     make_document,
     read_source,
 )
+from fathom.ingestion.metadata import guarded, title_block
 from fathom.ingestion.ocr import OCR_INSTALL, engine, layout_page, ocr_problem
 from fathom.ingestion.options import LoadOptions
 from fathom.ingestion.page_words import ocr_words
@@ -102,7 +103,14 @@ class ImageLoader:
         assembled = mark_ocr_sections(assemble(blocks, n_pages=len(pages)), read)
         title = layout_title(pages, read)
         return make_document(
-            path, data, self.format, assembled, meta_title=title, warnings=warnings, ocr_pages=read
+            path,
+            data,
+            self.format,
+            assembled,
+            meta_title=title,
+            warnings=warnings,
+            ocr_pages=read,
+            meta=guarded(title_block, pages),
         )
 
 

@@ -23,6 +23,7 @@ from fathom.ingestion.clean import (
     sensible_title,
     table_row,
 )
+from fathom.ingestion.metadata import guarded, merge, pdf_properties, title_block
 from fathom.ingestion.options import LoadOptions
 from fathom.ingestion.pdf_layout import (
     MIN_RULE,
@@ -101,8 +102,10 @@ class PdfLoader:
             )
             toc = _read_toc(doc, warnings)
             meta_title = (doc.metadata or {}).get("title", "")
+            properties = guarded(pdf_properties, doc)
 
         extra_sections = mark_layout(pages, toc, ocr_pages)
+        meta = merge([properties, guarded(title_block, pages)])
         blocks = [b for page in pages for b in page_blocks(page)]
         meta_title = sensible_title(meta_title) or layout_title(pages, ocr_pages)
         assembled = assemble(blocks, n_pages=n_pages, extra_sections=extra_sections)
@@ -122,6 +125,7 @@ class PdfLoader:
             meta_title=meta_title,
             warnings=warnings,
             ocr_pages=ocr_pages,
+            meta=meta,
         )
 
     def _unlock(self, name: str, doc: Any) -> None:

@@ -19,6 +19,7 @@ from fathom.ingestion.clean import (
     make_document,
     table_row,
 )
+from fathom.ingestion.metadata import guarded, office_properties
 from fathom.ingestion.word import ArchiveLoader
 
 NOTES_MARK = "Speaker notes:"
@@ -50,7 +51,8 @@ class PptxLoader(ArchiveLoader):
         assembled = assemble(blocks, n_pages=max(1, n_slides))
         if not assembled.text.strip():
             raise ParseError(name, "no text on any slide", "the slides hold only pictures?")
-        return make_document(path, data, self.format, assembled, meta_title=meta_title)
+        meta = guarded(office_properties, prs.core_properties, data)
+        return make_document(path, data, self.format, assembled, meta_title=meta_title, meta=meta)
 
 
 def _open(name: str, data: bytes) -> Any:

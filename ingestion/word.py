@@ -21,6 +21,7 @@ from fathom.ingestion.clean import (
     read_source,
     table_row,
 )
+from fathom.ingestion.metadata import guarded, office_properties
 from fathom.ingestion.options import LoadOptions
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
@@ -161,8 +162,9 @@ class DocxLoader(ArchiveLoader):
                 f"its document properties could not be read ({type(exc).__name__}); the title "
                 "comes from the text"
             )
+        meta = guarded(office_properties, document.core_properties, data)
         return make_document(
-            path, data, self.format, assembled, meta_title=meta_title, warnings=warnings
+            path, data, self.format, assembled, meta_title=meta_title, warnings=warnings, meta=meta
         )
 
 
