@@ -486,7 +486,8 @@ def collections_list(ctx: click.Context, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def collections_show(ctx: click.Context, name: str, as_json: bool) -> None:
-    """Show a collection's manifest."""
+    """Show a collection's manifest and what each document says about itself: title,
+    authors, organisation, date, version (``--json``: each document's ``meta``)."""
     from fathom import commands
     from fathom.tables import render_collection
 

@@ -367,6 +367,45 @@ def render_collection(name: str, data: dict[str, Any], as_json: bool = False) ->
             plain(d["error"] or d["title"]),
         )
     out.print(table)
+    _render_metadata(out, data["documents"])
+
+
+def _render_metadata(out: Any, documents: list[dict[str, Any]]) -> None:
+    """What each indexed document says about itself (``DocEntry.meta``): title, authors,
+    organisation, date (ISO beside it when it reads differently) and version; nothing when no
+    document has any."""
+    from rich.table import Table
+
+    rows = []
+    for d in documents:
+        meta = d.get("meta") or {}
+        if d["status"] != "ok" or not any(meta.get(k) for k in _META_COLUMNS):
+            continue
+        date = meta.get("date", "")
+        iso = meta.get("iso_date", "")
+        if iso and iso != date:
+            date = f"{date} ({iso})"
+        rows.append(
+            [
+                d["path"].rsplit("/", 1)[-1],
+                meta.get("title", ""),
+                "; ".join(meta.get("authors", [])),
+                meta.get("organisation", ""),
+                date,
+                meta.get("version", ""),
+            ]
+        )
+    if not rows:
+        return
+    table = Table(title="document metadata")
+    for col in ("document", *_META_COLUMNS):
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        table.add_row(*(plain(v) for v in row))
+    out.print(table)
+
+
+_META_COLUMNS = ("title", "authors", "organisation", "date", "version")
 
 
 def render_views(name: str, views: list[dict[str, Any]], as_json: bool = False) -> None:

@@ -159,7 +159,7 @@ _MONTH = r"(?P<month>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\
 _YEAR = r"(?P<year>(?:19|20)\d{2})"
 _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
 _DATE_PATTERNS = [
-    re.compile(rf"\b{_YEAR}-(?P<mnum>[01]\d)(?:-(?P<dnum>[0-3]\d))?\b"),
+    re.compile(rf"\b{_YEAR}(?P<sep>[-/])(?P<mnum>[01]\d)(?:(?P=sep)(?P<dnum>[0-3]\d))?(?!\d)"),
     re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b", re.IGNORECASE),
     re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+{_YEAR}\b", re.IGNORECASE),
     re.compile(rf"\b{_MONTH},?\s+{_YEAR}\b", re.IGNORECASE),
@@ -218,7 +218,7 @@ def property_date(value: Any) -> tuple[str, str] | None:
         return iso, iso
     text = clean(value)
     m = _PDF_DATE.match(text)
-    if m and (text.startswith("D:") or re.fullmatch(r"\d{4,14}.*", text)):
+    if m and (text.startswith("D:") or re.fullmatch(r"\d{8,14}\D*.*", text)):
         parts = [p for p in m.groups() if p]
         if len(parts) >= 2 and not 1 <= int(parts[1]) <= 12:
             parts = parts[:1]

@@ -39,9 +39,11 @@ from fathom.ingestion.meta_values import (
     unique,
     with_text_fallback,
 )
+from fathom.ingestion.pdf_layout import Line, Page
 from fathom.ingestion.title_block import title_block
 
 __all__ = [
+    "docx_title_block",
     "epub_properties",
     "guarded",
     "html_properties",
@@ -147,6 +149,34 @@ def office_properties(core: Any, data: bytes = b"") -> DocMeta:
     if data:
         found.put("organisation", good_organisation(_app_company(data)), PROPERTIES)
     return found.meta()
+
+
+def docx_title_block(document: Any, paragraphs: int = 40) -> DocMeta:
+    """The title block of a DOCX's opening paragraphs, read as a first page whose lines are
+    set in each paragraph's type size (its runs', else its style's): a cover's large title,
+    the organisation above it, the date under it."""
+    lines: list[Line] = []
+    y = 0.0
+    for para in document.paragraphs[:paragraphs]:
+        text = " ".join(para.text.split())
+        if not text:
+            continue
+        size = _paragraph_size(para)
+        lines.append(Line(text, 72.0, y, 72.0 + 6 * len(text), y + size, size, len(lines), y))
+        y += 1.4 * size
+    return title_block([Page(1, 612.0, 0.0, lines)]) if lines else DocMeta()
+
+
+def _paragraph_size(para: Any) -> float:
+    sizes = [r.font.size.pt for r in para.runs if r.text.strip() and r.font.size is not None]
+    if sizes:
+        return max(sizes)
+    style = para.style
+    while style is not None:
+        if style.font.size is not None:
+            return float(style.font.size.pt)
+        style = style.base_style
+    return 11.0
 
 
 def _app_company(data: bytes) -> str:

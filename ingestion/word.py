@@ -21,7 +21,7 @@ from fathom.ingestion.clean import (
     read_source,
     table_row,
 )
-from fathom.ingestion.metadata import guarded, office_properties
+from fathom.ingestion.metadata import docx_title_block, guarded, merge, office_properties
 from fathom.ingestion.options import LoadOptions
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
@@ -162,7 +162,12 @@ class DocxLoader(ArchiveLoader):
                 f"its document properties could not be read ({type(exc).__name__}); the title "
                 "comes from the text"
             )
-        meta = guarded(office_properties, document.core_properties, data)
+        meta = merge(
+            [
+                guarded(office_properties, document.core_properties, data),
+                guarded(docx_title_block, document),
+            ]
+        )
         return make_document(
             path, data, self.format, assembled, meta_title=meta_title, warnings=warnings, meta=meta
         )
