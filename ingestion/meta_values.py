@@ -59,6 +59,15 @@ _JUNK_COMPANY = frozenset(
      "lenovo", "acer", "asus", "grizli777", "sony", "n/a", "na", "none", "null", "default",
      "organization", "organisation", "home use", "privat"}
 )  # fmt: skip
+# A word that names an institution: a line or an author property holding one is no person.
+ORG = re.compile(
+    r"\b(universit\w*|institut\w*|college|school|academy|agency|department|dept\.|ministry|"
+    r"office|bureau|cent(?:er|re)|laborator\w*|labs?|corporation|corp\.|inc\.?|ltd\.?|llc|"
+    r"gmbh|company|foundation|association|society|council|board|commission|committee|"
+    r"authority|administration|organi[sz]ation|research|hospital|consortium|google|deepmind|"
+    r"microsoft|openai|ibm|nvidia|division|online)\b",
+    re.IGNORECASE,
+)
 EMAIL = re.compile(r"\S+@\S+")
 _URL = re.compile(r"https?://|www\.", re.IGNORECASE)
 _SPACES = re.compile(r"\s+")
@@ -90,6 +99,8 @@ def good_person(value: Any) -> str:
         or EMAIL.search(name)
         or _URL.search(name)
         or _PRODUCER.search(name)
+        or ORG.search(name)
+        or name[0].islower()
         or "_" in name
         or re.search(r"\d", name)
         or not re.search(r"[^\W\d_]{2}", name)

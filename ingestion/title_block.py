@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from fathom.core.base import DocMeta
 from fathom.ingestion.meta_values import (
     EMAIL,
+    ORG,
     TEXT,
     TITLE_BLOCK,
     Found,
@@ -27,15 +28,13 @@ _ARXIV = re.compile(
     r"arXiv:\s*(?P<id>\d{4}\.\d{4,5})(?P<version>v\d+)?\s*(?:\[[^\]]*\])?\s*(?P<date>"
     r"[0-3]?\d\s+[A-Za-z]{3,9}\.?\s+(?:19|20)\d{2})?"
 )
-_ORG = re.compile(
-    r"\b(universit\w*|institut\w*|college|school|academy|agency|department|dept\.|ministry|"
-    r"office|bureau|cent(?:er|re)|laborator\w*|labs?|corporation|corp\.|inc\.?|ltd\.?|llc|"
-    r"gmbh|company|foundation|association|society|council|board|commission|committee|"
-    r"authority|administration|organi[sz]ation|research|hospital|consortium|google|deepmind|"
-    r"microsoft|openai|ibm|nvidia)\b",
+_ACRONYM = re.compile(r"\b(WHO|UN|OECD|NASA|NIST|UNICEF|UNESCO|IMF|FAO|USAID|EPA|CDC|NIH|GAO)\b")
+# A person's role ("Carroll Doherty, Director of Political Research"): not an organisation.
+_ROLE = re.compile(
+    r"\b(director|manager|associate|senior|professor|president|chair\w*|editor|officer|"
+    r"researcher|fellow|surgeon|general|secretary|dean|head|lead|analyst|student)\b",
     re.IGNORECASE,
 )
-_ACRONYM = re.compile(r"\b(WHO|UN|OECD|NASA|NIST|UNICEF|UNESCO|IMF|FAO|USAID|EPA|CDC|NIH|GAO)\b")
 # Of an affiliation's parts ("Department of X, Princeton University"), the institution.
 _INSTITUTION = re.compile(
     r"\b(universit\w*|institut\w*|college|academy|agency|ministry|corporation|inc\.?|ltd\.?|"
@@ -63,17 +62,22 @@ _NOT_NAME_WORDS = frozenset(
     united states america europe european university institute department center centre
     prepared submitted presented published edited contents table figure abstract summary
     executive january february march april may june july august september october november
-    december version revision""".split()
+    december version revision corporate governance cloud help support user owner manual more
+    than just about what how why our your their its all best top key free digital mobile
+    online media market marketing business trends brochure wireless headset""".split()
 )
-_NAME_SUFFIXES = re.compile(r"(tion|ment|ness|ology|ities|ics|ing|ship|ware)$", re.IGNORECASE)
+_NAME_SUFFIXES = re.compile(
+    r"(tions?|ments?|ness|ology|ities|ics|ings|ships?|ware|ized?|ised?)$", re.IGNORECASE
+)
 
 
 def person_names(line: str) -> tuple[str, ...]:
     """The names a title block's author line lists ("Ada Lovelace1, Charles Babbage*,2 and
-    Grace Hopper†"), footnote marks and numbers stripped; () unless every part is a name."""
-    text = _MARKS.sub(" ", line)
-    text = _ATTACHED_NUMBERS.sub("", text)
-    text = re.sub(r"^\s*(?:by|authors?|written by|prepared by)\s*:?\s+", "", text, flags=re.I)
+    Grace Hopper†", "Liangming Pan1,2 Xiaobao Wu3"), footnote marks and numbers stripped (a
+    mark ends a name); () unless every part is a name."""
+    text = re.sub(r"^\s*(?:by|authors?|written by|prepared by)\s*:?\s+", "", line, flags=re.I)
+    text = _MARKS.sub(",", text)
+    text = _ATTACHED_NUMBERS.sub(",", text)
     text = re.sub(r"\([^)]*\)", " ", text)  # "(Princeton)", "(equal contribution)"
     parts = re.split(r"\s*[,;]\s*|\s+(?:and|&)\s+|\s*&\s*|\s{3,}", text)
     names: list[str] = []
@@ -91,7 +95,13 @@ def person_names(line: str) -> tuple[str, ...]:
 
 def _is_name(part: str) -> bool:
     tokens = part.split()
-    if not 2 <= len(tokens) <= 5 or len(part) > 45:
+    if (
+        not 2 <= len(tokens) <= 5
+        or len(part) > 45
+        or ORG.search(part)
+        or _ACRONYM.search(part)
+        or _ROLE.search(part)
+    ):
         return False
     real = 0
     for tok in tokens:
@@ -241,9 +251,17 @@ def _is_org(text: str) -> bool:
     """A line naming an organisation: a short line with an institution's word, not a sentence
     (which starts in lower case or runs on with a comma or hyphen)."""
     text = text.strip()
-    if not text or text[0].islower() or text[-1] in ",-;" or len(text.split()) > 16:
+    if (
+        not text
+        or text[0].islower()
+        or text[-1] in ",-;:"
+        or not 2 <= len(text.split()) <= 16
+        or _ROLE.search(text)
+        or re.search(r"\d{3,}|\s\d+$", text)  # a file number, "Organisation 11"
+    ):
         return False
-    return bool(_ORG.search(text) or _ACRONYM.search(text))
+    # the institution's word capitalised, as in a name ("Research Center", not "research")
+    return any(m.group(0)[0].isupper() for m in ORG.finditer(text)) or bool(_ACRONYM.search(text))
 
 
 def _org_text(text: str) -> str:
@@ -254,7 +272,8 @@ def _org_text(text: str) -> str:
     text = " ".join(text.split()).strip(" ,;")
     parts = [p.strip() for p in text.split(",")]
     if len(parts) > 1:
-        text = next((p for p in parts if _INSTITUTION.search(p)), text)
+        part = next((p for p in parts if _INSTITUTION.search(p)), text)
+        text = part if len(part.split()) > 1 else text  # "ACME, INC." stays whole
     return good_organisation(text)
 
 
@@ -276,10 +295,20 @@ def _read_block(rows: list[_Row], found: Found, number: int, below: bool) -> Non
             found.put("version", version, TITLE_BLOCK, number)
             continue
         if below and found.origin.get("authors", (TITLE_BLOCK, number)) == (TITLE_BLOCK, number):
-            names = person_names(EMAIL.sub(" ", text))
+            names = _row_names(row)
             if names:
                 found.authors = unique([*found.authors, *names])
                 found.origin["authors"] = (TITLE_BLOCK, number)
                 continue
-        if _is_org(text):
-            found.put("organisation", _org_text(text), TITLE_BLOCK, number)
+        for ln in row.lines:
+            if _is_org(ln.text):
+                found.put("organisation", _org_text(ln.text), TITLE_BLOCK, number)
+
+
+def _row_names(row: _Row) -> tuple[str, ...]:
+    """The names on a row of the title block: each line of it a list of names (authors set
+    side by side in columns), or the row's whole text one; () otherwise."""
+    per_line = [person_names(EMAIL.sub(" ", ln.text)) for ln in row.lines]
+    if len(per_line) > 1 and all(per_line):
+        return unique(n for names in per_line for n in names)
+    return person_names(EMAIL.sub(" ", row.text))
