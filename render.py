@@ -411,12 +411,16 @@ def render_answer(answer, streamed: bool = False, as_json: bool = False, shown=N
         out.print(Panel(plain(answer.text), title=title, expand=False, border_style=style))
     if answer.sources:
         out.print(sources_table(answer))
+    if answer.related:
+        out.print(related_table(answer))
     d, conf = tr.decision, answer.confidence
     out.print(
         f"[bold]Decision[/bold] {tr.query_type.replace('_', '-')} question · policy "
         f"{d.policy if d else '-'} · k = {d.k if d else 0} · {d.reason if d else ''}",
         highlight=False,
     )
+    if tr.answer_kind:
+        out.print(f"[bold]Kind[/bold] {plain(kind_note(answer))}", highlight=False)
     if d is not None and d.cost:
         out.print(f"[bold]Trade[/bold] {plain(d.cost['trade'])}", highlight=False)
     if tr.docs:
@@ -449,6 +453,39 @@ def render_answer(answer, streamed: bool = False, as_json: bool = False, shown=N
     )
     for notice in tr.notices:
         out.print("[yellow]note[/yellow]", plain(notice), highlight=False)
+
+
+def kind_note(answer: Any) -> str:
+    """The kind of answer the question wants and what the answer gave: "list · 4 items",
+    "count · 3", "metadata (authors) · from the document's properties", "number · 12.5 %"."""
+    kind = answer.trace.answer_kind
+    name = kind.get("name", "").replace("yes_no", "yes/no")
+    label = f"{name} ({kind['field']})" if kind.get("field") else name
+    parts = [label]
+    if kind.get("cue"):
+        parts.append(f"cue “{kind['cue']}”")
+    short = answer.short
+    if answer.abstained:
+        parts.append("the sources read do not answer")
+    elif isinstance(short, tuple):
+        parts.append(f"{len(short)} item{'s' if len(short) != 1 else ''}")
+    elif short:
+        parts.append(f"short answer “{short if len(short) <= 60 else short[:59] + '…'}”")
+    if kind.get("visual"):
+        parts.append("asks about what a picture, a colour or the layout shows")
+    return " · ".join(parts)
+
+
+def related_table(answer: Any) -> Any:
+    """The passages closest to a question the sources did not answer: where to look."""
+    from rich.table import Table
+
+    table = Table(title="Related (closest passages; they do not answer it)", title_justify="left")
+    for col in ("#", "document", "pages", "section"):
+        table.add_column(col, overflow="fold")
+    for c in answer.related:
+        table.add_row(str(c.n), plain(c.title or c.doc_id), c.pages, plain(c.section or ""))
+    return table
 
 
 def docs_note(docs: dict) -> str:

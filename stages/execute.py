@@ -1,11 +1,12 @@
 """The third step of an answer: carry out a ``stages.plan.Plan``.
 
 The plan's mode says how: ``map-reduce`` summarises every section of the collection, or of
-the documents ``--doc`` selected (``stages.summary``); every other mode answers at the decided
-depth in rounds (``stages.rounds``) under a feedback loop — the config's rules (deeper while
-the answer's support is low), or for a plan with a ``climb`` the cascade's ladder (deeper
-while the answer's own confidence is low). In ``select`` mode a round is each portfolio member
-answering and the generator picking (``stages.select``).
+the documents ``--doc`` selected (``stages.summary``); a metadata question whose document
+states the field is answered from its metadata (``stages.metadata``); every other mode answers
+at the decided depth in rounds (``stages.rounds``) under a feedback loop — the config's rules
+(deeper while the answer's support is low), or for a plan with a ``climb`` the cascade's
+ladder (deeper while the answer's own confidence is low). In ``select`` mode a round is each
+portfolio member answering and the generator picking (``stages.select``).
 """
 
 from __future__ import annotations
@@ -41,7 +42,32 @@ def execute(
     emit = emit or (lambda *a, **kw: None)
     if plan.mode == "map-reduce":
         return _map_reduce(parts, prepared, plan, trace, on_token)
+    stated = _from_metadata(parts, prepared, plan, trace, on_token)
+    if stated is not None:
+        return stated
     return _with_feedback(parts, prepared, plan, trace, feedback, on_token, emit)
+
+
+def _from_metadata(
+    parts: Parts, prepared: Prepared, plan: Plan, trace: Trace, on_token: TokenSink | None
+) -> tuple[list[Hit], Any, Any] | None:
+    """A metadata question answered from the document's own metadata (``stages.metadata``),
+    citing the page it was read from; None when the question is not one or the document does
+    not state the field."""
+    from fathom.stages.metadata import metadata_answer
+
+    found = metadata_answer(parts, prepared)
+    if found is None:
+        return None
+    used, draft = found
+    if on_token is not None:
+        on_token(draft.text)
+    trace.set_context([h.chunk.text for h in used], parts.context_tokens(used))
+    trace.add_ms("generate", draft.ms)
+    trace.note("a metadata question: answered from the document's metadata, read at ingest")
+    conf = parts.scorer.score(draft, used, parts.vectors(used))
+    trace.add_round(plan.decision.k, draft, conf, len(used))
+    return used, draft, conf
 
 
 def _map_reduce(

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fathom.core.base import DepthPolicy, Generator
+from fathom.feedback.judges import is_abstention
 from fathom.index.targets import resolve_target
 from fathom.stages.execute import execute
 from fathom.stages.followup import LOOKBACK, Turn, rewrite
@@ -217,6 +218,7 @@ def report(
     trace.cost = price(parts.cfg, trace.model, trace.tokens["prompt"], trace.tokens["completion"])
     sources = tuple(parts.citation(i, h) for i, h in enumerate(used, start=1))
     cited = tuple(sources[n - 1] for n in draft.citations if 1 <= n <= len(sources))
+    related = tuple(sources[n - 1] for n in draft.related if 1 <= n <= len(sources))
     return Answer(
         question=prepared.question,
         text=draft.text,
@@ -227,6 +229,9 @@ def report(
         trace=trace,
         used=tuple(used),
         span=draft.span,
+        short=draft.short,
+        abstained=bool(draft.abstained or is_abstention(draft.text)),
+        related=related,
     )
 
 

@@ -64,6 +64,8 @@ def start_trace(parts: Parts, prepared: Prepared, no_retrieval: bool) -> Trace:
             trace.add_ms(stage, ms)
     trace.tokens["embedding"] += prepared.embedding_tokens
     trace.query_type, trace.type_probs = prepared.query_type, dict(prepared.type_probs)
+    if prepared.kind is not None:
+        trace.answer_kind = prepared.kind.to_dict()
     trace.strategy = prepared.strategy.to_dict()
     if not no_retrieval:
         trace.hops.extend(prepared.hops)

@@ -1,6 +1,7 @@
 """The first step of an answer: the question-only stages every depth shares.
 
-Embed the question, classify its type (and so its strategy), probe the collection to the
+Embed the question, classify its type (and so its strategy) and the kind of answer it wants
+(``router.answer_kind``), probe the collection to the
 depth the decision will need, run the retriever portfolio's chosen members, and follow the
 further hops of a multi-hop strategy. The result, ``Prepared``, is reused by every depth an
 evaluation tries, so one question is embedded and searched once.
@@ -38,6 +39,7 @@ def prepare(
     multi-hop strategy's further hops) to at least ``depth`` hits, in the documents the
     patterns ``docs`` select (all without any). ``retrieve=False`` stops after classifying."""
     from fathom.index.doc_filter import select_documents
+    from fathom.router.answer_kind import answer_kind
     from fathom.router.strategy import probe_depth, strategy_for
 
     question = question.strip()
@@ -55,6 +57,7 @@ def prepare(
     own = parts.classifier_embeds  # its own embedder: not the collection's vector
     qtype, probs = classifier.classify(question, embedding=None if own else qvec)
     strategy = strategy_for(qtype, question)
+    kind = answer_kind(question)
     stages["classify"] = elapsed_ms(t)
 
     hops: list[str] = []
@@ -85,6 +88,7 @@ def prepare(
         hops=tuple(hops),
         portfolio=portfolio,
         docs=within,
+        kind=kind,
     )
 
 

@@ -13,6 +13,7 @@ from fathom.core.base import Citation, Decision, Draft, Hit, Probe
 if TYPE_CHECKING:
     from fathom.core.config import Config
     from fathom.index.doc_filter import DocFilter
+    from fathom.router.answer_kind import AnswerKind
 
 
 def elapsed_ms(t0: float) -> float:
@@ -28,6 +29,8 @@ class Trace:
     collection: str
     query_type: str = ""
     type_probs: dict[str, float] = field(default_factory=dict)
+    # The kind of answer the question wants (``router.answer_kind.AnswerKind.to_dict``).
+    answer_kind: dict[str, Any] = field(default_factory=dict)
     strategy: dict[str, Any] = field(default_factory=dict)
     decision: Decision | None = None
     stages_ms: dict[str, float] = field(default_factory=dict)
@@ -125,6 +128,7 @@ class Trace:
         return {
             "query_type": self.query_type,
             "type_probs": {k: round(v, 4) for k, v in self.type_probs.items()},
+            "answer_kind": dict(self.answer_kind),
             "strategy": self.strategy,
             "decision": self.decision.to_dict() if self.decision else None,
             "stages_ms": {k: round(v, 3) for k, v in self.stages_ms.items()},
@@ -176,6 +180,7 @@ class Prepared:
     hops: tuple[str, ...] = ()
     portfolio: PortfolioLists | None = None  # with a retriever portfolio
     docs: DocFilter | None = None  # the documents retrieval was restricted to (--doc)
+    kind: AnswerKind | None = None  # the kind of answer the question wants
     # Work later stages share across depths (the reranked candidates), with its cost in ms.
     memo: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -190,6 +195,10 @@ class Answer:
     trace: Trace
     used: tuple[Hit, ...] = ()  # the hits the final answer was generated from, in source order
     span: dict[str, Any] | None = None  # the exact answer span, when the answerer found one
+    # The short answer apart from the text (a span, a number, a list's items), when stated.
+    short: str | tuple[str, ...] | None = None
+    abstained: bool = False  # the answer says the sources do not answer
+    related: tuple[Citation, ...] = ()  # with an abstention: the closest passages read
     # In a conversation (chat, ask --session): the question as asked and as answered
     # (``stages.followup.Rewrite.to_dict``); None outside one.
     followup: dict[str, Any] | None = None
@@ -204,7 +213,12 @@ class Answer:
             "confidence": self.confidence,
             "collection": self.trace.collection,
             "trace": self.trace.to_dict(),
+            "kind": self.trace.answer_kind.get("name", ""),
+            "short_answer": list(self.short) if isinstance(self.short, tuple) else self.short,
+            "abstained": self.abstained,
         }
+        if self.related:
+            out["related"] = [c.to_dict() for c in self.related]
         if self.span is not None:
             out["span"] = self.span
         if self.trace.docs is not None:
@@ -236,9 +250,10 @@ class Context:
         return out
 
 
-# docs/answer.schema.json; 10: span.sure; 9: followup; 8: docs; 7: span; 6: tokens.context_read;
+# docs/answer.schema.json; 11: kind, short_answer, abstained, related, trace.answer_kind;
+# 10: span.sure; 9: followup; 8: docs; 7: span; 6: tokens.context_read;
 # 5: trace.budget; 4: trace.decision.cost; 3: confidence.answerer; 2: sources' text
-ANSWER_SCHEMA_VERSION = 10
+ANSWER_SCHEMA_VERSION = 11
 
 
 def price(cfg: Config, model: str, prompt_tokens: int, completion_tokens: int) -> float:

@@ -129,16 +129,51 @@ def render_sources(hits: list[Hit], framing: Framing = DEFAULT_FRAMING) -> str:
     return "\n\n".join(render_block(i, h, framing) for i, h in enumerate(hits, start=1))
 
 
+# What form the answer takes, by the kind of answer the question wants (router.answer_kind);
+# a factoid or an explanation needs no more than the system message says.
+KIND_INSTRUCTIONS = {
+    "summary": "Give the document's 3 to 6 key points, each in one sentence with its citation.",
+    "metadata": "Give the document's {field} as the sources state it (title page or properties), "
+    "with its citation.",
+    "list": "Answer with a list: one item per line, each starting with '- ' and ending with its "
+    "citation; give every item the sources name, each once.",
+    "count": "Answer with the number first, then list what you counted, one item per line with "
+    "its citation.",
+    "table": "Read the table row and column the question names; answer with the value as written "
+    "(with its unit), then its row and column labels, with the citation.",
+    "number": "Answer with the number as the sources write it (with its unit or %), then the "
+    "sentence or table row it comes from, with the citation.",
+    "yes_no": "Answer Yes or No first, then the evidence, with citations.",
+    "comparison": "Name the answer first, then the values or facts compared, with citations.",
+}
+
+
+def kind_instruction(question: str) -> str:
+    """The line that says what form the answer to ``question`` takes ('' for a factoid or an
+    explanation)."""
+    from fathom.router.answer_kind import answer_kind
+
+    kind = answer_kind(question)
+    line = KIND_INSTRUCTIONS.get(kind.name, "")
+    field = {"authors": "authors", "organisation": "publishing organisation"}.get(
+        kind.field, kind.field or "details"
+    )
+    return line.replace("{field}", field)
+
+
 def render_user(question: str, hits: list[Hit], framing: Framing = DEFAULT_FRAMING) -> str:
-    """The user message: sources first, the question last (closest to the answer)."""
+    """The user message: sources first, the question last (closest to the answer), then what
+    form the answer takes for the kind of answer the question wants (``kind_instruction``)."""
     if not hits:
         return f"Question: {question}"
+    instruction = kind_instruction(question)
+    told = f"\n{instruction}" if instruction else ""
     if framing == "plain":
         sources = "\n\n".join(_render_plain(i, h) for i, h in enumerate(hits, start=1))
-        return f"Sources:\n\n{sources}\n\nQuestion: {question}"
+        return f"Sources:\n\n{sources}\n\nQuestion: {question}{told}"
     sources = "\n\n".join(render_source(i, h, framing) for i, h in enumerate(hits, start=1))
     reminder = f"{REMINDER}\n\n" if framing == "sandwich" else ""
-    return f"Sources:\n\n{sources}\n\n{reminder}Question: {question}\nAnswer with citations:"
+    return f"Sources:\n\n{sources}\n\n{reminder}Question: {question}{told}\nAnswer with citations:"
 
 
 def build_messages(

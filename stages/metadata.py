@@ -1,0 +1,116 @@
+"""Metadata questions answered from the document's own metadata, kept at ingest.
+
+"Who wrote this report?", "When was it published?", "Which organisation issued it?", "What
+version is this?", "What is its title?" (``router.answer_kind``: kind ``metadata`` with its
+field) are answered from ``Collection.metadata()`` — the title, authors, organisation, date and
+version read from the file's properties and its first page's title block — not from whichever
+passage retrieval finds. The document is the one the question's best-ranked passage comes from
+(the only one in a single-document collection, or within ``--doc``). The answer cites the
+passage on the page the field was read from (the first page for the file's properties, and
+says so). A field the document does not state is answered as any other question is.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from fathom.core.base import Draft, Hit
+
+if TYPE_CHECKING:
+    from fathom.stages.parts import Parts
+    from fathom.stages.records import Prepared
+
+# How each field is said in the answer.
+_SAID = {
+    "title": "The document's title is {value}",
+    "authors": "Written by {value}",
+    "organisation": "Published by {value}",
+    "date": "Dated {value}",
+    "version": "Version: {value}",
+}
+
+
+def metadata_answer(parts: Parts, prepared: Prepared) -> tuple[list[Hit], Draft] | None:
+    """``(sources, draft)`` answering a metadata question from the document's metadata, or
+    None when the question is not one, or its document does not state the field."""
+    kind = prepared.kind
+    if kind is None or kind.name != "metadata" or not kind.field:
+        return None
+    t0 = time.perf_counter()
+    coll = parts.collection
+    metadata = getattr(coll, "metadata", None)
+    if metadata is None:
+        return None
+    metas = metadata()
+    doc_id = _document(parts, prepared)
+    meta = metas.get(doc_id) if doc_id else None
+    if meta is None:
+        return None
+    field = kind.field
+    value: Any = getattr(meta, field)
+    if not value:
+        return None
+    origin = meta.source_of(field) or ("properties", 0)
+    chunk = _chunk_on_page(parts, doc_id, origin[1] or 1)
+    if chunk is None:
+        return None
+    shown = _join(value) if isinstance(value, tuple) else str(value)
+    where = (
+        "the document's properties"
+        if origin[0] == "properties"
+        else f"the title page (p. {origin[1] or 1})"
+        if origin[0] == "title block"
+        else f"p. {origin[1] or 1}"
+    )
+    text = f"{_SAID[field].format(value=shown)} — from {where} [1]."
+    short = tuple(value) if isinstance(value, tuple) else shown
+    draft = Draft(
+        text=text,
+        citations=(1,),
+        prompt_tokens=0,
+        completion_tokens=0,
+        backend=parts.generator.name,
+        model="document metadata",
+        finish_reason="stop",
+        ms=(time.perf_counter() - t0) * 1000,
+        confidence=1.0,
+        short=short,
+    )
+    return [Hit(chunk, score=1.0)], draft
+
+
+def _document(parts: Parts, prepared: Prepared) -> str:
+    """The document the question is about: the only one in scope, else the best-ranked
+    passage's."""
+    docs = prepared.docs
+    if docs is not None and len(docs.documents) == 1:
+        return docs.documents[0].doc_id
+    entries = [d for d in parts.collection.manifest.documents if d.status == "ok"]
+    if len(entries) == 1:
+        return entries[0].doc_id
+    hits = prepared.probe.hits
+    return hits[0].chunk.doc_id if hits else ""
+
+
+def _chunk_on_page(parts: Parts, doc_id: str, page: int) -> Any:
+    """The document's first chunk on ``page`` (else its first chunk); None when it has none."""
+    coll = parts.collection
+    entry = next((d for d in coll.manifest.documents if d.doc_id == doc_id), None)
+    if entry is None or entry.rows[1] <= entry.rows[0]:
+        return None
+    start, end = entry.rows
+    first = None
+    for chunk in coll.chunks(range(start, min(end, start + 40))):
+        if first is None:
+            first = chunk
+        if chunk.page_start <= page <= chunk.page_end:
+            return chunk
+    return first
+
+
+def _join(names: tuple[str, ...]) -> str:
+    """ "A", "A and B", "A, B and C"."""
+    if len(names) <= 2:
+        return " and ".join(names)
+    return ", ".join(names[:-1]) + " and " + names[-1]
