@@ -1,10 +1,17 @@
 """Whole-collection summaries (map-reduce): one source per section (map), then one answer.
 
-A question about the whole document ("What is this document about?") is not answered by any
-retrieval depth. Instead every section (up to ``MAX_SECTIONS``, the largest ones, in document
-order) becomes one source: a language model summarises it in two sentences; without one, the
-section's own text stands (the extractive answerer quotes its lead sentences). The final answer
-is generated from those sources.
+A question about the whole document ("What is this document about?", "What are the key
+findings?") is not answered by any retrieval depth. With a language model every section (up
+to ``MAX_SECTIONS``, the largest ones, in document order; never references, acknowledgements,
+an appendix or prompts: ``findings.section_kind``) becomes one source the model summarises in
+two sentences, and the final answer is generated from those sources.
+
+Without a language model the sentences are picked first (``findings.pick``: central, relevant
+to what the question asks about, from summary, findings and conclusions sections before the
+rest, never a reference, caption, prompt line or code) over every chunk, and only those
+sentences become the sources — one per chunk they come from, in document order — so nothing
+else is compressed or embedded. The extractive answerer quotes them, each cited; an overview
+question ("What is this document about?") names the document's title (``Chunk.title``) first.
 
 Under a deadline the sections and the final answer share the time left in equal windows: a
 section whose sources cannot be read within its window is not summarised, and a summary the
@@ -21,6 +28,14 @@ from typing import TYPE_CHECKING, Any
 
 from fathom.core.base import Chunk, Draft, Hit
 from fathom.core.citations import strip_citations
+from fathom.stages.generate.findings import (
+    ROLES,
+    Pick,
+    asks_overview,
+    document_title,
+    pick,
+    section_kinds,
+)
 from fathom.stages.records import elapsed_ms
 
 if TYPE_CHECKING:
@@ -52,6 +67,8 @@ class CollectionSummary:
         """The answer to ``question`` over ``chunks()`` (``(vector row, chunk)``, in store
         order) and the sources it was generated from."""
         gen = self.generator
+        if not gen.language_model:
+            return self._extract(question, chunks, trace, on_token)
         held = gen.language_model and gen.supports_deadline
         until = self.clock.until(trace) if held else None
         t = time.perf_counter()
@@ -63,11 +80,43 @@ class CollectionSummary:
         trace.add_ms("compress", elapsed_ms(t))
         trace.set_context([h.chunk.text for h in kept], self.context_tokens(kept))
         t = time.perf_counter()
-        draft = gen.summarize(kept, on_token=on_token)  # no model: lead sentences per section
-        if draft is None:
-            timing = self.clock.time_budget(trace, until)
-            draft = gen.generate(question, kept, on_token=on_token, **timing)
-            self.clock.note_cut(draft, trace)
+        timing = self.clock.time_budget(trace, until)
+        draft = gen.generate(question, kept, on_token=on_token, **timing)
+        self.clock.note_cut(draft, trace)
+        trace.add_ms("generate", elapsed_ms(t))
+        trace.add_generation(draft)
+        return draft, kept
+
+    def _extract(
+        self,
+        question: str,
+        chunks: Callable[[], list[tuple[int, Chunk]]],
+        trace: Trace,
+        on_token: Callable[[str], Any] | None,
+    ) -> tuple[Draft, list[Hit]]:
+        """Without a language model: the sentences ``findings.pick`` takes over every chunk
+        become the sources (one per chunk, in document order), and the answerer quotes them;
+        an overview question starts with the document's title."""
+        t = time.perf_counter()
+        pairs = chunks()
+        trace.add_ms("map", elapsed_ms(t))
+        t = time.perf_counter()
+        hits = [Hit(chunk=c, score=1.0, row=row) for row, c in pairs]
+        overview = asks_overview(question)
+        picks = pick(question, hits, overview=overview, kinds=section_kinds([c for _, c in pairs]))
+        kept = quoted_sources(hits, picks)
+        trace.add_ms("compress", elapsed_ms(t))
+        trace.set_context([h.chunk.text for h in kept], self.context_tokens(kept))
+        t = time.perf_counter()
+        title = document_title([h.chunk for h in kept]) if overview else ""
+        lead = f"{title}: " if title else ""
+        if lead and on_token is not None:
+            on_token(lead)
+        draft = self.generator.summarize(kept, on_token=on_token)
+        if draft is None:  # a generator without a model of its own summary
+            draft = self.generator.generate(question, kept, on_token=on_token)
+        elif lead and kept:
+            draft = replace(draft, text=lead + draft.text)
         trace.add_ms("generate", elapsed_ms(t))
         trace.add_generation(draft)
         return draft, kept
@@ -136,10 +185,14 @@ class CollectionSummary:
 
 
 def sections(chunks: list[tuple[int, Chunk]]) -> list[list[tuple[int, Chunk]]]:
-    """The ``(vector row, chunk)`` pairs grouped by (document, section), in store order;
-    beyond ``MAX_SECTIONS``, the largest (most text), still in document order."""
+    """The ``(vector row, chunk)`` pairs grouped by (document, section), in store order, less
+    the sections a summary never reads (references, acknowledgements, appendices, prompts:
+    ``findings.section_kinds``) unless nothing else is left; beyond ``MAX_SECTIONS``, the
+    largest (most text), still in document order."""
+    kinds = section_kinds([c for _, c in chunks])
+    read = [pair for pair, kind in zip(chunks, kinds, strict=True) if ROLES[kind] != "excluded"]
     by_section: dict[tuple[str, str], list[tuple[int, Chunk]]] = {}
-    for row, c in chunks:
+    for row, c in read or chunks:
         by_section.setdefault((c.doc_id, c.section), []).append((row, c))
     groups = list(by_section.values())
     if len(groups) > MAX_SECTIONS:
@@ -172,3 +225,23 @@ def merged(hits: list[Hit]) -> Chunk:
         page_end=max(h.chunk.page_end for h in hits),
         sentences=tuple(spans) if spans is not None else None,
     )
+
+
+def quoted_sources(hits: list[Hit], picks: list[Pick]) -> list[Hit]:
+    """One source per hit that ``picks`` quote, in their order, its text cut to the picked
+    sentences (a paragraph each, sentence spans kept); same chunk id, pages and section, so the
+    citations still map back to the document."""
+    by_source: dict[int, list[Pick]] = {}
+    for p in picks:
+        by_source.setdefault(p.n, []).append(p)
+    out = []
+    for n, mine in by_source.items():
+        hit = hits[n - 1]
+        parts = [p.text for p in mine]
+        spans, at = [], 0
+        for text in parts:
+            spans.append((at, at + len(text)))
+            at += len(text) + 2
+        chunk = replace(hit.chunk, text="\n\n".join(parts), sentences=tuple(spans))
+        out.append(replace(hit, chunk=chunk))
+    return out

@@ -11,7 +11,7 @@ source sentences the scorer supports, as below; its confidence is then the score
 abstains only when the span is under the bar and no sentence is supported either — or, with
 ``generator.unsure = "abstain"``, whenever the span is under the bar. Without the
 reader (its model missing or broken) it quotes the supported sentences. Summaries quote
-central sentences.
+central sentences of the sections that state findings (``findings``).
 
 Every sentence of the sources is a candidate (split with ``chunking.sentences``, cut at
 paragraph breaks). The learned scorer (``sentence_scorer``: stemmed IDF-weighted overlap,
@@ -26,12 +26,15 @@ the quote holds the answer is below ``min_confidence``. The draft carries that p
 
 Headings and questions are context, never quoted. Sentences that read as instructions to a
 model ("ignore previous instructions", "system prompt", …) are never quoted. Summaries quote
-the most central sentences (TextRank over the sentences' term vectors), never a heading.
+the sentences ``findings.pick`` takes: central (TextRank over the sentences' term vectors), in a
+summary, findings or conclusions section rather than references or an appendix, never a
+heading, caption, prompt line or code.
 Deterministic.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Callable
@@ -62,8 +65,6 @@ MAX_SENTENCES = 3
 # reranker read 8 candidates; a deeper context is ranked lexically)
 DENSE_SOURCES = 8
 SUMMARY_DAMPING = 0.85
-SUMMARY_OVERLAP = 0.5  # a summary sentence sharing this much with one picked is left out
-SUMMARY_SENTENCES = 3  # a summary of few sources quotes at least this many sentences
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _INJECTION = re.compile(
@@ -257,37 +258,20 @@ class ExtractiveGenerator(BaseGenerator):
         return chosen, confidence
 
     def summarize(
-        self, hits: list[Hit], on_token: Callable[[str], Any] | None = None, per_source: int = 1
+        self,
+        hits: list[Hit],
+        on_token: Callable[[str], Any] | None = None,
+        question: str | None = None,
     ) -> Draft:
-        """An extractive summary: the ``per_source`` most central sentences of each source
-        (at least ``SUMMARY_SENTENCES`` in all), by TextRank over the term vectors of all of
-        them, in source order, cited; never a heading."""
+        """An extractive summary of ``hits``: the sentences ``findings.pick`` takes for
+        ``question`` (None: the key findings) — central, in a summary or findings section
+        rather than references, an appendix or a prompt, never a heading, caption or code —
+        in source order, each cited."""
+        from fathom.stages.generate.findings import pick
+
         t0 = time.perf_counter()
-        cands = [c for c in candidates(hits) if c.quotable]
-        # per_source from each source, and SUMMARY_SENTENCES in all when the sources are few
-        quota = max(per_source, 1, -(-SUMMARY_SENTENCES // max(1, len(hits))))
-        # (source, paragraph) of each sentence: a paragraph starts at its lead sentence
-        paragraph = {}
-        para = 0
-        for i, c in enumerate(cands):
-            para += i > 0 and (c.lead == 0 or cands[i - 1].n != c.n)
-            paragraph[c.n, c.pos] = para
-        ranked = central(cands, len(cands))  # most central first
-        taken: dict[int, int] = {}
-        picked: list[Candidate] = []
-        covered: set[int] = set()
-        # First the most central sentence of each paragraph, then the rest by centrality.
-        for first_pass in (True, False):
-            for c in ranked:
-                if taken.get(c.n, 0) >= quota or any(c is p or _similar(c, p) for p in picked):
-                    continue  # the source's share is full, or it says what one picked says
-                if first_pass and paragraph[c.n, c.pos] in covered:
-                    continue
-                taken[c.n] = taken.get(c.n, 0) + 1
-                picked.append(c)
-                covered.add(paragraph[c.n, c.pos])
-        quoted = [(c.n, c.text) for c in sorted(picked, key=lambda c: (c.n, c.pos))]
-        return self._quote("Summarize the sources.", hits, quoted, on_token, t0)
+        quoted = [(p.n, p.text) for p in pick(question, hits)]
+        return self._quote(question or "Summarize the sources.", hits, quoted, on_token, t0)
 
     def generate(
         self,
@@ -417,50 +401,61 @@ def _overlap_choice(cands: list[Candidate], own) -> list[tuple[float, int, str]]
     return [(float(own[best]), cands[best].n, cands[best].text)]
 
 
-def _similar(a: Candidate, b: Candidate) -> bool:
-    """Whether two sentences share most of their terms (Jaccard ≥ ``SUMMARY_OVERLAP``)."""
-    union = a.terms | b.terms
-    return bool(union) and len(a.terms & b.terms) / len(union) >= SUMMARY_OVERLAP
-
-
 def central(cands: list[Candidate], n: int) -> list[Candidate]:
-    """The ``n`` most central of ``cands``: TextRank (PageRank with damping
+    """The ``n`` most central of ``cands`` by ``textrank``, most central first."""
+    rank = textrank(cands)
+    order = sorted(range(len(cands)), key=lambda i: (-rank[i], cands[i].n, cands[i].pos))
+    return [cands[i] for i in order[:n]]
+
+
+def textrank(cands: list[Candidate]) -> Any:
+    """Each candidate's centrality (an array summing to 1): TextRank (PageRank with damping
     ``SUMMARY_DAMPING``) over the cosine similarities of their IDF-weighted term vectors, its
     random jumps weighted 1 / (1 + place in its paragraph), as a paragraph's lead sentence tends
     to state what it is about."""
     import numpy as np
 
-    if len(cands) <= 1:
-        return list(cands[:n])
-    vocab: dict[str, int] = {}
+    if not cands:
+        return np.zeros(0)
+    df: dict[str, int] = {}
     for c in cands:
         for t in c.terms:
-            vocab.setdefault(t, len(vocab))
-    if not vocab:
-        return list(cands[:n])
-    m = np.zeros((len(cands), len(vocab)))
+            df[t] = df.get(t, 0) + 1
+    n = len(cands)
+    idf = {t: math.log((1 + n) / (1 + d)) + 1.0 for t, d in df.items()}
+    # Only terms two sentences share add to a dot product; every term counts in the norms.
+    vocab: dict[str, int] = {}
+    rows: list[int] = []
+    cols: list[int] = []
+    norms = np.zeros(n)
     for i, c in enumerate(cands):
         for t in c.terms:
-            m[i, vocab[t]] = 1.0
-    idf = np.log((1 + len(cands)) / (1 + m.sum(axis=0))) + 1.0
-    m *= idf
-    norms = np.linalg.norm(m, axis=1, keepdims=True)
-    m = m / np.where(norms > 0, norms, 1.0)
-    sim = m @ m.T
+            norms[i] += idf[t] ** 2
+            if df[t] > 1:
+                rows.append(i)
+                cols.append(vocab.setdefault(t, len(vocab)))
+    if n == 1 or not vocab:
+        return np.full(n, 1.0 / n)
+    m = np.zeros((n, len(vocab)), dtype=np.float32)
+    m[rows, cols] = 1.0
+    m *= np.array([idf[t] for t in vocab], dtype=np.float32)
+    norms = np.sqrt(norms)[:, None]
+    m = m / np.where(norms > 0, norms, 1.0).astype(np.float32)
+    sim = (m @ m.T).astype(np.float64)
     np.fill_diagonal(sim, 0.0)
-    rows = sim.sum(axis=1, keepdims=True)
-    walk = np.where(rows > 0, sim / np.where(rows > 0, rows, 1.0), 1.0 / len(cands))
+    rows_sum = sim.sum(axis=1, keepdims=True)
+    walk = np.where(rows_sum > 0, sim / np.where(rows_sum > 0, rows_sum, 1.0), 1.0 / n)
     jump = np.array([1.0 / (1 + c.lead) for c in cands])
     jump /= jump.sum()
-    rank = np.full(len(cands), 1.0 / len(cands))
+    rank = np.full(n, 1.0 / n)
+    walk_t = np.ascontiguousarray(walk.T)
     for _ in range(100):
-        nxt = (1 - SUMMARY_DAMPING) * jump + SUMMARY_DAMPING * (walk.T @ rank)
+        nxt = (1 - SUMMARY_DAMPING) * jump + SUMMARY_DAMPING * (walk_t @ rank)
         if np.abs(nxt - rank).sum() < 1e-9:
             rank = nxt
             break
         rank = nxt
-    order = sorted(range(len(cands)), key=lambda i: (-rank[i], cands[i].n, cands[i].pos))
-    return [cands[i] for i in order[:n]]
+    return rank
 
 
 def doctor_check(cfg: Config, native_check: bool = True) -> list[Check]:
