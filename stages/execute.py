@@ -52,11 +52,12 @@ def _from_metadata(
     parts: Parts, prepared: Prepared, plan: Plan, trace: Trace, on_token: TokenSink | None
 ) -> tuple[list[Hit], Any, Any] | None:
     """A metadata question answered from the document's own metadata (``stages.metadata``),
-    citing the page it was read from; None when the question is not one or the document does
-    not state the field."""
-    from fathom.stages.metadata import metadata_answer
+    citing the page it was read from, or a question about pages past the end of the document
+    answered as not answered; None when the question is neither (or the document does not
+    state the field)."""
+    from fathom.stages.metadata import metadata_answer, missing_pages_answer
 
-    found = metadata_answer(parts, prepared)
+    found = metadata_answer(parts, prepared) or missing_pages_answer(parts, prepared)
     if found is None:
         return None
     used, draft = found
@@ -64,7 +65,10 @@ def _from_metadata(
         on_token(draft.text)
     trace.set_context([h.chunk.text for h in used], parts.context_tokens(used))
     trace.add_ms("generate", draft.ms)
-    trace.note("a metadata question: answered from the document's metadata, read at ingest")
+    if found[1].abstained:
+        trace.note("the question asks about pages past the end of the document")
+    else:
+        trace.note("a metadata question: answered from the document's metadata, read at ingest")
     conf = parts.scorer.score(draft, used, parts.vectors(used))
     trace.add_round(plan.decision.k, draft, conf, len(used))
     return used, draft, conf

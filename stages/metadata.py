@@ -114,3 +114,43 @@ def _join(names: tuple[str, ...]) -> str:
     if len(names) <= 2:
         return " and ".join(names)
     return ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def missing_pages_answer(parts: Parts, prepared: Prepared) -> tuple[list[Hit], Draft] | None:
+    """``(sources, draft)`` saying the document does not say, when the question asks about
+    pages (or slides) past the end of its only document ("In the picture on page 50, …" of a
+    20-page report); None otherwise. The best-ranked passages are listed as related."""
+    kind = prepared.kind
+    named = [p for p in (kind.pages if kind is not None else ()) if p > 0]
+    if not named:
+        return None
+    entries = [d for d in parts.collection.manifest.documents if d.status == "ok"]
+    docs = prepared.docs
+    if docs is not None and len(docs.documents) == 1:
+        entries = [d for d in entries if d.doc_id == docs.documents[0].doc_id]
+    if len(entries) != 1 or entries[0].pages <= 0:
+        return None  # several documents, or one without pages: no page count to hold it to
+    pages = entries[0].pages
+    if min(named) <= pages:
+        return None
+    t0 = time.perf_counter()
+    asked = ", ".join(str(p) for p in named[:3]) + (" …" if len(named) > 3 else "")
+    text = (
+        f"I don't know — the document does not say: it has {pages} page"
+        f"{'s' if pages != 1 else ''}, and the question asks about page {asked}."
+    )
+    used = list(prepared.probe.hits[:3])
+    draft = Draft(
+        text=text,
+        citations=(),
+        prompt_tokens=0,
+        completion_tokens=0,
+        backend=parts.generator.name,
+        model="document pages",
+        finish_reason="stop",
+        ms=(time.perf_counter() - t0) * 1000,
+        confidence=0.0,
+        abstained=True,
+        related=tuple(range(1, len(used) + 1)),
+    )
+    return used, draft

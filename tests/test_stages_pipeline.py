@@ -123,9 +123,12 @@ def test_ask_json_matches_the_documented_schema(tmp_path: Path, minilm) -> None:
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     jsonschema.validate(data, schema)
-    assert data["schema_version"] == 10
+    assert data["schema_version"] == 11
     assert data["trace"]["tokens"]["context_read"] >= data["trace"]["tokens"]["context"]
     assert data["citations"][0]["pages"] == "2"
+    # The kind of answer wanted, and the short answer: the reader's span.
+    assert data["kind"] == "factoid" and data["trace"]["answer_kind"]["name"] == "factoid"
+    assert data["short_answer"] == "chunks" and data["abstained"] is False
     # A plain question, not a summary request: the reader's span, then the sentence it quotes.
     head, _, sentence = data["answer"].split(" [")[0].partition(" — ")
     assert head == "chunks" and sentence, data["answer"]

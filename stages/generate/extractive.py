@@ -65,6 +65,12 @@ MAX_SENTENCES = 3
 # reranker read 8 candidates; a deeper context is ranked lexically)
 DENSE_SOURCES = 8
 SUMMARY_DAMPING = 0.85
+# The sources read answer a question only when they hold this share of its own weighted words;
+# without a sure span, this larger share (``shapes.coverage``; fitted on questions known to be
+# unanswerable, docs/answers.md).
+MIN_COVERAGE = 0.5
+MIN_COVERAGE_UNSURE = 0.75
+RELATED = 3  # an abstention lists this many of the best-ranked sources as related
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _INJECTION = re.compile(
@@ -280,12 +286,142 @@ class ExtractiveGenerator(BaseGenerator):
         on_token: Callable[[str], Any] | None = None,
         time_budget_ms: float | None = None,
     ) -> Draft:
-        """The reader's span, its sentence and the supported quotes after it (``Unsure:`` first
-        under the reader's bar, or no answer there with ``unsure = "abstain"``), else the best
-        1–3 sentences quoted, each with its ``[n]`` citation, or that the sources do not
-        answer; ``on_token`` receives the text, or each quoted sentence."""
+        """The answer in the shape the question's kind wants (``router.answer_kind``;
+        ``shapes``): a list's items, a count, a number, else the reader's span, its sentence and
+        the supported quotes after it (``Unsure:`` first under the reader's bar, or no answer
+        there with ``unsure = "abstain"``), else the best 1–3 sentences quoted, each with its
+        ``[n]`` citation; or that the sources do not answer, with the closest passages as
+        ``related``, when the sources read lack the question's own words or it asks what only
+        a picture shows and no sure span answers it. ``on_token`` receives the text, or each
+        quoted sentence."""
+        from fathom.router.answer_kind import answer_kind
+
         t0 = time.perf_counter()
+        kind = answer_kind(question)
         span = self._read_span(question, hits)
+        if hits and self._not_answered(question, kind, span, hits):
+            return self._abstain(question, hits, on_token, t0)
+        sure = span is not None and span.sure
+        if kind.name == "table" or (kind.name in ("number", "count") and not sure):
+            cell = self._cell(question, hits, span, on_token, t0)
+            if cell is not None:
+                return cell
+        if kind.name in ("list", "count"):
+            listed = self._listed(question, kind.name, hits, span, on_token, t0)
+            if listed is not None:
+                return listed
+        draft = self._answer(question, hits, span, on_token, t0)
+        return _with_short(draft, kind.name, span)
+
+    def _not_answered(self, question: str, kind: Any, span: Any, hits: list[Hit]) -> bool:
+        """Whether the sources read do not answer ``question``: they hold under
+        ``MIN_COVERAGE`` of its own weighted words, or, without a sure span, under
+        ``MIN_COVERAGE_UNSURE`` of them or it asks what only a picture or the layout shows."""
+        from fathom.stages.generate.shapes import coverage
+
+        if kind.name == "summary":
+            return False
+        held = coverage(question, hits)
+        if held < MIN_COVERAGE:
+            return True
+        if self._reader() is None:
+            return False  # no reader, no span to be sure of: the quotes' own bar decides
+        sure = span is not None and span.sure
+        return not sure and (held < MIN_COVERAGE_UNSURE or kind.visual)
+
+    def _abstain(
+        self, question: str, hits: list[Hit], on_token: Callable[[str], Any] | None, t0: float
+    ) -> Draft:
+        """That the sources do not answer, with the best-ranked sources as ``related``."""
+        import dataclasses
+
+        draft = self._quote(question, hits, [], on_token, t0)
+        related = tuple(range(1, min(RELATED, len(hits)) + 1))
+        return dataclasses.replace(draft, abstained=True, related=related, confidence=0.0)
+
+    def _cell(
+        self,
+        question: str,
+        hits: list[Hit],
+        span: Any,
+        on_token: Callable[[str], Any] | None,
+        t0: float,
+    ) -> Draft | None:
+        """The table cell the question names by its row and column (``shapes.table_cell``):
+        its value, its labels and the row it stands in, cited; None when no table has both."""
+        from fathom.stages.generate.shapes import table_cell
+
+        cell = table_cell(question, hits)
+        if cell is None:
+            return None
+        text = f'{cell.text} — "{cell.line}" [{cell.n}]'
+        if on_token is not None:
+            on_token(text)
+        return Draft(
+            text=text,
+            citations=(cell.n,),
+            prompt_tokens=self.prompt_tokens(question, hits),
+            completion_tokens=estimate_words(text),
+            backend=self.name,
+            model=self.model,
+            finish_reason="stop",
+            ms=(time.perf_counter() - t0) * 1000,
+            short=cell.value,
+        )
+
+    def _listed(
+        self,
+        question: str,
+        kind: str,
+        hits: list[Hit],
+        span: Any,
+        on_token: Callable[[str], Any] | None,
+        t0: float,
+    ) -> Draft | None:
+        """A list question's items, one a line, each cited; a count question's number (the
+        reader's span when it states one, else the items counted, named). None when no list is
+        found (the answer is then the span's)."""
+        from fathom.stages.generate.shapes import list_items, number_in
+
+        if kind == "count" and span is not None and span.sure and number_in(span.text):
+            return None  # the span states the count: answered as a number below
+        items = list_items(
+            question, hits, span.sentence if span is not None else "", span.n if span else 0
+        )
+        if len(items) < 2:
+            return None
+        lines = [f"- {item.text} [{item.n}]" for item in items]
+        if kind == "count":
+            text = f"{len(items)} — counted in the sources:\n" + "\n".join(lines)
+            short: str | tuple[str, ...] = str(len(items))
+        else:
+            text = "\n".join(lines)
+            short = tuple(item.text for item in items)
+        if on_token is not None:
+            on_token(text)
+        return Draft(
+            text=text,
+            citations=tuple(dict.fromkeys(item.n for item in items)),
+            prompt_tokens=self.prompt_tokens(question, hits),
+            completion_tokens=estimate_words(text),
+            backend=self.name,
+            model=self.model,
+            finish_reason="stop",
+            ms=(time.perf_counter() - t0) * 1000,
+            confidence=None if span is None else round(span.probability, 4),
+            span=None if span is None else span.to_dict(hits[span.n - 1]),
+            short=short,
+        )
+
+    def _answer(
+        self,
+        question: str,
+        hits: list[Hit],
+        span: Any,
+        on_token: Callable[[str], Any] | None,
+        t0: float,
+    ) -> Draft:
+        """The reader's span, its sentence and the supported quotes after it, or the quotes."""
         if span is not None and span.sure:
             # The sentences the scorer would quote stand behind the span as further evidence.
             # The lexical scorer picks them: the dense one would embed every sentence of every
@@ -390,6 +526,21 @@ class ExtractiveGenerator(BaseGenerator):
             finish_reason="stop",
             ms=(time.perf_counter() - t0) * 1000,
         )
+
+
+def _with_short(draft: Draft, kind: str, span: Any) -> Draft:
+    """``draft`` with its short answer: for a number, count or table question the number in
+    the span (else in its sentence, nearest the span); otherwise the span's text."""
+    import dataclasses
+
+    from fathom.stages.generate.shapes import number_in
+
+    if span is None or not draft.citations:
+        return draft
+    short = span.text
+    if kind in ("number", "count", "table"):
+        short = number_in(span.text) or number_in(span.sentence, near=span.text) or span.text
+    return dataclasses.replace(draft, short=short)
 
 
 def _overlap_choice(cands: list[Candidate], own) -> list[tuple[float, int, str]]:
