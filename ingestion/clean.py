@@ -301,9 +301,8 @@ def make_document(
     ocr_pages: tuple[int, ...] = (),
     meta: DocMeta | None = None,
 ) -> Document:
-    """A Document with content-derived ids and the title rule: metadata, first heading, stem.
-    ``meta`` (what the file's properties and title block say) gets what the opening text
-    states where it has nothing: the first heading as title, a date line, a version line."""
+    """A Document with content-derived ids and the title rule: metadata, first heading, stem;
+    ``meta`` is what the document says about itself (``ingestion.metadata``)."""
     sha = hashlib.sha256(data).hexdigest()
     title = sensible_title(meta_title)
     if not title and assembled.headings:
@@ -321,16 +320,5 @@ def make_document(
         sections=assembled.sections,
         warnings=tuple(warnings),
         ocr_pages=ocr_pages,
-        meta=_with_text(meta or DocMeta(), assembled),
+        meta=meta or DocMeta(),
     )
-
-
-def _with_text(meta: DocMeta, assembled: Assembled) -> DocMeta:
-    # imported here: meta_values reads titles with this module's sensible_title
-    from fathom.ingestion.meta_values import with_text_fallback
-
-    first = assembled.headings[0] if assembled.headings else ""
-    try:
-        return with_text_fallback(meta, assembled.text, first)
-    except Exception:  # metadata never fails a load: keep what the properties gave
-        return meta

@@ -18,7 +18,7 @@ from fathom.core.base import Document
 from fathom.core.errors import ParseError
 from fathom.ingestion.clean import Block, assemble, make_document
 from fathom.ingestion.html import BOOK_SKIP, html_blocks
-from fathom.ingestion.metadata import epub_properties, guarded
+from fathom.ingestion.metadata import epub_properties, guarded, with_text
 from fathom.ingestion.word import ArchiveLoader
 
 _RESAVE = "re-export it as EPUB (e.g. with Calibre), or convert it to PDF"
@@ -58,7 +58,9 @@ class EpubLoader(ArchiveLoader):
             raise ParseError(name, "no text in any chapter", "the book holds only pictures?")
         title = meta[0][0] if meta else ""
         meta = guarded(epub_properties, book)
-        return make_document(path, data, self.format, assembled, meta_title=title, meta=meta)
+        return make_document(
+            path, data, self.format, assembled, meta_title=title, meta=with_text(meta, assembled)
+        )
 
 
 def _refuse_drm(name: str, data: bytes) -> None:

@@ -21,7 +21,7 @@ from fathom.ingestion.clean import (
     read_source,
     table_row,
 )
-from fathom.ingestion.metadata import guarded, html_properties
+from fathom.ingestion.metadata import guarded, html_properties, with_text
 from fathom.ingestion.options import LoadOptions
 
 _HEADING = re.compile(r"^h([1-6])$")
@@ -75,7 +75,9 @@ class HtmlLoader:
                 "to PDF",
             )
         meta = guarded(html_properties, root, data)
-        return make_document(path, data, self.format, assembled, meta_title=title, meta=meta)
+        return make_document(
+            path, data, self.format, assembled, meta_title=title, meta=with_text(meta, assembled)
+        )
 
 
 def parse_html(name: str, data: bytes) -> Any:

@@ -21,7 +21,7 @@ from fathom.ingestion.clean import (
     make_document,
     read_source,
 )
-from fathom.ingestion.metadata import guarded, title_block
+from fathom.ingestion.metadata import guarded, title_block, with_text
 from fathom.ingestion.ocr import OCR_INSTALL, engine, layout_page, ocr_problem
 from fathom.ingestion.options import LoadOptions
 from fathom.ingestion.page_words import ocr_words
@@ -101,17 +101,11 @@ class ImageLoader:
         mark_layout(pages, [], read)
         blocks = [b for page in pages for b in page_blocks(page)]
         assembled = mark_ocr_sections(assemble(blocks, n_pages=len(pages)), read)
-        title = layout_title(pages, read)
+        title, meta = layout_title(pages, read), guarded(title_block, pages)
         return make_document(
-            path,
-            data,
-            self.format,
-            assembled,
-            meta_title=title,
-            warnings=warnings,
-            ocr_pages=read,
-            meta=guarded(title_block, pages),
-        )
+            path, data, self.format, assembled, meta_title=title, warnings=warnings, ocr_pages=read,
+            meta=with_text(meta, assembled),
+        )  # fmt: skip
 
 
 @contextlib.contextmanager

@@ -24,6 +24,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 from fathom.core.base import DocMeta
+from fathom.ingestion.clean import Assembled
 from fathom.ingestion.meta_values import (
     PROPERTIES,
     Found,
@@ -51,6 +52,7 @@ __all__ = [
     "office_properties",
     "pdf_properties",
     "title_block",
+    "with_text",
     "with_text_fallback",
 ]
 
@@ -273,3 +275,13 @@ def epub_properties(book: Any) -> DocMeta:
     publishers = values("publisher")
     found.put("organisation", good_organisation(publishers[0]) if publishers else "", PROPERTIES)
     return found.meta()
+
+
+def with_text(meta: DocMeta, assembled: Assembled) -> DocMeta:
+    """``meta`` with what the assembled document's opening text states where ``meta`` has
+    nothing (``with_text_fallback``); ``meta`` itself when that fails."""
+    first = assembled.headings[0] if assembled.headings else ""
+    try:
+        return with_text_fallback(meta, assembled.text, first)
+    except Exception:  # metadata never fails a load: keep what the properties gave
+        return meta

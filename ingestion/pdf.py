@@ -23,7 +23,7 @@ from fathom.ingestion.clean import (
     sensible_title,
     table_row,
 )
-from fathom.ingestion.metadata import guarded, merge, pdf_properties, title_block
+from fathom.ingestion.metadata import guarded, merge, pdf_properties, title_block, with_text
 from fathom.ingestion.options import LoadOptions
 from fathom.ingestion.pdf_layout import (
     MIN_RULE,
@@ -125,7 +125,7 @@ class PdfLoader:
             meta_title=meta_title,
             warnings=warnings,
             ocr_pages=ocr_pages,
-            meta=meta,
+            meta=with_text(meta, assembled),
         )
 
     def _unlock(self, name: str, doc: Any) -> None:

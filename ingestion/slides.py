@@ -19,7 +19,7 @@ from fathom.ingestion.clean import (
     make_document,
     table_row,
 )
-from fathom.ingestion.metadata import guarded, office_properties
+from fathom.ingestion.metadata import guarded, office_properties, with_text
 from fathom.ingestion.word import ArchiveLoader
 
 NOTES_MARK = "Speaker notes:"
@@ -52,7 +52,14 @@ class PptxLoader(ArchiveLoader):
         if not assembled.text.strip():
             raise ParseError(name, "no text on any slide", "the slides hold only pictures?")
         meta = guarded(office_properties, prs.core_properties, data)
-        return make_document(path, data, self.format, assembled, meta_title=meta_title, meta=meta)
+        return make_document(
+            path,
+            data,
+            self.format,
+            assembled,
+            meta_title=meta_title,
+            meta=with_text(meta, assembled),
+        )
 
 
 def _open(name: str, data: bytes) -> Any:

@@ -21,7 +21,13 @@ from fathom.ingestion.clean import (
     read_source,
     table_row,
 )
-from fathom.ingestion.metadata import docx_title_block, guarded, merge, office_properties
+from fathom.ingestion.metadata import (
+    docx_title_block,
+    guarded,
+    merge,
+    office_properties,
+    with_text,
+)
 from fathom.ingestion.options import LoadOptions
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
@@ -169,7 +175,13 @@ class DocxLoader(ArchiveLoader):
             ]
         )
         return make_document(
-            path, data, self.format, assembled, meta_title=meta_title, warnings=warnings, meta=meta
+            path,
+            data,
+            self.format,
+            assembled,
+            meta_title=meta_title,
+            warnings=warnings,
+            meta=with_text(meta, assembled),
         )
 
 
