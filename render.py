@@ -414,13 +414,7 @@ def render_answer(answer, streamed: bool = False, as_json: bool = False, shown=N
     if answer.related:
         out.print(related_table(answer))
     d, conf = tr.decision, answer.confidence
-    out.print(
-        f"[bold]Decision[/bold] {tr.query_type.replace('_', '-')} question · policy "
-        f"{d.policy if d else '-'} · k = {d.k if d else 0} · {d.reason if d else ''}",
-        highlight=False,
-    )
-    if tr.answer_kind:
-        out.print(f"[bold]Kind[/bold] {plain(kind_note(answer))}", highlight=False)
+    print_decision(out, answer)
     if d is not None and d.cost:
         out.print(f"[bold]Trade[/bold] {plain(d.cost['trade'])}", highlight=False)
     if tr.docs:
@@ -453,6 +447,20 @@ def render_answer(answer, streamed: bool = False, as_json: bool = False, shown=N
     )
     for notice in tr.notices:
         out.print("[yellow]note[/yellow]", plain(notice), highlight=False)
+
+
+def print_decision(out: Any, answer: Any) -> None:
+    """The report's Decision line (the query type, the depth policy and why this k) and Kind
+    line (the kind of answer wanted and what the answer gave)."""
+    tr = answer.trace
+    d = tr.decision
+    out.print(
+        f"[bold]Decision[/bold] {tr.query_type.replace('_', '-')} question · policy "
+        f"{d.policy if d else '-'} · k = {d.k if d else 0} · {d.reason if d else ''}",
+        highlight=False,
+    )
+    if tr.answer_kind:
+        out.print(f"[bold]Kind[/bold] {plain(kind_note(answer))}", highlight=False)
 
 
 def kind_note(answer: Any) -> str:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from fathom.core.base import DepthPolicy, Probe
 from fathom.core.errors import FathomError
+from fathom.router.answer_kind import answer_kind
 from fathom.stages.records import PortfolioLists, Prepared, elapsed_ms
 
 if TYPE_CHECKING:
@@ -39,7 +40,6 @@ def prepare(
     multi-hop strategy's further hops) to at least ``depth`` hits, in the documents the
     patterns ``docs`` select (all without any). ``retrieve=False`` stops after classifying."""
     from fathom.index.doc_filter import select_documents
-    from fathom.router.answer_kind import answer_kind
     from fathom.router.strategy import probe_depth, strategy_for
 
     question = question.strip()
@@ -56,13 +56,11 @@ def prepare(
     classifier = parts.classifier  # built first: it says whether it embeds on its own
     own = parts.classifier_embeds  # its own embedder: not the collection's vector
     qtype, probs = classifier.classify(question, embedding=None if own else qvec)
-    strategy = strategy_for(qtype, question)
-    kind = answer_kind(question)
+    strategy, kind = strategy_for(qtype, question), answer_kind(question)
     stages["classify"] = elapsed_ms(t)
 
     hops: list[str] = []
-    portfolio = None
-    probe = Probe(query=question, hits=(), timings_ms={})
+    portfolio, probe = None, Probe(query=question, hits=(), timings_ms={})
     if retrieve:
         depth = probe_depth(strategy.k_max, parts.cfg.rerank.candidates, depth)
         t = time.perf_counter()

@@ -65,12 +65,6 @@ MAX_SENTENCES = 3
 # reranker read 8 candidates; a deeper context is ranked lexically)
 DENSE_SOURCES = 8
 SUMMARY_DAMPING = 0.85
-# The sources read answer a question only when they hold this share of its own weighted words;
-# without a sure span, this larger share (``shapes.coverage``; fitted on questions known to be
-# unanswerable, docs/answers.md).
-MIN_COVERAGE = 0.5
-MIN_COVERAGE_UNSURE = 0.75
-RELATED = 3  # an abstention lists this many of the best-ranked sources as related
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _INJECTION = re.compile(
@@ -295,39 +289,18 @@ class ExtractiveGenerator(BaseGenerator):
         a picture shows and no sure span answers it. ``on_token`` receives the text, or each
         quoted sentence."""
         from fathom.router.answer_kind import answer_kind
+        from fathom.stages.generate.kinds import not_answered, shaped, with_short
 
         t0 = time.perf_counter()
         kind = answer_kind(question)
         span = self._read_span(question, hits)
-        if hits and self._not_answered(question, kind, span, hits):
+        if not_answered(question, kind, span, hits, reader=self._reader() is not None):
             return self._abstain(question, hits, on_token, t0)
-        sure = span is not None and span.sure
-        if kind.name == "table" or (kind.name in ("number", "count") and not sure):
-            cell = self._cell(question, hits, span, on_token, t0)
-            if cell is not None:
-                return cell
-        if kind.name in ("list", "count"):
-            listed = self._listed(question, kind.name, hits, span, on_token, t0)
-            if listed is not None:
-                return listed
+        shape = shaped(question, kind, span, hits)
+        if shape is not None:
+            return self._shaped_draft(question, hits, span, shape, on_token, t0)
         draft = self._answer(question, hits, span, on_token, t0)
-        return _with_short(draft, kind.name, span)
-
-    def _not_answered(self, question: str, kind: Any, span: Any, hits: list[Hit]) -> bool:
-        """Whether the sources read do not answer ``question``: they hold under
-        ``MIN_COVERAGE`` of its own weighted words, or, without a sure span, under
-        ``MIN_COVERAGE_UNSURE`` of them or it asks what only a picture or the layout shows."""
-        from fathom.stages.generate.shapes import coverage
-
-        if kind.name == "summary":
-            return False
-        held = coverage(question, hits)
-        if held < MIN_COVERAGE:
-            return True
-        if self._reader() is None:
-            return False  # no reader, no span to be sure of: the quotes' own bar decides
-        sure = span is not None and span.sure
-        return not sure and (held < MIN_COVERAGE_UNSURE or kind.visual)
+        return with_short(draft, kind.name, span)
 
     def _abstain(
         self, question: str, hits: list[Hit], on_token: Callable[[str], Any] | None, t0: float
@@ -335,82 +308,35 @@ class ExtractiveGenerator(BaseGenerator):
         """That the sources do not answer, with the best-ranked sources as ``related``."""
         import dataclasses
 
+        from fathom.stages.generate.kinds import related
+
         draft = self._quote(question, hits, [], on_token, t0)
-        related = tuple(range(1, min(RELATED, len(hits)) + 1))
-        return dataclasses.replace(draft, abstained=True, related=related, confidence=0.0)
+        return dataclasses.replace(draft, abstained=True, related=related(hits), confidence=0.0)
 
-    def _cell(
+    def _shaped_draft(
         self,
         question: str,
         hits: list[Hit],
         span: Any,
+        shaped: Any,
         on_token: Callable[[str], Any] | None,
         t0: float,
-    ) -> Draft | None:
-        """The table cell the question names by its row and column (``shapes.table_cell``):
-        its value, its labels and the row it stands in, cited; None when no table has both."""
-        from fathom.stages.generate.shapes import table_cell
-
-        cell = table_cell(question, hits)
-        if cell is None:
-            return None
-        text = f'{cell.text} — "{cell.line}" [{cell.n}]'
+    ) -> Draft:
+        """The draft of an answer in its kind's shape (``kinds.Shaped``)."""
         if on_token is not None:
-            on_token(text)
+            on_token(shaped.text)
         return Draft(
-            text=text,
-            citations=(cell.n,),
+            text=shaped.text,
+            citations=shaped.citations,
             prompt_tokens=self.prompt_tokens(question, hits),
-            completion_tokens=estimate_words(text),
+            completion_tokens=estimate_words(shaped.text),
             backend=self.name,
             model=self.model,
             finish_reason="stop",
             ms=(time.perf_counter() - t0) * 1000,
-            short=cell.value,
-        )
-
-    def _listed(
-        self,
-        question: str,
-        kind: str,
-        hits: list[Hit],
-        span: Any,
-        on_token: Callable[[str], Any] | None,
-        t0: float,
-    ) -> Draft | None:
-        """A list question's items, one a line, each cited; a count question's number (the
-        reader's span when it states one, else the items counted, named). None when no list is
-        found (the answer is then the span's)."""
-        from fathom.stages.generate.shapes import list_items, number_in
-
-        if kind == "count" and span is not None and span.sure and number_in(span.text):
-            return None  # the span states the count: answered as a number below
-        items = list_items(
-            question, hits, span.sentence if span is not None else "", span.n if span else 0
-        )
-        if len(items) < 2:
-            return None
-        lines = [f"- {item.text} [{item.n}]" for item in items]
-        if kind == "count":
-            text = f"{len(items)} — counted in the sources:\n" + "\n".join(lines)
-            short: str | tuple[str, ...] = str(len(items))
-        else:
-            text = "\n".join(lines)
-            short = tuple(item.text for item in items)
-        if on_token is not None:
-            on_token(text)
-        return Draft(
-            text=text,
-            citations=tuple(dict.fromkeys(item.n for item in items)),
-            prompt_tokens=self.prompt_tokens(question, hits),
-            completion_tokens=estimate_words(text),
-            backend=self.name,
-            model=self.model,
-            finish_reason="stop",
-            ms=(time.perf_counter() - t0) * 1000,
-            confidence=None if span is None else round(span.probability, 4),
+            confidence=shaped.confidence,
             span=None if span is None else span.to_dict(hits[span.n - 1]),
-            short=short,
+            short=shaped.short,
         )
 
     def _answer(
@@ -528,21 +454,6 @@ class ExtractiveGenerator(BaseGenerator):
         )
 
 
-def _with_short(draft: Draft, kind: str, span: Any) -> Draft:
-    """``draft`` with its short answer: for a number, count or table question the number in
-    the span (else in its sentence, nearest the span); otherwise the span's text."""
-    import dataclasses
-
-    from fathom.stages.generate.shapes import number_in
-
-    if span is None or not draft.citations:
-        return draft
-    short = span.text
-    if kind in ("number", "count", "table"):
-        short = number_in(span.text) or number_in(span.sentence, near=span.text) or span.text
-    return dataclasses.replace(draft, short=short)
-
-
 def _overlap_choice(cands: list[Candidate], own) -> list[tuple[float, int, str]]:
     """Without the shipped scorer (a training run makes it): the quotable sentence with the
     most of the question's term weight, if it holds half of it."""
@@ -578,6 +489,7 @@ def textrank(cands: list[Candidate]) -> Any:
     vocab: dict[str, int] = {}
     rows: list[int] = []
     cols: list[int] = []
+    weights: list[float] = []
     norms = np.zeros(n)
     for i, c in enumerate(cands):
         for t in c.terms:
@@ -585,23 +497,30 @@ def textrank(cands: list[Candidate]) -> Any:
             if df[t] > 1:
                 rows.append(i)
                 cols.append(vocab.setdefault(t, len(vocab)))
+                weights.append(idf[t])
     if n == 1 or not vocab:
         return np.full(n, 1.0 / n)
-    m = np.zeros((n, len(vocab)), dtype=np.float32)
-    m[rows, cols] = 1.0
-    m *= np.array([idf[t] for t in vocab], dtype=np.float32)
-    norms = np.sqrt(norms)[:, None]
-    m = m / np.where(norms > 0, norms, 1.0).astype(np.float32)
-    sim = (m @ m.T).astype(np.float64)
-    np.fill_diagonal(sim, 0.0)
-    rows_sum = sim.sum(axis=1, keepdims=True)
-    walk = np.where(rows_sum > 0, sim / np.where(rows_sum > 0, rows_sum, 1.0), 1.0 / n)
+    # The unit term vectors as a sparse matrix M (row, column, value): the similarities are
+    # M Mᵀ less its diagonal, applied to a vector without ever being formed (a long report
+    # has thousands of sentences).
+    r, k = np.array(rows), np.array(cols)
+    norms = np.sqrt(norms)
+    v = np.array(weights) / np.where(norms > 0, norms, 1.0)[r]
+    self_sim = np.bincount(r, weights=v * v, minlength=n)
+
+    def sim(x: Any) -> Any:
+        per_term = np.bincount(k, weights=v * x[r], minlength=len(vocab))
+        return np.bincount(r, weights=v * per_term[k], minlength=n) - self_sim * x
+
+    degree = sim(np.ones(n))
+    linked = degree > 1e-12
     jump = np.array([1.0 / (1 + c.lead) for c in cands])
     jump /= jump.sum()
     rank = np.full(n, 1.0 / n)
-    walk_t = np.ascontiguousarray(walk.T)
     for _ in range(100):
-        nxt = (1 - SUMMARY_DAMPING) * jump + SUMMARY_DAMPING * (walk_t @ rank)
+        # a step of the walk: along similarities, or anywhere from a sentence with none
+        spread = sim(np.where(linked, rank / np.where(linked, degree, 1.0), 0.0))
+        nxt = (1 - SUMMARY_DAMPING) * jump + SUMMARY_DAMPING * (spread + rank[~linked].sum() / n)
         if np.abs(nxt - rank).sum() < 1e-9:
             rank = nxt
             break
