@@ -16,6 +16,7 @@ from fathom.stages.generate.findings import (
     pick,
     rejection,
     section_kind,
+    section_kinds,
     section_role,
     topic_terms,
 )
@@ -147,6 +148,29 @@ def test_section_kinds_and_roles_from_titles_and_text() -> None:
         "neutral",
         "excluded",
     ]
+
+
+def test_a_title_page_with_an_abstract_and_references_mid_section() -> None:
+    """The abstract under a section titled with the paper's title is the abstract; a chunk
+    that heads the references inside the conclusion's section is references, and every chunk
+    after it is an appendix."""
+    title_page = (
+        "Tide Sensors for Small Harbours\n\nAda Lovelace, Alan Turing\n\nAbstract\n\n" + SUMMARY
+    )
+    hits = _hits(
+        [
+            ("Tide Sensors for Small Harbours", title_page),
+            ("1 Introduction", INTRO),
+            ("6 Conclusion", CONCLUSIONS),
+            ("6 Conclusion", "We thank the crews.\n\n10 REFERENCES Smith, J. and Brown, K."),
+            ("6 Conclusion", REFERENCES),
+            ("B More analysis", FINDINGS),
+        ]
+    )
+    kinds = section_kinds([h.chunk for h in hits])
+    assert kinds == [
+        "abstract", "introduction", "conclusions", "references", "references", "appendix",
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(

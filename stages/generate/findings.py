@@ -126,8 +126,9 @@ _REFERENCES_HEADING = re.compile(
 )
 # "Abstract" or "Executive summary" alone on a line, near the start of an untitled section
 _SUMMARY_HEADING = re.compile(
-    r"^\s*(abstract|executive summary)\s*[:.—–-]?\s*$", re.IGNORECASE | re.MULTILINE
+    r"^\s*(abstract|executive summary)\b(?:\s*[:.—–-]|\s*$)", re.IGNORECASE | re.MULTILINE
 )
+OPENING_SECTIONS = 3  # a document's first sections may hold its abstract under another title
 _THANKS = re.compile(
     r"\bwe (?:thank|are (?:very )?grateful|gratefully|acknowledge)\b|\bsupported (?:in part )?by\b"
     r"|\bgrant (?:no\.?|number)|\bfunded by\b|\bthanks? (?:go|goes) to\b"
@@ -344,27 +345,38 @@ def document_title(chunks: list[Chunk]) -> str:
 
 
 def section_kinds(chunks: list[Chunk]) -> list[str]:
-    """``section_kind`` of each chunk's section, read from the section's first chunk; a chunk
+    """``section_kind`` of each chunk's section, read from the section's first chunk (one of a
+    document's first ``OPENING_SECTIONS`` with "Abstract" or "Executive summary" on a line of
+    its own near its start is that, whatever its title: a title page); a chunk
     that holds its document's references heading or reads as reference entries is
-    ``references`` whatever its section, and every chunk after it in its document that is not
-    excluded already is an ``appendix`` (a paper's appendices follow its references)."""
+    ``references`` whatever its section, as are the rest of that section's chunks; every later
+    chunk of its document that is not excluded already is an ``appendix`` (a paper's
+    appendices follow its references)."""
     first: dict[tuple[str, str], str] = {}
-    after_refs: set[str] = set()
+    after_refs: dict[str, str] = {}  # document → the section its references start in
+    opened: Counter[str] = Counter()  # sections seen per document
     out = []
     for c in chunks:
         key = (c.doc_id, c.section)
         if key not in first:
-            first[key] = section_kind(c.section, c.text)
+            kind = section_kind(c.section, c.text)
+            if kind == "body" and opened[c.doc_id] < OPENING_SECTIONS:
+                # a title page ("Fact-Checking Complex Claims …") with "Abstract" on a line
+                heading = _SUMMARY_HEADING.search(c.text[:1500])
+                kind = heading.group(1).lower() if heading else kind
+            first[key] = kind
+            opened[c.doc_id] += 1
         kind = first[key]
         if c.doc_id in after_refs:
-            kind = kind if ROLES[kind] == "excluded" else "appendix"
+            if after_refs[c.doc_id] == c.section:  # the references go on
+                kind = "references"
+            elif ROLES[kind] != "excluded":
+                kind = "appendix"
         elif (
-            kind == "references"
-            or _REFERENCES_HEADING.search(c.text)
-            or (_mostly_references(c.text))
+            kind == "references" or _REFERENCES_HEADING.search(c.text) or _mostly_references(c.text)
         ):
             kind = "references"
-            after_refs.add(c.doc_id)
+            after_refs[c.doc_id] = c.section
         out.append(kind)
     return out
 
@@ -467,6 +479,12 @@ def _repeated(hits: list[Hit]) -> set[str]:
     return {line for (_, line), n in seen.items() if n >= REPEATS}
 
 
+@lru_cache(maxsize=65536)
+def _cued(text: str, overview: bool) -> bool:
+    """Whether ``text`` states a finding (or, for an overview, what the document is)."""
+    return bool((_OVERVIEW_CUE if overview else _FINDING_CUE).search(text))
+
+
 def _scores(question: str, cands: list[Candidate], kinds: list[str], overview: bool) -> Any:
     """Each candidate's score: centrality (scaled to the best) + relevance to the question's
     topic terms + its section's role prior + a cue for findings (or for an overview, for what
@@ -486,8 +504,7 @@ def _scores(question: str, cands: list[Candidate], kinds: list[str], overview: b
             score = score * np.where(rel > 0, 1.0, 0.5) + rel
     which = 1 if overview else 0
     score += np.array([_PRIOR.get(k, (0.0, 0.0))[which] for k in kinds])
-    cue = _OVERVIEW_CUE if overview else _FINDING_CUE
-    score += np.array([0.1 if cue.search(c.text) else 0.0 for c in cands])
+    score += np.array([0.1 if _cued(c.text, overview) else 0.0 for c in cands])
     score += np.array([0.05 / (1 + c.lead) for c in cands])
     if overview:  # the opening of the sources says what they are about
         score += 0.3 * (1.0 - np.arange(len(cands)) / max(1, len(cands)))
