@@ -7,8 +7,9 @@ of a span (``shapes`` finds what each reads).
   ``MIN_COVERAGE_UNSURE`` of them, or the question asks what only a picture, a colour or the
   layout shows. A summary is never "not answered" here. The answer then says the sources do
   not answer and lists the ``RELATED`` best-ranked sources as related.
-- **Table** (and a number or count without a sure span): the cell whose row label and column
-  header the question names, with both labels and the row as written, cited.
+- **Table** (and a number, count, factoid or comparison without a sure span): the cell whose
+  row label and column header the question names, with both labels and the row as written,
+  cited.
 - **List**: the items of the best-matching list block (bullets, numbered steps, table rows) or
   of the enumeration in the span's sentence, one a line, each cited. **Count**: the number the
   span states when it is sure, else those items counted, named.
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
 MIN_COVERAGE = 0.5
 MIN_COVERAGE_UNSURE = 0.75
 RELATED = 3  # an abstention lists this many of the best-ranked sources as related
+# Kinds whose answer may stand in a table's cell: looked up there when the reader's span is not
+# sure (a table row is never a span: the reader answers from sentences).
+_CELL_KINDS = ("number", "count", "factoid", "comparison")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,10 +74,10 @@ def related(hits: list[Hit]) -> tuple[int, ...]:
 
 def shaped(question: str, kind: AnswerKind, span: Any, hits: list[Hit]) -> Shaped | None:
     """The answer in the shape ``kind`` wants, when it has one here: a table cell (a table
-    question, or a number or count without a sure span), a list's items, a count; None when
-    the answer is the span's."""
+    question, or one of ``_CELL_KINDS`` without a sure span), a list's items, a count; None
+    when the answer is the span's."""
     sure = span is not None and span.sure
-    if kind.name == "table" or (kind.name in ("number", "count") and not sure):
+    if kind.name == "table" or (kind.name in _CELL_KINDS and not sure):
         cell = _cell(question, hits)
         if cell is not None:
             return cell
