@@ -268,6 +268,6 @@ def test_replay_at_the_shipped_pair_matches_the_answer(tmp_path: Path, cfg) -> N
     finally:
         engine.close()
     # the rule's constants are back as shipped after recording
-    from fathom.stages.generate import extractive
-
-    assert before == (extractive.MIN_COVERAGE, extractive.MIN_COVERAGE_UNSURE)
+    rule = fit.rule_module()
+    assert before == (rule.MIN_COVERAGE, rule.MIN_COVERAGE_UNSURE)
+    assert rule.not_answered.__module__ == rule.__name__  # the rule itself is back

@@ -1,5 +1,5 @@
 """Fitting the extractive answerer's two abstention thresholds (``MIN_COVERAGE``,
-``MIN_COVERAGE_UNSURE`` in stages/generate/extractive.py) from what its rule reads.
+``MIN_COVERAGE_UNSURE``: ``stages.generate.kinds.not_answered``) from what its rule reads.
 
 ``record`` asks a question in-process, as ``ask`` does (default configuration, extractive
 answerer, the depth the shipped policy picks), with the coverage rule switched off and the
@@ -29,11 +29,22 @@ UNSURE_GRID = tuple(round(0.05 * i, 2) for i in range(0, 21))  # 0.00 … 1.00
 MAX_ANSWERABLE = 0.10
 
 
-def shipped_pair() -> tuple[float, float]:
-    """``(MIN_COVERAGE, MIN_COVERAGE_UNSURE)`` as this tree's extractive answerer has them."""
+def rule_module() -> Any:
+    """The module that holds the rule's thresholds (``stages.generate.kinds``; before it,
+    ``stages.generate.extractive``)."""
     from fathom.stages.generate import extractive
 
-    return float(extractive.MIN_COVERAGE), float(extractive.MIN_COVERAGE_UNSURE)
+    try:
+        from fathom.stages.generate import kinds
+    except ImportError:
+        return extractive
+    return kinds if hasattr(kinds, "MIN_COVERAGE") else extractive
+
+
+def shipped_pair() -> tuple[float, float]:
+    """``(MIN_COVERAGE, MIN_COVERAGE_UNSURE)`` as this tree's extractive answerer has them."""
+    rule = rule_module()
+    return float(rule.MIN_COVERAGE), float(rule.MIN_COVERAGE_UNSURE)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -45,41 +56,55 @@ def shipped_pair() -> tuple[float, float]:
 def rule_off() -> Iterator[None]:
     """The coverage rule switched off (both thresholds 0) for the ``with`` block; the rule's
     picture test (no sure span, a question about what only a picture shows) stays."""
-    from fathom.stages.generate import extractive
-
-    saved = extractive.MIN_COVERAGE, extractive.MIN_COVERAGE_UNSURE
-    extractive.MIN_COVERAGE, extractive.MIN_COVERAGE_UNSURE = 0.0, 0.0
+    rule = rule_module()
+    saved = rule.MIN_COVERAGE, rule.MIN_COVERAGE_UNSURE
+    rule.MIN_COVERAGE, rule.MIN_COVERAGE_UNSURE = 0.0, 0.0
     try:
         yield
     finally:
-        extractive.MIN_COVERAGE, extractive.MIN_COVERAGE_UNSURE = saved
+        rule.MIN_COVERAGE, rule.MIN_COVERAGE_UNSURE = saved
 
 
 class Recorder:
-    """Wraps an engine's extractive generator: each ``generate`` call appends one round's
-    features and its draft's outcome to ``rounds``."""
+    """Wraps an engine's extractive generator and the rule: each ``generate`` call appends one
+    round's features and its draft's outcome to ``rounds``. ``restore()`` undoes it."""
 
     def __init__(self, generator: Any) -> None:
         self.generator = generator
         self.rounds: list[dict[str, Any]] = []
-        self._not_answered = generator._not_answered
         self._generate = generator.generate
-        generator._not_answered = self.not_answered
         generator.generate = self.generate
+        self.rule = rule_module()
+        if hasattr(self.rule, "not_answered"):  # the rule as a function of its module
+            self._rule = self.rule.not_answered
+            self.rule.not_answered = self.not_answered
+        else:  # the rule as the generator's method
+            self._rule = generator._not_answered
+            generator._not_answered = self.not_answered
 
-    def not_answered(self, question: str, kind: Any, span: Any, hits: list[Any]) -> bool:
+    def restore(self) -> None:
+        self.generator.__dict__.pop("generate", None)
+        self.generator.__dict__.pop("_not_answered", None)
+        if hasattr(self.rule, "not_answered"):
+            self.rule.not_answered = self._rule
+
+    def not_answered(self, question: str, kind: Any, span: Any, hits: list[Any], *a, **kw) -> bool:
         from fathom.stages.generate.shapes import coverage
 
-        self.rounds[-1].update(
-            checked=True,
-            coverage=round(float(coverage(question, hits)), 6),
-            sure=bool(span is not None and span.sure),
-            margin=None if span is None else round(float(span.margin), 4),
-            kind=kind.name,
-            visual=bool(kind.visual),
-            reader=self.generator._reader() is not None,
-        )
-        return self._not_answered(question, kind, span, hits)
+        if hits:
+            reader = kw.get("reader", a[0] if a else None)
+            if reader is None:
+                reader = self.generator._reader() is not None
+            self.rounds[-1].update(
+                checked=True,
+                coverage=round(float(coverage(question, hits)), 6),
+                sure=bool(span is not None and span.sure),
+                margin=None if span is None else round(float(span.margin), 4),
+                kind=kind.name,
+                visual=bool(kind.visual),
+                reader=bool(reader),
+            )
+        return self._rule(question, kind, span, hits, *a, **kw)
 
     def generate(self, question: str, hits: list[Any], *args: Any, **kwargs: Any) -> Any:
         from fathom.feedback.judges import is_abstention
@@ -106,8 +131,7 @@ def record(engine: Any, question: str, golds: Sequence[str]) -> list[dict[str, A
         with rule_off():
             answer = engine.ask(question)
     finally:
-        engine.parts.generator.__dict__.pop("_not_answered", None)
-        engine.parts.generator.__dict__.pop("generate", None)
+        recorder.restore()
     rounds = answer.trace.rounds
     out = []
     generated = iter(recorder.rounds)
