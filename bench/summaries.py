@@ -234,7 +234,7 @@ def previous_summary(engine: Any, question: str, budget: int) -> tuple[Any, floa
     central sentence of each (at least three in all), cited. ``(draft, compress + generate
     ms)``."""
     from fathom.core.base import Hit
-    from fathom.stages.generate.extractive import candidates, central
+    from fathom.stages.generate.candidates import candidates, central
     from fathom.stages.summary import MAX_SECTIONS, merged
 
     gen, compressor = engine.parts.generator, engine.parts.compressor

@@ -208,7 +208,7 @@ def test_summary_quotes_central_prose_never_a_label_heading_or_table_row() -> No
 
 
 def test_central_prefers_the_sentences_others_echo() -> None:
-    from fathom.stages.generate.extractive import candidates, central
+    from fathom.stages.generate.candidates import candidates, central
 
     text = (
         "Solar panels turn sunlight into electricity. "

@@ -34,19 +34,17 @@ Deterministic.
 
 from __future__ import annotations
 
-import math
-import re
 import time
 from collections.abc import Callable
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from fathom.chunking.tokens import WordCounter
-from fathom.core.base import Chunk, Draft, Hit
+from fathom.core.base import Draft, Hit
 from fathom.core.checks import Check
 from fathom.core.config import GeneratorConfig
-from fathom.core.words import ANSWER_WORD, answer_terms
+from fathom.core.words import answer_terms
 from fathom.stages.generate.base import BaseGenerator
+from fathom.stages.generate.candidates import candidates
 from fathom.stages.generate.sentence_scorer import (
     Candidate,
     SentenceScorer,
@@ -64,86 +62,6 @@ MAX_SENTENCES = 3
 # sources whose sentences the answerer embeds itself for the dense scorer (the embedding
 # reranker read 8 candidates; a deeper context is ranked lexically)
 DENSE_SOURCES = 8
-SUMMARY_DAMPING = 0.85
-
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_INJECTION = re.compile(
-    r"\b(?:ignore|disregard|forget|override)\b.{0,40}?"
-    r"\b(?:instructions?|prompts?|rules|above|previous|prior|sources?|context|documents?)\b"
-    r"|\bsystem prompt\b|\byou are now\b|\bnew instructions?\b|\bact as\b",
-    re.IGNORECASE,
-)
-_TABLE_ROW = re.compile(r"^\||\s\|\s.*\s\|\s|\|\s*$")  # "a | b | c", "| a |"
-_PARAGRAPH = re.compile(r"\S(?:.*\S)?(?:\n(?!\s*\n).*\S)*")
-
-Parsed = tuple[str, frozenset[str], frozenset[str], bool, tuple[int, int], int]
-
-
-def _sentences(chunk: Chunk) -> tuple[Parsed, ...]:
-    """``(sentence, terms, words and numbers as written, quotable, span, place in its
-    paragraph)`` for each sentence of a chunk, paragraph by paragraph, minus those that read as
-    instructions to a model. A short paragraph without final punctuation (or a label ending in
-    a colon) is a heading: context for what follows, never quoted."""
-    from fathom.chunking.sentences import chunk_sentences
-
-    return _parsed(chunk.text, tuple(chunk_sentences(chunk)))
-
-
-def _is_heading(body: str) -> bool:
-    n = len(body.split())
-    stripped = body.rstrip()
-    if stripped.endswith(":"):
-        return n <= 4  # "Paragraph 1:", "Results:" label what follows
-    return n <= 12 and not stripped.endswith((".", "!", "?"))
-
-
-@lru_cache(maxsize=4096)
-def _parsed(text: str, spans: tuple[tuple[int, int], ...]) -> tuple[Parsed, ...]:
-    """``_sentences`` of ``text`` with sentence ``spans``, each cut at paragraph breaks."""
-    out = []
-    for para in _PARAGRAPH.finditer(text):
-        heading = _is_heading(para.group())
-        for lead, (a, b) in enumerate(_clipped(spans, para.start(), para.end())):
-            # Compression marks dropped sentences with "…"; it is not part of a quote.
-            sentence = " ".join(text[a:b].split()).strip(" …")
-            if sentence and not _INJECTION.search(sentence):
-                written = frozenset(ANSWER_WORD.findall(sentence)) | frozenset(
-                    _NUMBER.findall(sentence)
-                )
-                # A question (an FAQ entry, a heading) or a table row is context, never an
-                # answer.
-                quotable = not (heading or sentence.endswith("?") or _TABLE_ROW.search(sentence))
-                out.append((sentence, answer_terms(sentence), written, quotable, (a, b), lead))
-    return tuple(out)
-
-
-def _clipped(spans: tuple[tuple[int, int], ...], start: int, end: int) -> list[tuple[int, int]]:
-    """The parts of ``spans`` inside ``[start, end)`` (a sentence that runs across a paragraph
-    break is two there), in order."""
-    out = []
-    for a, b in spans:
-        a, b = max(a, start), min(b, end)
-        if a < b:
-            out.append((a, b))
-    return out
-
-
-def candidates(hits: list[Hit]) -> list[Candidate]:
-    """Every sentence of ``hits`` in source order, as the scorer reads them."""
-    out: list[Candidate] = []
-    for n, hit in enumerate(hits, start=1):
-        heading = answer_terms(hit.chunk.section) if hit.chunk.section else frozenset()
-        parsed = _sentences(hit.chunk)
-        previous: frozenset[str] = frozenset()
-        for pos, (sentence, terms, written, quotable, span, lead) in enumerate(parsed):
-            context = heading | previous
-            out.append(
-                Candidate(
-                    n, pos, len(parsed), sentence, terms, written, quotable, context, span, lead
-                )
-            )
-            previous = terms
-    return out
 
 
 def estimate_words(text: str) -> int:
@@ -461,71 +379,6 @@ def _overlap_choice(cands: list[Candidate], own) -> list[tuple[float, int, str]]
     if own[best] < 0.5:
         return []
     return [(float(own[best]), cands[best].n, cands[best].text)]
-
-
-def central(cands: list[Candidate], n: int) -> list[Candidate]:
-    """The ``n`` most central of ``cands`` by ``textrank``, most central first."""
-    rank = textrank(cands)
-    order = sorted(range(len(cands)), key=lambda i: (-rank[i], cands[i].n, cands[i].pos))
-    return [cands[i] for i in order[:n]]
-
-
-def textrank(cands: list[Candidate]) -> Any:
-    """Each candidate's centrality (an array summing to 1): TextRank (PageRank with damping
-    ``SUMMARY_DAMPING``) over the cosine similarities of their IDF-weighted term vectors, its
-    random jumps weighted 1 / (1 + place in its paragraph), as a paragraph's lead sentence tends
-    to state what it is about."""
-    import numpy as np
-
-    if not cands:
-        return np.zeros(0)
-    df: dict[str, int] = {}
-    for c in cands:
-        for t in c.terms:
-            df[t] = df.get(t, 0) + 1
-    n = len(cands)
-    idf = {t: math.log((1 + n) / (1 + d)) + 1.0 for t, d in df.items()}
-    # Only terms two sentences share add to a dot product; every term counts in the norms.
-    vocab: dict[str, int] = {}
-    rows: list[int] = []
-    cols: list[int] = []
-    weights: list[float] = []
-    norms = np.zeros(n)
-    for i, c in enumerate(cands):
-        for t in c.terms:
-            norms[i] += idf[t] ** 2
-            if df[t] > 1:
-                rows.append(i)
-                cols.append(vocab.setdefault(t, len(vocab)))
-                weights.append(idf[t])
-    if n == 1 or not vocab:
-        return np.full(n, 1.0 / n)
-    # The unit term vectors as a sparse matrix M (row, column, value): the similarities are
-    # M Mᵀ less its diagonal, applied to a vector without ever being formed (a long report
-    # has thousands of sentences).
-    r, k = np.array(rows), np.array(cols)
-    norms = np.sqrt(norms)
-    v = np.array(weights) / np.where(norms > 0, norms, 1.0)[r]
-    self_sim = np.bincount(r, weights=v * v, minlength=n)
-
-    def sim(x: Any) -> Any:
-        per_term = np.bincount(k, weights=v * x[r], minlength=len(vocab))
-        return np.bincount(r, weights=v * per_term[k], minlength=n) - self_sim * x
-
-    degree = sim(np.ones(n))
-    linked = degree > 1e-12
-    jump = np.array([1.0 / (1 + c.lead) for c in cands])
-    jump /= jump.sum()
-    rank = np.full(n, 1.0 / n)
-    for _ in range(100):
-        # a step of the walk: along similarities, or anywhere from a sentence with none
-        spread = sim(np.where(linked, rank / np.where(linked, degree, 1.0), 0.0))
-        nxt = (1 - SUMMARY_DAMPING) * jump + SUMMARY_DAMPING * (spread + rank[~linked].sum() / n)
-        if np.abs(nxt - rank).sum() < 1e-9:
-            rank = nxt
-            break
-        rank = nxt
-    return rank
 
 
 def doctor_check(cfg: Config, native_check: bool = True) -> list[Check]:

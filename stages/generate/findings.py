@@ -37,7 +37,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
 from fathom.core.words import answer_terms
-from fathom.stages.generate.extractive import candidates, textrank
+from fathom.stages.generate.candidates import candidates, textrank
 
 if TYPE_CHECKING:
     from fathom.core.base import Chunk, Hit
@@ -443,18 +443,14 @@ def pick(
                     continue
                 chosen.append(i)
                 per[_section(hits, cands[i].n)] += 1
-    return [
-        Pick(
-            c.n,
-            c.pos,
-            c.text.lstrip(_BULLET + " "),
-            c.span,
-            kinds[c.n - 1],
-            round(float(scores[i]), 6),
-        )
-        for i in sorted(chosen, key=lambda i: (cands[i].n, cands[i].pos))
-        for c in (cands[i],)
-    ]
+    picked = sorted(chosen, key=lambda i: (cands[i].n, cands[i].pos))
+    return [_pick(cands[i], kinds, scores[i]) for i in picked]
+
+
+def _pick(c: Candidate, kinds: list[str], score: float) -> Pick:
+    """A picked candidate as the summary quotes it (a list bullet left off)."""
+    text = c.text.lstrip(_BULLET + " ")
+    return Pick(c.n, c.pos, text, c.span, kinds[c.n - 1], round(float(score), 6))
 
 
 def _section(hits: list[Hit], n: int) -> tuple[str, str]:
