@@ -37,7 +37,7 @@ class ContextOnly:
 
         return Draft("", (), 0, 0, self.inner.name, self.inner.model)
 
-    def summarize(self, hits: list[Any], on_token: Any = None) -> Any:
+    def summarize(self, hits: list[Any], on_token: Any = None, question: Any = None) -> Any:
         return self.generate("", hits)
 
 

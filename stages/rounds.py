@@ -81,7 +81,7 @@ def generate_round(
     draft = None
     if trace.query_type == "summarization" and not generator.language_model:
         # No model answers a summary request with a span: the answerer's own summary.
-        draft = generator.summarize(kept, on_token=on_token)
+        draft = generator.summarize(kept, on_token=on_token, question=question)
     if draft is None:
         draft = generator.generate(question, kept, on_token=on_token, **timing)
     trace.add_ms("generate", elapsed_ms(t))

@@ -173,9 +173,11 @@ class BaseGenerator:
         """Measure prompt evaluation now, where the backend can (None: it cannot)."""
         return None
 
-    def summarize(self, hits: list[Hit], on_token: TokenSink | None = None) -> Draft | None:
-        """A summary of ``hits`` without a model, or None: a language model writes one by
-        answering the summary question."""
+    def summarize(
+        self, hits: list[Hit], on_token: TokenSink | None = None, question: str | None = None
+    ) -> Draft | None:
+        """A summary of ``hits`` (for ``question``; None: their key points) without a model,
+        or None: a language model writes one by answering the summary question."""
         return None
 
     def use_vectors(self, vectors: Any) -> None:
