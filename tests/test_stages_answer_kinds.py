@@ -228,3 +228,14 @@ def test_metadata_questions_are_answered_from_the_title_block(tmp_path, minilm) 
     data = json.loads(res.stdout)
     assert data["abstained"] is True and "it has 2 pages" in data["answer"]
     assert data["citations"] == [] and len(data["related"]) >= 1
+
+
+def test_a_language_model_is_told_the_form_of_the_answer() -> None:
+    from fathom.stages.generate.prompt import build_messages, kind_instruction
+
+    hits = [hit(0, BULLETS)]
+    user = build_messages("List the safety checks the crew performs.", hits)[1]["content"]
+    assert "one item per line" in user and user.rstrip().endswith("Answer with citations:")
+    assert "the number first" in kind_instruction("How many safety checks are there?")
+    assert "authors" in kind_instruction("Who wrote this report?")
+    assert kind_instruction("Where was Chopin born?") == ""  # a factoid: the system message
