@@ -30,6 +30,7 @@ answers too; ``--score-only`` asks nothing and scores the questions every varian
 
     python bench/mmlongbench.py [--data DIR] [--split test] [--variants not-answerable,default]
         [--previous DIR] [--docs N] [--limit N] [--work DIR] [--reuse] [--score-only] [--out DIR]
+        [--note TEXT]
 """
 
 from __future__ import annotations
@@ -396,6 +397,7 @@ def markdown(results: dict[str, Any]) -> str:
         "configuration, one collection per document. Machine: "
         f"{m.get('cpu')}, {m.get('cpus')} cores, {m.get('memory_gb')} GiB.",
         "",
+        *([results["note"], ""] if results.get("note") else []),
         "Strict accuracy: a question is right when upstream's score is at least 0.5 (exact for "
         "Int, Float and exact-match kinds, ANLS similarity for the rest). Published score: "
         "upstream's mean score (its accuracy) and generalized F1.",
@@ -491,6 +493,7 @@ def main(argv: list[str] | None = None) -> int:
         help="ask nothing: score the answers in --work, on the questions every variant answered",
     )
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "results" / "mmlongbench")
+    ap.add_argument("--note", default="", help="a line for results.md: how the run went")
     args = ap.parse_args(argv)
     variants = [v for v in args.variants.split(",") if v]
     if args.previous and "previous" not in variants:
@@ -523,12 +526,14 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {
         "machine": machine_info(),
         # the command that makes these answers: --score-only (like --reuse) only reads them
-        "command": "FATHOM_DATA=… " + command_line(_without(argv, "--score-only"), __file__),
+        "command": "FATHOM_DATA=… "
+        + command_line(_without(argv, "--score-only"), __file__, leave_out=("--note",)),
         "dataset": DATASET,
         "split": args.split,
         "seed": args.seed,
         "n": len(questions),
         "documents": len(documents_of(questions)),
+        "note": args.note,
     }
     results.update(compare(questions, answers))
     args.out.mkdir(parents=True, exist_ok=True)
