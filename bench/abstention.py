@@ -199,6 +199,19 @@ def check_tree(env: dict[str, str], tree: Path, cwd: Path) -> None:
         raise SystemExit(f"fathom imports from {found}, not from the tree under test {tree}")
 
 
+def tree_revision(tree: Path) -> str:
+    """``tree``'s commit, with ``+changes`` when its working tree differs from it (what a
+    results file measured); empty outside git."""
+
+    def git(*a: str) -> str:
+        out = subprocess.run(["git", "-C", str(tree), *a], capture_output=True, text=True)
+        return out.stdout.strip() if out.returncode == 0 else ""
+
+    head = git("rev-parse", "--short", "HEAD")
+    changed = git("status", "--porcelain", "--untracked-files=no")
+    return f"{head}+changes" if head and changed else head
+
+
 def eval_command(
     tree: Path, docs: Path, questions: Path, out: Path, split: str, limit: int | None
 ) -> list[str]:
@@ -314,6 +327,9 @@ def markdown(results: dict[str, Any]) -> str:
         f"`{results['sets'][next(iter(results['sets']))].get('baseline', '–')}`. Targets: "
         "unanswerable abstained ≥ 90 %, answerable abstained ≤ 10 %.",
     ]
+    if results.get("trees"):
+        trees = ", ".join(f"`{k}` {v or '–'}" for k, v in results["trees"].items())
+        lines += ["", f"Trees measured: {trees}."]
     for name, res in results["sets"].items():
         base = res["baseline"]
         lines += [
@@ -642,6 +658,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {
         "machine": machine_info(),
         "command": command,
+        "trees": {label: tree_revision(tree) for label, tree in variants.items()},
         "strategy": STRATEGY,
         "split": args.split,
         "seed": args.seed,
