@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import subprocess
 import sys
 from collections import defaultdict
@@ -50,6 +49,7 @@ from typing import Any
 
 from fathom.bench.common import (
     REPO,
+    check_tree,
     command_line,
     data_dir,
     eval_rows_by_qid,
@@ -58,6 +58,7 @@ from fathom.bench.common import (
     machine_info,
     paired_metrics,
     read_jsonl,
+    tree_env,
     write_json,
 )
 
@@ -167,38 +168,6 @@ def _safe(name: str) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def tree_env(tree: Path, work: Path) -> dict[str, str]:
-    """The environment ``tree``'s code runs in: a folder under ``work`` holding a link named
-    ``fathom`` to the tree, alone on ``PYTHONPATH``; ``FATHOM_HOME`` under ``work``; no
-    ``FATHOM_<SECTION>__<KEY>`` settings (the default configuration)."""
-    link_dir = work / "pythonpath"
-    link_dir.mkdir(parents=True, exist_ok=True)
-    link = link_dir / "fathom"
-    if link.is_symlink() and link.resolve() != tree.resolve():
-        link.unlink()
-    if not link.is_symlink():
-        link.symlink_to(tree.resolve(), target_is_directory=True)
-    env = {k: v for k, v in os.environ.items() if not (k.startswith("FATHOM_") and "__" in k)}
-    env["PYTHONPATH"] = str(link_dir)
-    env["FATHOM_HOME"] = str(work / "home")
-    return env
-
-
-def check_tree(env: dict[str, str], tree: Path, cwd: Path) -> None:
-    """A SystemExit when ``fathom`` does not import from ``tree`` in ``env``."""
-    out = subprocess.run(
-        [sys.executable, "-c", "import fathom; print(fathom.__file__)"],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    found = Path(out.stdout.strip()).resolve().parent
-    if found != tree.resolve():
-        raise SystemExit(f"fathom imports from {found}, not from the tree under test {tree}")
-
-
 def tree_revision(tree: Path) -> str:
     """``tree``'s commit, with ``+changes`` when its working tree differs from it (what a
     results file measured); empty outside git."""
@@ -240,7 +209,7 @@ def run_variant(
     """``tree``'s eval rows by set (``out-of-document``, ``squad2``) and qid."""
     work = Path(args.work).resolve() / label
     work.mkdir(parents=True, exist_ok=True)
-    env = tree_env(tree, work)
+    env = tree_env(tree, work, overrides=False)
     check_tree(env, tree, work)
     pairs = write_pairs(data / SQUAD1, args.split, work / "pairs", args.per_article, args.seed)
     ood: dict[str, dict[str, Any]] = {}

@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import shlex
+import subprocess
 import sys
 import tempfile
 import time
@@ -306,3 +307,42 @@ def paired_metrics(
                 entry[f"{m}_paired"] = paired_compare(values, base)
         out[label] = entry
     return shared, out
+
+
+def tree_env(tree: Path, work: Path, overrides: bool = True) -> dict[str, str]:
+    """The environment another Fathom checkout's own code runs in: a folder under ``work``
+    holding a link named ``fathom`` to ``tree``, alone on ``PYTHONPATH`` (ahead of the installed
+    package), and ``FATHOM_HOME`` under ``work``; the rest of the environment as it is, less
+    this shell's ``FATHOM_<SECTION>__<KEY>`` settings unless ``overrides`` (the configuration
+    is then the default one)."""
+    link_dir = work / "pythonpath"
+    link_dir.mkdir(parents=True, exist_ok=True)
+    link = link_dir / "fathom"
+    if link.is_symlink() and link.resolve() != tree.resolve():
+        link.unlink()
+    if not link.is_symlink():
+        link.symlink_to(tree.resolve(), target_is_directory=True)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if overrides or not (k.startswith("FATHOM_") and "__" in k)
+    }
+    env["PYTHONPATH"] = str(link_dir)
+    env["FATHOM_HOME"] = str(work / "home")
+    return env
+
+
+def check_tree(env: dict[str, str], tree: Path, cwd: Path) -> Path:
+    """Where ``fathom`` imports from in ``env``; a SystemExit when that is not ``tree``."""
+    out = subprocess.run(
+        [sys.executable, "-c", "import fathom; print(fathom.__file__)"],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    found = Path(out.stdout.strip()).resolve().parent
+    if found != tree.resolve():
+        raise SystemExit(f"fathom imports from {found}, not from the tree under test {tree}")
+    return found

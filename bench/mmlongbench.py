@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import subprocess
 import sys
 from collections import defaultdict
@@ -47,6 +46,7 @@ from typing import Any
 
 from fathom.bench.common import (
     REPO,
+    check_tree,
     command_line,
     data_dir,
     format_ci,
@@ -55,6 +55,7 @@ from fathom.bench.common import (
     paired_metrics,
     percentiles,
     read_jsonl,
+    tree_env,
     write_json,
 )
 from fathom.bench.support.mmlongbench_scoring import (
@@ -151,40 +152,6 @@ def documents_of(questions: list[dict[str, Any]]) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 # Running a variant
 # ---------------------------------------------------------------------------------------------
-
-
-def tree_env(tree: Path, work: Path) -> dict[str, str]:
-    """The environment a worker runs ``tree``'s code in: a folder under ``work`` holding a
-    link named ``fathom`` to the tree, alone on ``PYTHONPATH`` (ahead of the installed
-    package), and ``FATHOM_HOME`` under ``work``; the rest of the environment as it is (the
-    configuration is read as the CLI reads it)."""
-    link_dir = work / "pythonpath"
-    link_dir.mkdir(parents=True, exist_ok=True)
-    link = link_dir / "fathom"
-    if link.is_symlink() and link.resolve() != tree.resolve():
-        link.unlink()
-    if not link.is_symlink():
-        link.symlink_to(tree.resolve(), target_is_directory=True)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(link_dir)
-    env["FATHOM_HOME"] = str(work / "home")
-    return env
-
-
-def check_tree(env: dict[str, str], tree: Path, cwd: Path) -> Path:
-    """Where ``fathom`` imports from in ``env``; a SystemExit when that is not ``tree``."""
-    out = subprocess.run(
-        [sys.executable, "-c", "import fathom; print(fathom.__file__)"],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    found = Path(out.stdout.strip()).resolve().parent
-    if found != tree.resolve():
-        raise SystemExit(f"fathom imports from {found}, not from the tree under test {tree}")
-    return found
 
 
 def run_variant(

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from fathom.router.classify import asks_for_summary
 
@@ -46,18 +46,7 @@ KindName = Literal[
     "explanation",
     "factoid",
 ]
-KINDS: tuple[KindName, ...] = (
-    "summary",
-    "metadata",
-    "list",
-    "count",
-    "table",
-    "number",
-    "yes_no",
-    "comparison",
-    "explanation",
-    "factoid",
-)
+KINDS: tuple[KindName, ...] = get_args(KindName)
 MetaField = Literal["title", "authors", "organisation", "date", "version", ""]
 
 _I = re.IGNORECASE

@@ -65,18 +65,7 @@ def metadata_answer(parts: Parts, prepared: Prepared) -> tuple[list[Hit], Draft]
     )
     text = f"{_SAID[field].format(value=shown)} — from {where} [1]."
     short = tuple(value) if isinstance(value, tuple) else shown
-    draft = Draft(
-        text=text,
-        citations=(1,),
-        prompt_tokens=0,
-        completion_tokens=0,
-        backend=parts.generator.name,
-        model="document metadata",
-        finish_reason="stop",
-        ms=(time.perf_counter() - t0) * 1000,
-        confidence=1.0,
-        short=short,
-    )
+    draft = _stated(parts, text, "document metadata", t0, citations=(1,), short=short)
     return [Hit(chunk, score=1.0)], draft
 
 
@@ -140,17 +129,24 @@ def missing_pages_answer(parts: Parts, prepared: Prepared) -> tuple[list[Hit], D
         f"{'s' if pages != 1 else ''}, and the question asks about page {asked}."
     )
     used = list(prepared.probe.hits[:3])
-    draft = Draft(
+    related = tuple(range(1, len(used) + 1))
+    draft = _stated(parts, text, "document pages", t0, abstained=True, related=related)
+    return used, draft
+
+
+def _stated(parts: Parts, text: str, model: str, t0: float, **fields: Any) -> Draft:
+    """A draft of what the collection states about a document (no model read anything): sure
+    when it cites (``citations``), else an abstention."""
+    confidence = 1.0 if fields.get("citations") else 0.0
+    return Draft(
         text=text,
-        citations=(),
+        citations=fields.pop("citations", ()),
         prompt_tokens=0,
         completion_tokens=0,
         backend=parts.generator.name,
-        model="document pages",
+        model=model,
         finish_reason="stop",
         ms=(time.perf_counter() - t0) * 1000,
-        confidence=0.0,
-        abstained=True,
-        related=tuple(range(1, len(used) + 1)),
+        confidence=confidence,
+        **fields,
     )
-    return used, draft
