@@ -30,6 +30,7 @@ def measure(data: Path, home: Path, split: str, seed: int = 0) -> dict[str, Any]
 
     os.environ["FATHOM_HOME"] = str(home)
     from fathom.bench.mmlongbench import load_questions, select_questions
+    from fathom.core.base import Draft
     from fathom.core.config import load_config
     from fathom.index.targets import resolve_target
     from fathom.router.answer_kind import answer_kind
@@ -42,6 +43,7 @@ def measure(data: Path, home: Path, split: str, seed: int = 0) -> dict[str, Any]
     for q in questions:
         by_doc[q["doc_id"]].append(q)
     cfg = load_config(overrides={"generator.backend": "extractive"})
+    draft = Draft("", (1,), 0, 0, "extractive", "")  # what ``with_short`` copies
     rows = []
     for i, (doc, qs) in enumerate(sorted(by_doc.items()), 1):
         collection = resolve_target(cfg, str(folder / "documents" / doc))
@@ -58,20 +60,13 @@ def measure(data: Path, home: Path, split: str, seed: int = 0) -> dict[str, Any]
                 stop = not_answered(q["question"], kind, span, hits)
                 shape = None if stop else shaped(q["question"], kind, span, hits)
                 if not stop and shape is None and span is not None:
-                    with_short(_Draft(), kind.name, span)
+                    with_short(draft, kind.name, span)
                 added_ms = (time.perf_counter() - t) * 1000
                 rows.append({"kind": kind.name, "added_ms": added_ms, "reader_ms": reader_ms})
         finally:
             engine.close()
         log(f"[{i}/{len(by_doc)}] {doc}: {len(qs)} questions")
     return {"rows": rows, "summary": summarise(rows)}
-
-
-class _Draft:
-    """The little of a draft ``with_short`` reads: one citation (``dataclasses.replace`` is
-    not called on it: the short answer is found, then the draft would be copied)."""
-
-    citations = (1,)
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
