@@ -24,6 +24,7 @@ from fathom.index.reader import (
     encode,
     load_tokenizer,
 )
+from fathom.tests.support.int8_pins import pinned_file
 
 LONG = " ".join(f"Station {i} opened in {1900 + i} beside the river." for i in range(60))
 
@@ -124,7 +125,8 @@ PASSAGES = [
 ]
 
 
-PINS = Path(__file__).parent / "support" / "reader_pins.json"
+# one file per int8 kernel family of the CPU (tests/support/int8_pins.py)
+PINS = pinned_file(Path(__file__).parent / "support" / "reader_pins.json")
 QUESTION = "When was the Eiffel Tower completed?"
 
 

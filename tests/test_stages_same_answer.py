@@ -1,8 +1,10 @@
 """The bundled guide's answers are pinned: ``fathom ask examples/fathom-user-guide.pdf "…"
 --json --generator extractive`` gives the answer, sources and depth decision recorded in
-``tests/support/guide_answers.json``. A change to how the Engine is put together must not
-change what it answers; a change that means to (a new scorer, a retrained forest) rewrites the
-file with ``python -m fathom.tests.test_stages_same_answer`` and says why in its commit."""
+``tests/support/guide_answers.json`` (``guide_answers.avx2.json`` on a CPU without VNNI: the
+reader's int8 kernels differ there, ``tests/support/int8_pins.py``). A change to how the
+Engine is put together must not change what it answers; a change that means to (a new scorer,
+a retrained forest) rewrites the file with ``python -m fathom.tests.test_stages_same_answer``
+(on a CPU of each kind) and says why in its commit."""
 
 from __future__ import annotations
 
@@ -15,10 +17,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from fathom import cli
+from fathom.tests.support.int8_pins import pinned_file
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "examples" / "fathom-user-guide.pdf"
-PINNED = ROOT / "tests" / "support" / "guide_answers.json"
+# one file per int8 kernel family of the CPU (tests/support/int8_pins.py)
+PINNED = pinned_file(ROOT / "tests" / "support" / "guide_answers.json")
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 
 
