@@ -51,8 +51,9 @@ def markdown(results: dict[str, Any]) -> str:
     lines = [
         "# Document metadata read from real PDFs",
         "",
-        f"Command: `{results['command']}`. Machine: {m.get('cpu')}, {m.get('cpus')} cores, "
-        f"{m.get('memory_gb')} GiB. {n} PDFs, each loaded as ingest loads it (OCR never).",
+        f"Command: `FATHOM_DATA=… {results['command']}`. Machine: {m.get('cpu')}, "
+        f"{m.get('cpus')} cores, {m.get('memory_gb')} GiB. {n} PDFs, each loaded as ingest "
+        "loads it (OCR never).",
         "",
         "| field | documents with one |",
         "| --- | ---: |",
