@@ -33,16 +33,20 @@ def read(folder: Path) -> list[dict[str, Any]]:
             meta = load_document(path, LoadOptions(ocr=OcrSettings(mode="never"))).meta.to_dict()
             error = ""
         except Exception as exc:  # a file that fails to load is counted, not fatal
-            meta, error = {}, f"{type(exc).__name__}: {exc}"
+            # the file by its name alone: the results say nothing of this machine's folders
+            meta, error = {}, f"{type(exc).__name__}: {exc}".replace(str(path), path.name)
         rows.append({"file": path.name, "meta": meta, "error": error, "s": time.perf_counter() - t})
         log(f"{path.name}: {meta.get('title', '')[:60]!r}")
     return rows
 
 
 def counts(rows: list[dict[str, Any]]) -> dict[str, int]:
-    """How many documents carry each field (and how many carry none)."""
-    out = {f: sum(bool(r["meta"].get(f)) for r in rows) for f in FIELDS}
-    out["none"] = sum(not any(r["meta"].get(f) for f in FIELDS) for r in rows)
+    """How many documents carry each field, how many loaded carry none, and how many did not
+    load (a PDF without a text layer, with OCR never)."""
+    loaded = [r for r in rows if not r["error"]]
+    out = {f: sum(bool(r["meta"].get(f)) for r in loaded) for f in FIELDS}
+    out["none"] = sum(not any(r["meta"].get(f) for f in FIELDS) for r in loaded)
+    out["not loaded"] = len(rows) - len(loaded)
     return out
 
 
