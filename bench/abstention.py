@@ -60,6 +60,7 @@ from fathom.bench.common import (
     read_jsonl,
     tree_env,
     write_json,
+    write_results,
 )
 
 SQUAD1 = "squad_v1.1_dev"
@@ -637,8 +638,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in runs["default"]
         },
     }
-    write_json(args.out / "results.json", results)
-    (args.out / "results.md").write_text(markdown(results), encoding="utf-8")
+    write_results(args.out, results, markdown(results))
     print(markdown(results))
     return 0
 

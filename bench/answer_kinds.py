@@ -21,7 +21,14 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from fathom.bench.common import command_line, data_dir, log, machine_info, percentiles, write_json
+from fathom.bench.common import (
+    command_line,
+    data_dir,
+    log,
+    machine_info,
+    percentiles,
+    write_results,
+)
 
 
 def measure(data: Path, home: Path, split: str, seed: int = 0) -> dict[str, Any]:
@@ -117,8 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         split=args.split,
     )
     out = Path(args.out)
-    write_json(out / "results.json", results)
-    (out / "results.md").write_text(markdown(results), encoding="utf-8")
+    write_results(out, results, markdown(results))
     log(f"wrote {out / 'results.md'}")
     return 0
 

@@ -213,6 +213,12 @@ def _in_repo(arg: str) -> str:
     return arg
 
 
+def write_results(out: Path, results: dict[str, Any], markdown: str) -> None:
+    """A bench's ``out``/results.json (``write_json``) and results.md (``markdown``)."""
+    write_json(out / "results.json", results)
+    (out / "results.md").write_text(markdown, encoding="utf-8")
+
+
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """``data`` as indented JSON, with the machine and the command line unless it has them."""
     path.parent.mkdir(parents=True, exist_ok=True)

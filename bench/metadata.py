@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fathom.bench.common import command_line, data_dir, log, machine_info, write_json
+from fathom.bench.common import command_line, data_dir, log, machine_info, write_results
 
 FIELDS = ("title", "authors", "organisation", "date", "version")
 
@@ -97,8 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows": rows,
     }
     out = Path(args.out)
-    write_json(out / "results.json", results)
-    (out / "results.md").write_text(markdown(results), encoding="utf-8")
+    write_results(out, results, markdown(results))
     log(f"wrote {out / 'results.md'}")
     return 0
 

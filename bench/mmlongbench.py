@@ -56,7 +56,7 @@ from fathom.bench.common import (
     percentiles,
     read_jsonl,
     tree_env,
-    write_json,
+    write_results,
 )
 from fathom.bench.support.mmlongbench_scoring import (
     FORMATS,
@@ -504,8 +504,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     results.update(compare(questions, answers))
     args.out.mkdir(parents=True, exist_ok=True)
-    write_json(args.out / "results.json", results)
-    (args.out / "results.md").write_text(markdown(results), encoding="utf-8")
+    write_results(args.out, results, markdown(results))
     print(markdown(results))
     return 0
 
