@@ -38,13 +38,8 @@ def metadata_answer(parts: Parts, prepared: Prepared) -> tuple[list[Hit], Draft]
     if kind is None or kind.name != "metadata" or not kind.field:
         return None
     t0 = time.perf_counter()
-    coll = parts.collection
-    metadata = getattr(coll, "metadata", None)
-    if metadata is None:
-        return None
-    metas = metadata()
     doc_id = _document(parts, prepared)
-    meta = metas.get(doc_id) if doc_id else None
+    meta = parts.collection.metadata().get(doc_id) if doc_id else None
     if meta is None:
         return None
     field = kind.field
