@@ -139,7 +139,11 @@ def test_bibliographic_lines() -> None:
     assert bibliographic("Smith J, Doe A. Virus spread. Journal of Virology. 2019;3:44. doi:1/x")
     assert bibliographic("Contact: first.author@example.org")
     assert not bibliographic("Wei et al. (2022) showed that chain-of-thought prompting helps.")
+    assert bibliographic(
+        "Distilling Knowledge from Reader to Retriever for Question Answering, 2022."
+    )
     assert not bibliographic("The act took effect on July 1, 2008.")
+    assert not bibliographic("We released the second version in May, 2021.")
     assert not bibliographic("ReAct interleaves reasoning traces and task-specific actions.")
 
 

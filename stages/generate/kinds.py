@@ -66,8 +66,17 @@ def not_answered(
         return True
     if not reader:
         return False  # no reader, no span to be sure of: the quotes' own bar decides
-    sure = span is not None and span.sure
-    return not sure and (held < MIN_COVERAGE_UNSURE or kind.visual)
+    return not _sure(kind.name, span) and (held < MIN_COVERAGE_UNSURE or kind.visual)
+
+
+def _sure(kind: str, span: Any) -> bool:
+    """Whether the reader's span is sure and, for a count question, states a count (a year or
+    an amount in a sure span does not answer "how many")."""
+    from fathom.stages.generate.shapes import count_in
+
+    if span is None or not span.sure:
+        return False
+    return kind != "count" or bool(count_in(span.text))
 
 
 def related(hits: list[Hit]) -> tuple[int, ...]:
@@ -79,7 +88,7 @@ def shaped(question: str, kind: AnswerKind, span: Any, hits: list[Hit]) -> Shape
     """The answer in the shape ``kind`` wants, when it has one here: a table cell (a table
     question, or one of ``_CELL_KINDS`` without a sure span), a list's items, a count; None
     when the answer is the span's."""
-    sure = span is not None and span.sure
+    sure = _sure(kind.name, span)
     if kind.name == "table" or (kind.name in _CELL_KINDS and not sure):
         cell = _cell(question, hits)
         if cell is not None:
@@ -104,9 +113,9 @@ def _listed(question: str, kind: str, span: Any, hits: list[Hit]) -> Shaped | No
     """A list question's items, one a line, each cited; a count question's number (the
     reader's sure span when it states one — then None: the span answers — else the items
     counted, named). None when no list is found."""
-    from fathom.stages.generate.shapes import list_items, number_in
+    from fathom.stages.generate.shapes import list_items
 
-    if kind == "count" and span is not None and span.sure and number_in(span.text):
+    if kind == "count" and _sure(kind, span):
         return None
     sentence, n = (span.sentence, span.n) if span is not None else ("", 0)
     items = list_items(question, hits, sentence, n)
@@ -124,11 +133,13 @@ def _listed(question: str, kind: str, span: Any, hits: list[Hit]) -> Shaped | No
 def with_short(draft: Draft, kind: str, span: Any) -> Draft:
     """``draft`` with its short answer: for a number, count or table question the number in
     the span (else in its sentence, nearest the span); otherwise the span's text."""
-    from fathom.stages.generate.shapes import number_in
+    from fathom.stages.generate.shapes import count_in, number_in
 
     if span is None or not draft.citations:
         return draft
     short = span.text
-    if kind in ("number", "count", "table"):
+    if kind == "count":
+        short = count_in(span.text) or count_in(span.sentence, near=span.text) or span.text
+    elif kind in ("number", "table"):
         short = number_in(span.text) or number_in(span.sentence, near=span.text) or span.text
     return dataclasses.replace(draft, short=short)

@@ -47,6 +47,7 @@ _NUMBER = re.compile(
     r"(?:\s?(?:million|billion|thousand|trillion|bn|mn|m|k))?\b%?",
     re.IGNORECASE,
 )
+_YEAR_ONLY = re.compile(r"(?:1[89]|20)\d\d")
 _NUMBER_WORDS = {
     "one": 1,
     "two": 2,
@@ -220,6 +221,15 @@ def number_in(text: str, near: str = "") -> str:
         at = text.index(near)
         found.sort(key=lambda m: abs(m.start() - at))
     return found[0].group().strip()
+
+
+def count_in(text: str, near: str = "") -> str:
+    """The number in ``text`` that can be a count: ``number_in``'s, unless it reads as a year
+    ("2022"), an amount ("$3 million") or a share ("12%") — never how many. Empty when none."""
+    found = number_in(text, near)
+    if not found or not found[0].isdigit() or _YEAR_ONLY.fullmatch(found):
+        return ""
+    return "" if found.endswith("%") or "cent" in found.lower() else found
 
 
 def coverage(question: str, hits: list[Hit]) -> float:

@@ -35,13 +35,24 @@ _MARK = r"[\d∗*†‡§¶]"
 _NAME = r"[A-Z][\w'-]+(?:\s+[A-Z]\.)*\s+[A-Z][\w'-]+"
 _AUTHORS = re.compile(rf"(?:{_NAME}\W?{_MARK}*[\d∗*†‡§¶,]\s*){{3,}}")
 _EMAIL = re.compile(r"\S+@\S+\.\w+")
+# a reference entry's title line: "Distilling Knowledge from Reader to Retriever …, 2022."
+_TITLE_YEAR = re.compile(r"[,.]\s*\(?(?:19|20)\d\d[a-z]?\)?\.?\s*$")
+_SMALL_WORDS = frozenset("a an and as at by for from in into of on or the to with via vs".split())
 
 
 def bibliographic(sentence: str) -> bool:
     """Whether a sentence reads as an author list, a title block or a reference entry."""
     if _NUMBERED.match(sentence) or _AUTHORS.search(sentence) or _EMAIL.search(sentence):
         return True
+    if _TITLE_YEAR.search(sentence) and _title_case(sentence):
+        return True
     return bool(_YEAR.search(sentence) and len(_REFERENCE.findall(sentence)) >= 2)
+
+
+def _title_case(sentence: str) -> bool:
+    """Whether a sentence's words are capitalised as a title's are (small words aside)."""
+    words = [w for w in re.findall(r"[A-Za-z][\w'-]*", sentence) if w.lower() not in _SMALL_WORDS]
+    return len(words) >= 3 and sum(w[0].isupper() for w in words) >= 0.8 * len(words)
 
 
 @dataclass(frozen=True, slots=True)
