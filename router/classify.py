@@ -239,7 +239,11 @@ _ABOUT_WHOLE = re.compile(
     rf"\bwhat (?:is|are|was|were) (?:being )?(?:discussed|described|covered|presented|reported) "
     rf"in (?:this|the) (?:\w+ )?(?:{_DOC}|publication|text)s?\b|"
     rf"\bwhat (?:does|do|did) (?:this|the) (?:\w+ )?(?:{_DOC}|publication|text)s? "
-    rf"(?:discuss|describe|present)\b",
+    rf"(?:discuss|describe|present)\b|"
+    # what a whole text or its authors conclude, recommend or find ("What does the report
+    # conclude about X?"): its conclusions, recommendations or findings, on X when named
+    rf"\bwhat (?:does|do|did) (?:this|the|its|their) (?:\w+ )?(?:{_DOC}s?|authors?|"
+    rf"researchers?|committee|board|panel|agency|commission) (?:conclude|recommend|find)\b",
     _I,
 )
 

@@ -59,6 +59,7 @@ def _from_metadata(
 
     found = metadata_answer(parts, prepared) or missing_pages_answer(parts, prepared)
     if found is None:
+        _note_unread_metadata(parts, prepared, trace)
         return None
     used, draft = found
     if on_token is not None:
@@ -72,6 +73,27 @@ def _from_metadata(
     conf = parts.scorer.score(draft, used, parts.vectors(used))
     trace.add_round(plan.decision.k, draft, conf, len(used))
     return used, draft, conf
+
+
+def _note_unread_metadata(parts: Parts, prepared: Prepared, trace: Trace) -> None:
+    """A metadata question over a collection with documents indexed before Fathom read
+    metadata: say how to read it (their manifest entries hold no metadata at all)."""
+    kind = prepared.kind
+    if kind is None or kind.name != "metadata":
+        return
+    docs = prepared.docs
+    scope = {d.doc_id for d in docs.documents} if docs is not None else None
+    unread = [
+        d
+        for d in parts.collection.manifest.documents
+        if d.status == "ok" and not d.meta and (scope is None or d.doc_id in scope)
+    ]
+    if unread:
+        trace.note(
+            f"{len(unread)} document(s) were indexed before Fathom read titles, authors and "
+            "dates: `fathom ingest --rebuild` reads them, so such questions are answered from "
+            "the document's metadata"
+        )
 
 
 def _map_reduce(

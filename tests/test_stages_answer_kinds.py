@@ -7,7 +7,14 @@ import pytest
 from fathom.core.base import Chunk, Hit
 from fathom.router.answer_kind import KINDS, answer_kind, pages_named
 from fathom.stages.generate.extractive import NO_ANSWER, ExtractiveGenerator
-from fathom.stages.generate.shapes import coverage, enumeration, list_items, number_in
+from fathom.stages.generate.shapes import (
+    count_in,
+    coverage,
+    enumeration,
+    list_items,
+    number_in,
+)
+from fathom.tests.support.fake_reader import FakeReader
 
 
 def hit(i: int, text: str, section: str = "", title: str = "Annual report") -> Hit:
@@ -25,6 +32,9 @@ def hit(i: int, text: str, section: str = "", title: str = "Annual report") -> H
         ("What are the key findings?", "summary", ""),
         ("Summarize this report.", "summary", ""),
         ("What is this document about?", "summary", ""),
+        ("What does the report conclude about the economy?", "summary", ""),
+        ("What did the authors recommend?", "summary", ""),
+        ("What did the police find at the scene?", "factoid", ""),
         ("Who are the authors?", "metadata", "authors"),
         ("Who wrote this report?", "metadata", "authors"),
         ("When was the report published?", "metadata", "date"),
@@ -70,6 +80,25 @@ def test_numbers_are_read_as_written() -> None:
     assert number_in("no digits here") == ""
     text = "In 2018 sales were 40 units and in 2019 they were 55 units."
     assert number_in(text, near="55 units") == "55"
+
+
+def test_a_count_is_never_a_year_an_amount_or_a_share() -> None:
+    assert count_in("The survey asked 1,502 adults in 2019.", near="1,502") == "1,502"
+    assert count_in("There were three plants.") == "3"
+    assert count_in("Distilling Knowledge from Reader to Retriever, 2022.") == ""
+    assert count_in("It cost $3 million.") == "" and count_in("About 12% agreed.") == ""
+
+
+def test_a_count_question_does_not_take_a_sure_year_for_its_count() -> None:
+    # the reader is sure of "2022", a year: it does not say how many, so the answer neither
+    # gives it as the count nor as the short answer
+    text = "The team studied the tasks in 2022 and reported its results in a later paper."
+    gen = ExtractiveGenerator(reader=FakeReader(["2022"]))
+    draft = gen.generate("How many tasks did the team study?", [hit(0, text)])
+    assert draft.short != "2022" and not draft.text.startswith("2022")
+    sure = ExtractiveGenerator(reader=FakeReader(["five"]))
+    text = "The team studied five tasks in 2022."
+    assert sure.generate("How many tasks did the team study?", [hit(0, text)]).short == "5"
 
 
 def test_enumeration_in_a_sentence() -> None:
@@ -228,6 +257,28 @@ def test_metadata_questions_are_answered_from_the_title_block(tmp_path, minilm) 
     data = json.loads(res.stdout)
     assert data["abstained"] is True and "it has 2 pages" in data["answer"]
     assert data["citations"] == [] and len(data["related"]) >= 1
+
+
+def test_a_collection_indexed_before_metadata_says_how_to_read_it(tmp_path, minilm) -> None:
+    import json
+    import os
+    from pathlib import Path
+
+    from click.testing import CliRunner
+    from fathom import cli
+
+    pdf = _paper(tmp_path / "paper.pdf")
+    args = ["ask", str(pdf), "Who are the authors?", "--generator", "extractive", "--json"]
+    assert CliRunner().invoke(cli.main, args).exit_code == 0
+    # what a manifest written before Fathom read metadata holds: no metadata at all
+    (manifest,) = Path(os.environ["FATHOM_HOME"]).glob("collections/*/manifest.json")
+    record = json.loads(manifest.read_text())
+    for doc in record["documents"]:
+        doc["meta"] = {}
+    manifest.write_text(json.dumps(record))
+    data = json.loads(CliRunner().invoke(cli.main, args).stdout)
+    assert data["short_answer"] != ["Mara Lindqvist", "Tomas Okafor", "Ines Duarte"]
+    assert any("fathom ingest --rebuild" in n for n in data["trace"]["notices"])
 
 
 def test_a_language_model_is_told_the_form_of_the_answer() -> None:
