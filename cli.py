@@ -404,6 +404,46 @@ def mcp_command(
 
 
 # ---------------------------------------------------------------------------------------------
+# serve
+# ---------------------------------------------------------------------------------------------
+
+
+@main.command("serve")
+@click.argument("targets", nargs=-1, metavar="[TARGET]...")
+@click.option("--collection", "-c", "collections", multiple=True, help="Serve only this one.")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=click.IntRange(1, 65535), default=8765, show_default=True)
+@click.option(
+    "--root",
+    "roots",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="A folder the page may ingest from by path; repeatable.",
+)
+@click.option("--open", "open_browser", is_flag=True, help="Open the page in a browser.")
+@click.option("--allow-remote", is_flag=True, help="Allow a --host others reach (token needed).")
+@options.generator_option(help="Default answer backend.")
+@click.pass_context
+def serve_command(ctx: click.Context, targets: tuple[str, ...], **opts: Any) -> None:
+    """Serve a local web page and its API (/api/v1) over TARGETs (files, folders or names,
+    indexed first) and the collections: streamed answers, cited pages, ingest, history."""
+    from fathom.web.guard import remote_refusal
+
+    refusal = remote_refusal(opts["host"], opts["allow_remote"])
+    if refusal:
+        click.echo(f"Error: {refusal}", err=True)
+        ctx.exit(2)
+    from fathom.index.targets import resolve_target
+    from fathom.render import IngestProgress
+    from fathom.web import serve
+
+    cfg = command_config(ctx, **{"generator.backend": opts.pop("generator")})
+    with IngestProgress(enabled=bool(targets)) as progress:  # as chat opens its target
+        opts["collections"] += tuple(resolve_target(cfg, t, progress=progress) for t in targets)
+    serve(cfg, **opts)
+
+
+# ---------------------------------------------------------------------------------------------
 # eval
 # ---------------------------------------------------------------------------------------------
 

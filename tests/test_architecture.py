@@ -45,7 +45,7 @@ def test_tests_follow_the_layout() -> None:
     """Each test file is named for the folder it tests (``test_<folder>_*.py``), or for what
     it checks across them (reliability, the benchmarks, the architecture, the docs)."""
     folders = {"core", "ingestion", "chunking", "index", "feedback", "router", "stages"}
-    folders |= {"learn", "evaluation", "cli", "bench"}
+    folders |= {"learn", "evaluation", "cli", "bench", "web"}
     across = {"reliability", "architecture", "docs"}
     names = sorted(p.stem for p in (ROOT / "tests").glob("test_*.py"))
     assert len(names) > 40
@@ -102,6 +102,7 @@ def test_the_import_contracts_hold(tmp_path) -> None:
         "Layers point down",
         "The runtime never imports training, evaluation, scikit-learn or matplotlib",
         "Nothing below the rendering modules imports rich",
+        "Nothing below the web layer imports starlette, uvicorn or jinja2",
         "Router: decisions above their features and costs",
         "Router portfolios: the runtime above its parts",
     ):

@@ -1,0 +1,113 @@
+"""What the ``fathom serve`` tests share: the documents they generate (a paper shaped like
+ReAct's, where a follow-up needs the first turn, and a PDF whose text is script and markup),
+and ``fathom serve`` started as a subprocess on a free port."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from fathom.bench.support.docgen import make_pdf
+
+TITLE = "ReAct: Synergizing Reasoning and Acting in Language Models"
+PAGES = [
+    [
+        ("h1", TITLE),
+        (
+            "p",
+            "ReAct is a prompting method for large language models. ReAct interleaves "
+            "reasoning traces and task-specific actions: the reasoning traces help the model "
+            "induce, track and update its plan, and the actions let it consult external "
+            "sources such as a Wikipedia API.",
+        ),
+    ],
+    [
+        ("h2", "Baselines"),
+        (
+            "p",
+            "Chain-of-thought prompting reasons without acting and hallucinates facts. Standard "
+            "prompting reaches 28.7 exact match on HotpotQA, and chain-of-thought prompting "
+            "reaches 29.4 exact match on HotpotQA.",
+        ),
+    ],
+    [
+        ("h2", "Results on HotpotQA"),
+        (
+            "p",
+            "On HotpotQA, ReAct combined with chain-of-thought self-consistency reaches 35.1 "
+            "exact match, the best of all prompting methods, and ReAct is grounded in the "
+            "facts it retrieves from Wikipedia.",
+        ),
+    ],
+    [
+        ("h2", "ALFWorld"),
+        (
+            "p",
+            "On ALFWorld, a text game of household tasks, ReAct succeeds in 71 percent of the "
+            "games, against 37 percent for imitation learning from expert trajectories.",
+        ),
+    ],
+]
+FIRST = "Which two abilities does ReAct interleave?"
+FOLLOW_UP = "How well does it do on HotpotQA?"
+HOTPOT_PAGE = 3
+
+SCRIPT_TITLE = "Probe <script>window.__pwned = 1</script> manual"
+SCRIPT_TEXT = (
+    'The Zorblax probe launch code is 7741. <script>window.__pwned = 1; alert("pwned")</script> '
+    '<img src=x onerror="window.__pwned = 2"> The probe lands on Europa.'
+)
+SCRIPT_QUESTION = "What is the Zorblax probe launch code?"
+
+
+def make_react_pdf(path: Path) -> Path:
+    return make_pdf(path, PAGES, title=TITLE)
+
+
+def make_script_pdf(path: Path) -> Path:
+    """A PDF whose title and text are script and markup: shown, they must stay text."""
+    pages = [[("h1", "Zorblax probe"), ("p", SCRIPT_TEXT)]]
+    return make_pdf(path, pages, title=SCRIPT_TITLE)
+
+
+def free_port() -> int:
+    from fathom.bench.support.fault_server import free_port as port
+
+    return port()
+
+
+@contextmanager
+def serve_process(*args: str, log: Path, timeout: float = 120) -> Iterator[str]:
+    """``fathom serve ARGS`` on a free loopback port (the test's FATHOM_HOME); yields its base
+    URL once it answers, and stops it after."""
+    port = free_port()
+    command = [sys.executable, "-m", "fathom", "serve", "--port", str(port), *args]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=os.environ)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/api/v1/collections", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"fathom serve did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.2)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
