@@ -326,10 +326,32 @@ def guarded(read: Callable[..., DocMeta], *args: Any) -> DocMeta:
         return DocMeta()
 
 
+# an author line in a document's opening text: "By Ada Lovelace", "Prepared by A and B",
+# "Authors: A, B" (a slide deck's or a report's title slide or page)
+_BYLINE = re.compile(
+    r"^(?:(?:prepared|written|presented|compiled|edited|authored)\s+by|by|authors?\s*:)"
+    r"\s+(?P<people>.+)$",
+    re.IGNORECASE,
+)
+
+# degrees and honours after a name: "G. A. Lebour, M.A., F.G.S."
+_DEGREES = re.compile(
+    r"(?:\s*,\s*(?:(?:[A-Z][a-z]?\.){1,4}|Ph\.?\s?D\.?|MD|MBA|MSc|BSc|FRS|Esq\.?))+\s*,?\s*$"
+)
+
+
+def byline(line: str) -> tuple[str, ...]:
+    """The people an author line names ("Prepared by Mara Lindqvist and Tomas Okafor"), or ()."""
+    m = _BYLINE.match(line.strip())
+    people = split_people(_DEGREES.sub("", m.group("people")).strip(" .,")) if m else ()
+    # a full name has two words at least: "By Region" is a heading, not an author
+    return people if people and all(len(p.split()) >= 2 for p in people) else ()
+
+
 def with_text_fallback(meta: DocMeta, text: str, first_heading: str = "") -> DocMeta:
     """``meta`` with what the opening text states filled in where it has nothing (it never
-    replaces a field): the first heading as title, a date line, a version line (origin
-    ``text``, page 1)."""
+    replaces a field): the first heading as title, an author line, a date line, a version line
+    (origin ``text``, page 1)."""
     found = Found()
     if not meta.title and first_heading:
         found.put("title", good_title(first_heading), TEXT, 1)
@@ -337,6 +359,8 @@ def with_text_fallback(meta: DocMeta, text: str, first_heading: str = "") -> Doc
         line = line.strip()
         if not line or len(line.split()) > 12:
             continue
+        if not meta.authors:
+            found.put("authors", byline(line), TEXT, 1)
         if not meta.date:
             found.put("date", find_date(line), TEXT, 1)
         if not meta.version:

@@ -1,5 +1,6 @@
 """PPTX loader (python-pptx): one slide is one page, its title its section, text frames in
-reading order (top to bottom, then left to right), tables as rows, speaker notes kept and marked.
+reading order (top to bottom, then left to right, group shapes opened), tables as rows, a
+SmartArt diagram's nodes from its data part, speaker notes kept and marked.
 
 Named ``slides`` rather than ``pptx`` so it never shadows the python-pptx package.
 """
@@ -23,6 +24,10 @@ from fathom.ingestion.metadata import guarded, office_properties, with_text
 from fathom.ingestion.word import ArchiveLoader
 
 NOTES_MARK = "Speaker notes:"
+_A = "http://schemas.openxmlformats.org/drawingml/2006/main"
+_DGM = "http://schemas.openxmlformats.org/drawingml/2006/diagram"
+_R = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+_DIAGRAM = _DGM  # a graphic frame holding a SmartArt diagram names its namespace as its uri
 _RESAVE = "re-save it from PowerPoint or LibreOffice Impress as .pptx"
 
 
@@ -96,6 +101,9 @@ def _slide_blocks(slide: Any, number: int) -> Iterator[Block]:
             rows = [r for r in rows if r]
             if rows:
                 yield Block("\n".join(rows), "table", page=number)
+        elif _DIAGRAM in _graphic_uri(shape):
+            for text in _smartart_texts(slide, shape):
+                yield Block(text, page=number)
         elif getattr(shape, "has_text_frame", False) and shape.has_text_frame:
             for para in shape.text_frame.paragraphs:
                 text = para.text.replace("\v", " ")  # a line break inside the paragraph
@@ -117,6 +125,41 @@ def _shapes(shapes: Any) -> Iterator[Any]:
             yield from _shapes(shape.shapes)
         else:
             yield shape
+
+
+def _graphic_uri(shape: Any) -> str:
+    """The kind of a graphic frame's content (a table, a chart, a SmartArt diagram …); ''
+    for any other shape."""
+    data = shape._element.find(f"{{{_A}}}graphic/{{{_A}}}graphicData")
+    return data.get("uri", "") if data is not None else ""
+
+
+def _smartart_texts(slide: Any, shape: Any) -> list[str]:
+    """A SmartArt diagram's text, one string per node in the diagram's data order: its data
+    part (``dgm:relIds r:dm``) holds the nodes; connectors and presentation points carry no
+    text of the author's. [] when the part is missing or unreadable."""
+    from lxml import etree
+
+    rel_ids = shape._element.find(f".//{{{_DGM}}}relIds")
+    rid = rel_ids.get(f"{{{_R}}}dm") if rel_ids is not None else None
+    try:
+        root = etree.fromstring(slide.part.related_part(rid).blob) if rid else None
+    except (KeyError, ValueError, etree.XMLSyntaxError):
+        return []
+    if root is None:
+        return []
+    texts = []
+    for pt in root.iter(f"{{{_DGM}}}pt"):
+        if pt.get("type", "node") not in ("node", "asst"):
+            continue
+        paras = [
+            "".join(t.text or "" for t in p.iter(f"{{{_A}}}t"))
+            for p in pt.iterfind(f"{{{_DGM}}}t/{{{_A}}}p")
+        ]
+        text = " ".join(" ".join(paras).split())
+        if text:
+            texts.append(text)
+    return texts
 
 
 def _pos(value: Any) -> int:

@@ -294,6 +294,40 @@ def test_pptx_core_properties(tmp_path: Path) -> None:
     assert meta.version == "3.1"
 
 
+def test_a_title_slide_gives_title_authors_and_date(tmp_path: Path) -> None:
+    # no core properties at all: the title slide's title, author line and date line
+    from pptx import Presentation
+
+    prs = Presentation()
+    slide = prs.slides.add_slide(prs.slide_layouts[0])
+    slide.shapes.title.text = "Quarterly Safety Review"
+    slide.placeholders[1].text = "Prepared by Mara Lindqvist and Tomas Okafor\nMarch 2024"
+    body = prs.slides.add_slide(prs.slide_layouts[1])
+    body.shapes.title.text = "By Region"
+    body.placeholders[1].text = "Incidents fell by 12 percent in the north."
+    path = tmp_path / "review.pptx"
+    prs.save(str(path))
+    meta = load_document(path).meta
+    assert meta.title == "Quarterly Safety Review"
+    assert meta.authors == ("Mara Lindqvist", "Tomas Okafor")
+    assert meta.iso_date == "2024-03" and meta.source_of("authors") == ("text", 1)
+
+
+def test_a_byline_names_people_only() -> None:
+    from fathom.ingestion.meta_values import byline
+
+    assert byline("Authors: Ada Lovelace, Grace Hopper") == ("Ada Lovelace", "Grace Hopper")
+    assert byline("By Jane Q. Public") == ("Jane Q. Public",)
+    assert byline("By G. A. LEBOUR , M.A., F.G.S.,") == ("G. A. LEBOUR",)
+    assert byline("BY Laura Silver, Kat Devlin and Christine Huang") == (
+        "Laura Silver",
+        "Kat Devlin",
+        "Christine Huang",
+    )
+    assert byline("By Region") == () and byline("By contrast, the plan failed.") == ()
+    assert byline("By 2030 every plant will be audited") == ()
+
+
 HTML_WITH_META = """<!DOCTYPE html><html><head><meta charset="utf-8">
 <title>Moths | Example Naturalists Society</title>
 <meta name="citation_title" content="Field Guide to Moths">

@@ -49,3 +49,66 @@ def test_broken_pptx_is_one_line(tmp_path: Path, make, fragment: str) -> None:
         load_document(path)
     message = str(info.value)
     assert message.startswith(f"{path}: ") and "\n" not in message and fragment in message
+
+
+_DIAGRAM_DATA = """<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+<dgm:dataModel xmlns:dgm="http://schemas.openxmlformats.org/drawingml/2006/diagram"
+    xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main">
+  <dgm:ptLst>
+    <dgm:pt modelId="{0}" type="doc"><dgm:prSet/><dgm:spPr/><dgm:t><a:bodyPr/><a:p><a:endParaRPr/></a:p></dgm:t></dgm:pt>
+    <dgm:pt modelId="{1}"><dgm:prSet/><dgm:spPr/><dgm:t><a:bodyPr/><a:p><a:r><a:t>Collect the</a:t></a:r><a:r><a:t> samples</a:t></a:r></a:p></dgm:t></dgm:pt>
+    <dgm:pt modelId="{2}" type="parTrans"><dgm:prSet/><dgm:spPr/><dgm:t><a:bodyPr/><a:p><a:r><a:t>connector</a:t></a:r></a:p></dgm:t></dgm:pt>
+    <dgm:pt modelId="{3}"><dgm:prSet/><dgm:spPr/><dgm:t><a:bodyPr/><a:p><a:r><a:t>Seal the vials</a:t></a:r></a:p></dgm:t></dgm:pt>
+    <dgm:pt modelId="{4}" type="pres"><dgm:prSet presName="node"/><dgm:spPr/></dgm:pt>
+  </dgm:ptLst>
+  <dgm:cxnLst/>
+</dgm:dataModel>"""
+
+
+def _with_smartart(path: Path) -> Path:
+    """A deck whose slide holds a group shape and a SmartArt diagram (a graphic frame whose
+    data part python-pptx does not read): the diagram's parts are written by hand."""
+    from pptx import Presentation
+    from pptx.opc.constants import RELATIONSHIP_TYPE as RT
+    from pptx.opc.package import Part
+    from pptx.opc.packuri import PackURI
+    from pptx.oxml import parse_xml
+    from pptx.util import Inches
+
+    prs = Presentation()
+    slide = prs.slides.add_slide(prs.slide_layouts[5])
+    slide.shapes.title.text = "Sampling Procedure"
+    group = slide.shapes.add_group_shape()
+    box = group.shapes.add_textbox(Inches(1), Inches(5), Inches(3), Inches(1))
+    box.text_frame.text = "Label every vial with the site code"
+    part = Part(
+        PackURI("/ppt/diagrams/data1.xml"),
+        "application/vnd.openxmlformats-officedocument.drawingml.diagramData+xml",
+        prs.part.package,
+        _DIAGRAM_DATA.encode(),
+    )
+    rid = slide.part.relate_to(part, RT.DIAGRAM_DATA)
+    frame = parse_xml(
+        '<p:graphicFrame xmlns:p="http://schemas.openxmlformats.org/presentationml/2006/main"'
+        ' xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"'
+        ' xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships">'
+        '<p:nvGraphicFramePr><p:cNvPr id="90" name="Diagram 1"/><p:cNvGraphicFramePr/><p:nvPr/>'
+        '</p:nvGraphicFramePr><p:xfrm><a:off x="914400" y="1828800"/><a:ext cx="6000000"'
+        ' cy="2000000"/></p:xfrm><a:graphic><a:graphicData'
+        ' uri="http://schemas.openxmlformats.org/drawingml/2006/diagram">'
+        '<dgm:relIds xmlns:dgm="http://schemas.openxmlformats.org/drawingml/2006/diagram"'
+        f' r:dm="{rid}" r:lo="" r:qs="" r:cs=""/></a:graphicData></a:graphic></p:graphicFrame>'
+    )
+    slide.shapes._spTree.append(frame)
+    prs.save(str(path))
+    return path
+
+
+def test_smartart_nodes_and_grouped_shapes_are_read(tmp_path: Path) -> None:
+    doc = load_document(_with_smartart(tmp_path / "diagram.pptx"))
+    text = doc.text
+    assert "Collect the samples" in text and "Seal the vials" in text
+    assert "connector" not in text  # a connector's label is not the author's text
+    # the diagram (higher on the slide) comes before the grouped text box below it
+    assert text.index("Seal the vials") < text.index("Label every vial with the site code")
+    assert doc.section_at(text.index("Seal the vials")) == "Sampling Procedure"
