@@ -51,18 +51,27 @@ def test_broken_pptx_is_one_line(tmp_path: Path, make, fragment: str) -> None:
     assert message.startswith(f"{path}: ") and "\n" not in message and fragment in message
 
 
-_DIAGRAM_DATA = """<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
-<dgm:dataModel xmlns:dgm="http://schemas.openxmlformats.org/drawingml/2006/diagram"
-    xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main">
-  <dgm:ptLst>
-    <dgm:pt modelId="{0}" type="doc"><dgm:prSet/><dgm:spPr/><dgm:t><a:bodyPr/><a:p><a:endParaRPr/></a:p></dgm:t></dgm:pt>
-    <dgm:pt modelId="{1}"><dgm:prSet/><dgm:spPr/><dgm:t><a:bodyPr/><a:p><a:r><a:t>Collect the</a:t></a:r><a:r><a:t> samples</a:t></a:r></a:p></dgm:t></dgm:pt>
-    <dgm:pt modelId="{2}" type="parTrans"><dgm:prSet/><dgm:spPr/><dgm:t><a:bodyPr/><a:p><a:r><a:t>connector</a:t></a:r></a:p></dgm:t></dgm:pt>
-    <dgm:pt modelId="{3}"><dgm:prSet/><dgm:spPr/><dgm:t><a:bodyPr/><a:p><a:r><a:t>Seal the vials</a:t></a:r></a:p></dgm:t></dgm:pt>
-    <dgm:pt modelId="{4}" type="pres"><dgm:prSet presName="node"/><dgm:spPr/></dgm:pt>
-  </dgm:ptLst>
-  <dgm:cxnLst/>
-</dgm:dataModel>"""
+def _point(model_id: int, text: str, kind: str = "") -> str:
+    """A diagram data point holding ``text`` (a ``kind`` of "" is a node)."""
+    typed = f' type="{kind}"' if kind else ""
+    runs = "".join(f"<a:r><a:t>{part}</a:t></a:r>" for part in text.split("|"))
+    return (
+        f'<dgm:pt modelId="{{{model_id}}}"{typed}><dgm:prSet/><dgm:spPr/>'
+        f"<dgm:t><a:bodyPr/><a:p>{runs}</a:p></dgm:t></dgm:pt>"
+    )
+
+
+_DIAGRAM_DATA = (
+    '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>'
+    '<dgm:dataModel xmlns:dgm="http://schemas.openxmlformats.org/drawingml/2006/diagram"'
+    ' xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"><dgm:ptLst>'
+    + _point(0, "", "doc")
+    + _point(1, "Collect the| samples")  # two runs make one node's text
+    + _point(2, "connector", "parTrans")
+    + _point(3, "Seal the vials")
+    + '<dgm:pt modelId="{4}" type="pres"><dgm:prSet presName="node"/><dgm:spPr/></dgm:pt>'
+    + "</dgm:ptLst><dgm:cxnLst/></dgm:dataModel>"
+)
 
 
 def _with_smartart(path: Path) -> Path:
