@@ -148,7 +148,8 @@ _NUMBER = re.compile(
 )
 _YES_NO = re.compile(
     r"^\s*(?:is|are|was|were|does|do|did|can|could|has|have|had|will|would|should|must|may)\s+"
-    r"(?!.*\bor\b)",
+    # "… or …?" offers options (a comparison or a choice), unless it is "yes or no"
+    r"(?!.*\bor\b(?!\s+['\"‘“]?no\b))",
     _I,
 )
 _COMPARISON = re.compile(

@@ -101,6 +101,20 @@ def test_a_count_question_does_not_take_a_sure_year_for_its_count() -> None:
     assert sure.generate("How many tasks did the team study?", [hit(0, text)]).short == "5"
 
 
+def test_a_yes_no_question_has_yes_or_no_as_its_short_answer() -> None:
+    from fathom.router.answer_kind import answer_kind
+
+    assert answer_kind("Does CFC exposure cause skin burns? Answer 'yes' or 'no'.").name == "yes_no"
+    assert answer_kind("Is the north plant larger or the south plant?").name != "yes_no"
+    text = "Exposure to CFC refrigerant can cause frostbite-like skin burns."
+    gen = ExtractiveGenerator(reader=FakeReader(["can cause frostbite-like skin burns"]))
+    q = "Does CFC exposure cause skin burns? Directly answer 'yes' or 'no'."
+    assert gen.generate(q, [hit(0, text)]).short == "Yes"
+    text = "The handheld unit is not waterproof and must be kept dry."
+    gen = ExtractiveGenerator(reader=FakeReader(["not waterproof"]))
+    assert gen.generate("Is the handheld unit waterproof?", [hit(0, text)]).short == "No"
+
+
 def test_enumeration_in_a_sentence() -> None:
     got = enumeration("The plants are located in Mumbai, Pune and Delhi.")
     assert got == ["Mumbai", "Pune", "Delhi"]

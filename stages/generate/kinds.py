@@ -20,6 +20,7 @@ of a span (``shapes`` finds what each reads).
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -132,14 +133,30 @@ def _listed(question: str, kind: str, span: Any, hits: list[Hit]) -> Shaped | No
 
 def with_short(draft: Draft, kind: str, span: Any) -> Draft:
     """``draft`` with its short answer: for a number, count or table question the number in
-    the span (else in its sentence, nearest the span); otherwise the span's text."""
+    the span (else in its sentence, nearest the span); for a yes/no question "Yes" or "No" as
+    the span's sentence reads (``yes_or_no``); otherwise the span's text."""
     from fathom.stages.generate.shapes import count_in, number_in
 
     if span is None or not draft.citations:
         return draft
     short = span.text
-    if kind == "count":
+    if kind == "yes_no":
+        short = yes_or_no(span.sentence or span.text)
+    elif kind == "count":
         short = count_in(span.text) or count_in(span.sentence, near=span.text) or span.text
     elif kind in ("number", "table"):
         short = number_in(span.text) or number_in(span.sentence, near=span.text) or span.text
     return dataclasses.replace(draft, short=short)
+
+
+_NEGATION = re.compile(
+    r"\b(?:not|no|never|none|neither|nor|cannot|without|unable|lacks?|fails?|failed)\b|n't\b",
+    re.IGNORECASE,
+)
+
+
+def yes_or_no(sentence: str) -> str:
+    """ "No" when the sentence that answers a yes/no question is negated, else "Yes": what the
+    sentence quoted says, in one word (the question's own negation flips nothing: "Isn't it
+    waterproof?" asked of "It is not waterproof." is answered "No", as a person would)."""
+    return "No" if _NEGATION.search(sentence) else "Yes"
