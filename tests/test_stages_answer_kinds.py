@@ -115,6 +115,28 @@ def test_a_yes_no_question_has_yes_or_no_as_its_short_answer() -> None:
     assert gen.generate("Is the handheld unit waterproof?", [hit(0, text)]).short == "No"
 
 
+def test_an_acronym_is_expanded_as_the_source_spells_it() -> None:
+    from fathom.stages.generate.shapes import asked_acronym
+
+    assert asked_acronym("What is NARL stand for in this document?") == "NARL"
+    assert asked_acronym("What is the full form of IoT?") == "IoT"
+    assert asked_acronym("Who runs the radar station?") == ""
+    text = (
+        "The MST Radar facility at NARL near Tirupati is run by the National Atmospheric "
+        "Research Laboratory (NARL), an autonomous society. New Approaches to Radar Lidar."
+    )
+    draft = _answerer().generate("What does NARL stand for?", [hit(0, FILLER), hit(1, text)])
+    assert draft.short == "National Atmospheric Research Laboratory"
+    assert draft.citations == (2,) and not draft.abstained
+    iot = "Sensors on the Internet of Things (IoT) report every minute."
+    assert _answerer().generate("What is IoT short for?", [hit(0, iot)]).short == (
+        "Internet of Things"
+    )
+    # nothing spells it out: not answered by an expansion
+    draft = _answerer().generate("What does QZX stand for?", [hit(0, text)])
+    assert draft.short != "National Atmospheric Research Laboratory"
+
+
 def test_enumeration_in_a_sentence() -> None:
     got = enumeration("The plants are located in Mumbai, Pune and Delhi.")
     assert got == ["Mumbai", "Pune", "Delhi"]

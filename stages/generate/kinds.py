@@ -13,6 +13,8 @@ of a span (``shapes`` finds what each reads).
 - **List**: the items of the best-matching list block (bullets, numbered steps, table rows) or
   of the enumeration in the span's sentence, one a line, each cited. **Count**: the number the
   span states when it is sure, else those items counted, named.
+- **Acronym**: what an acronym the question asks about stands for, as a source spells it out
+  (its capitalised words' initials, joining words between), cited — whatever the kind.
 - **Short answer**: for a number, count or table question the number in the span (else the one
   in its sentence nearest to it), as written; otherwise the span.
 """
@@ -60,7 +62,7 @@ def not_answered(
     ``reader``: whether a span reader read them (without one, only the coverage bar holds)."""
     from fathom.stages.generate.shapes import coverage
 
-    if kind.name == "summary" or not hits:
+    if kind.name == "summary" or not hits or _expanded(question, hits) is not None:
         return False
     held = coverage(question, hits)
     if held < MIN_COVERAGE:
@@ -89,6 +91,9 @@ def shaped(question: str, kind: AnswerKind, span: Any, hits: list[Hit]) -> Shape
     """The answer in the shape ``kind`` wants, when it has one here: a table cell (a table
     question, or one of ``_CELL_KINDS`` without a sure span), a list's items, a count; None
     when the answer is the span's."""
+    expanded = _expanded(question, hits)
+    if expanded is not None:
+        return expanded
     sure = _sure(kind.name, span)
     if kind.name == "table" or (kind.name in _CELL_KINDS and not sure):
         cell = _cell(question, hits)
@@ -97,6 +102,19 @@ def shaped(question: str, kind: AnswerKind, span: Any, hits: list[Hit]) -> Shape
     if kind.name in ("list", "count"):
         return _listed(question, kind.name, span, hits)
     return None
+
+
+def _expanded(question: str, hits: list[Hit]) -> Shaped | None:
+    """What an acronym the question asks about stands for, as a source spells it out
+    (``shapes.expansion``), cited; None when it asks no such thing or no source spells it."""
+    from fathom.stages.generate.shapes import asked_acronym, expansion
+
+    if not asked_acronym(question):
+        return None
+    found = expansion(question, hits)
+    if found is None:
+        return None
+    return Shaped(f"{found.acronym} stands for {found.text} [{found.n}].", (found.n,), found.text)
 
 
 def _cell(question: str, hits: list[Hit]) -> Shaped | None:

@@ -318,3 +318,74 @@ def table_cell(question: str, hits: list[Hit]) -> Cell | None:
                         line = " | ".join(row)
                         best = (score, Cell(value, row[0], header[j], i, line))
     return None if best is None else best[1]
+
+
+# "What does NARL stand for?", "What is the full form of MST?", "What is NARL short for?"
+_ASKS_EXPANSION = re.compile(
+    r"\b(?P<acr>[A-Z][A-Za-z]*[A-Z][A-Za-z]*s?)\b[^?]*\b(?:stand|stands|short)\s+for\b|"
+    r"\b(?:full\s+form|expansion|abbreviation|acronym)\s+(?:of|for)\s+(?:the\s+)?"
+    r"(?P<acr2>[A-Z][A-Za-z]*[A-Z][A-Za-z]*s?)\b"
+)
+_JOINING = frozenset("of and for the on in to &".split())
+
+
+@dataclass(frozen=True, slots=True)
+class Expansion:
+    """An acronym's expansion as a source writes it, with source ``n`` (1-based)."""
+
+    acronym: str
+    text: str
+    n: int
+
+
+def asked_acronym(question: str) -> str:
+    """The acronym ``question`` asks the meaning of ("What does NARL stand for?" → "NARL"),
+    or ""."""
+    m = _ASKS_EXPANSION.search(question)
+    if not m:
+        return ""
+    acr = m.group("acr") or m.group("acr2") or ""
+    return acr[:-1] if acr.endswith("s") and acr[:-1].isupper() else acr
+
+
+def expansion(question: str, hits: list[Hit]) -> Expansion | None:
+    """The words whose initials spell the acronym the question asks about, as the sources
+    write it — "National Atmospheric Research Laboratory (NARL)" — preferring a run written
+    next to the acronym in brackets; joining words ("of", "and", "for", "the") may sit
+    between, as they do in a name. None when the question asks no such thing or no source
+    spells it out."""
+    acr = asked_acronym(question)
+    letters = [ch for ch in acr if ch.isupper()]  # "IoT": Internet of Things
+    if len(letters) < 2:
+        return None
+    best: tuple[int, Expansion] | None = None
+    for n, hit in enumerate(hits, start=1):
+        words = list(re.finditer(r"[A-Za-z][\w'-]*|&", hit.chunk.text))
+        for i in range(len(words)):
+            found = _spelled(words, i, letters)
+            if found is None:
+                continue
+            a, b = words[i].start(), words[found].end()
+            text = hit.chunk.text[a:b]
+            after = hit.chunk.text[b : b + len(acr) + 4]
+            rank = (2 if f"({acr}" in after else 0) + (1 if n == 1 else 0)
+            if best is None or rank > best[0]:
+                best = (rank, Expansion(acr, text, n))
+    return best[1] if best is not None else None
+
+
+def _spelled(words: list[re.Match[str]], i: int, letters: list[str]) -> int | None:
+    """The index of the last word of the run from ``words[i]`` whose capitalised words'
+    initials are ``letters`` in order (joining words may sit between), or None."""
+    k = 0
+    j = i
+    while j < len(words) and k < len(letters):
+        word = words[j].group()
+        if word[0].isupper() and word[0] == letters[k]:
+            k += 1
+        elif word.lower() in _JOINING and j > i:
+            pass
+        else:
+            return None
+        j += 1
+    return j - 1 if k == len(letters) else None
