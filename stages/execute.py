@@ -52,12 +52,18 @@ def _from_metadata(
     parts: Parts, prepared: Prepared, plan: Plan, trace: Trace, on_token: TokenSink | None
 ) -> tuple[list[Hit], Any, Any] | None:
     """A metadata question answered from the document's own metadata (``stages.metadata``),
-    citing the page it was read from, or a question about pages past the end of the document
-    answered as not answered; None when the question is neither (or the document does not
-    state the field)."""
+    citing the page it was read from; a question about pages past the end of the document
+    answered as not answered; a count of the document's figures, tables, chapters, appendices
+    or pages counted over the whole document (``stages.structure``); None when the question
+    is none of these (or the document does not state the field, or holds no such part)."""
     from fathom.stages.metadata import metadata_answer, missing_pages_answer
+    from fathom.stages.structure import structure_answer
 
-    found = metadata_answer(parts, prepared) or missing_pages_answer(parts, prepared)
+    found = (
+        metadata_answer(parts, prepared)
+        or missing_pages_answer(parts, prepared)
+        or structure_answer(parts, prepared)
+    )
     if found is None:
         _note_unread_metadata(parts, prepared, trace)
         return None
@@ -68,6 +74,8 @@ def _from_metadata(
     trace.add_ms("generate", draft.ms)
     if found[1].abstained:
         trace.note("the question asks about pages past the end of the document")
+    elif draft.model == "document structure":
+        trace.note("a count of the document's own parts: counted over all of its passages")
     else:
         trace.note("a metadata question: answered from the document's metadata, read at ingest")
     conf = parts.scorer.score(draft, used, parts.vectors(used))

@@ -38,7 +38,7 @@ def metadata_answer(parts: Parts, prepared: Prepared) -> tuple[list[Hit], Draft]
     if kind is None or kind.name != "metadata" or not kind.field:
         return None
     t0 = time.perf_counter()
-    doc_id = _document(parts, prepared)
+    doc_id = document_of(parts, prepared)
     meta = parts.collection.metadata().get(doc_id) if doc_id else None
     if meta is None:
         return None
@@ -60,11 +60,11 @@ def metadata_answer(parts: Parts, prepared: Prepared) -> tuple[list[Hit], Draft]
     )
     text = f"{_SAID[field].format(value=shown)} — from {where} [1]."
     short = tuple(value) if isinstance(value, tuple) else shown
-    draft = _stated(parts, text, "document metadata", t0, citations=(1,), short=short)
+    draft = stated_draft(parts, text, "document metadata", t0, citations=(1,), short=short)
     return [Hit(chunk, score=1.0)], draft
 
 
-def _document(parts: Parts, prepared: Prepared) -> str:
+def document_of(parts: Parts, prepared: Prepared) -> str:
     """The document the question is about: the only one in scope, else the best-ranked
     passage's."""
     docs = prepared.docs
@@ -125,11 +125,11 @@ def missing_pages_answer(parts: Parts, prepared: Prepared) -> tuple[list[Hit], D
     )
     used = list(prepared.probe.hits[:3])
     related = tuple(range(1, len(used) + 1))
-    draft = _stated(parts, text, "document pages", t0, abstained=True, related=related)
+    draft = stated_draft(parts, text, "document pages", t0, abstained=True, related=related)
     return used, draft
 
 
-def _stated(parts: Parts, text: str, model: str, t0: float, **fields: Any) -> Draft:
+def stated_draft(parts: Parts, text: str, model: str, t0: float, **fields: Any) -> Draft:
     """A draft of what the collection states about a document (no model read anything): sure
     when it cites (``citations``), else an abstention."""
     confidence = 1.0 if fields.get("citations") else 0.0
