@@ -282,7 +282,7 @@ async function ingest(body) {
   for await (const { event, data } of events(response)) {
     if (event === "progress") {
       if (data.event === "discovered") logLine(`${data.files} file(s) found`);
-      else if (data.event === "file") logLine(`${data.path}: ${data.status}` + (data.reason ? ` (${data.reason})` : "") + (data.pages ? ` · ${data.pages} pages · ${data.chunks} chunks` : ""), data.status);
+      else if (data.event === "file") logLine(`${String(data.path).split(/[\\/]/).pop()}: ${data.status}` + (data.reason ? ` (${data.reason})` : "") + (data.pages ? ` · ${data.pages} pages · ${data.chunks} chunks` : ""), data.status);
       else if (data.event === "embed_start") logLine(`embedding ${data.total} chunks`);
     } else if (event === "report") {
       const c = data.counts;
