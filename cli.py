@@ -1,12 +1,12 @@
 """Fathom command line: parse, call one function per command, render.
 
-The options several commands share come from ``fathom.options``; what a command does between
-its options and its output is in ``fathom.commands`` (or the layer that owns the work), and
-``fathom.render`` and ``fathom.tables`` draw it. The ``policy`` and ``portfolio`` groups are in
-``fathom.cli_learn``, and what the command modules share in ``fathom.cli_base``. Only click and
-the standard library are imported at the top, so ``--help`` is instant; every heavy library
-loads inside the command that needs it. stdout carries results; progress, warnings and logs go
-to stderr. Exit codes: 0 ok, 1 an expected failure (FathomError), 2 bad usage.
+The options several commands share come from ``fathom.options``; what a command does between its
+options and its output is in ``fathom.commands`` (or the layer that owns the work), and
+``fathom.terminal.render`` and ``fathom.terminal.tables`` draw it. The ``policy`` and ``portfolio``
+groups are in ``fathom.cli_learn``, and what the command modules share in ``fathom.cli_base``. Only
+click and the standard library are imported at the top, so ``--help`` is instant; every heavy
+library loads inside the command that needs it. stdout carries results; progress, warnings and logs
+go to stderr. Exit codes: 0 ok, 1 an expected failure (FathomError), 2 bad usage.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def ingest(
     """Ingest PDF, DOCX, PPTX, HTML, EPUB, TXT and MD files, scans and images (by OCR), folders
     or a docs.jsonl into a collection."""
     from fathom import commands
-    from fathom.render import IngestProgress, render_ingest
+    from fathom.terminal.render import IngestProgress, render_ingest
 
     cfg = command_config(ctx, **{"embedder.name": embedder, "ingest.strict": strict or None})
     display = IngestProgress(enabled=not as_json)
@@ -100,7 +100,7 @@ def ingest(
     render_ingest(report, as_json)
     if watch:
         from fathom.index.watch import watch_collection
-        from fathom.render import WatchDisplay
+        from fathom.terminal.render import WatchDisplay
 
         try:
             watch_collection(
@@ -137,7 +137,7 @@ def search(
 ) -> None:
     """Search COLLECTION for QUERY and print the best chunks."""
     from fathom import commands
-    from fathom.render import render_hits
+    from fathom.terminal.render import render_hits
 
     cfg = command_config(ctx, **{"retrieval.k": k, "retrieval.mode": mode})
     probe, used, kept = commands.search(cfg, collection, query, docs)
@@ -186,14 +186,14 @@ def _ask_config(ctx: click.Context, opts: dict[str, Any]):
 def ask(ctx: click.Context, target: str, question: str, **opts: Any) -> None:
     """Answer QUESTION from TARGET (a file, a folder or a collection name), with citations."""
     from fathom import commands
-    from fathom.render import (
+    from fathom.terminal.render import (
         AnswerStream,
         IngestProgress,
         ask_events,
         render_answer,
         stderr_console,
     )
-    from fathom.render_show import render_shown
+    from fathom.terminal.render_show import render_shown
 
     cfg = _ask_config(ctx, opts)
     err = stderr_console()
@@ -239,7 +239,7 @@ def chat(ctx: click.Context, target: str, **opts: Any) -> None:
     written."""
     from fathom import commands
     from fathom.core.errors import FathomError
-    from fathom.render import (
+    from fathom.terminal.render import (
         AnswerStream,
         IngestProgress,
         ask_events,
@@ -248,7 +248,7 @@ def chat(ctx: click.Context, target: str, **opts: Any) -> None:
         render_answer,
         stderr_console,
     )
-    from fathom.render_show import render_chat_command
+    from fathom.terminal.render_show import render_chat_command
 
     cfg = _ask_config(ctx, opts)
     err = stderr_console()
@@ -315,7 +315,7 @@ def show_command(
     """Show chunk CHUNK_ID of COLLECTION where it stands in its source: its PDF page, scan or
     image with the passage highlighted, or the passage in its surrounding text."""
     from fathom import commands
-    from fathom.render_show import render_shown
+    from fathom.terminal.render_show import render_shown
 
     cfg = command_config(ctx)
     shown = commands.show(cfg, collection, chunk_id, out=out, password=password)
@@ -328,7 +328,7 @@ def show_command(
 def doctor(ctx: click.Context, as_json: bool) -> None:
     """What Fathom will use on this machine and whether it works (exit 1 when ask cannot answer)."""
     from fathom import doctor as checks
-    from fathom.tables import render_doctor
+    from fathom.terminal.tables import render_doctor
 
     result = checks.run_checks(command_config(ctx))
     render_doctor(result, as_json)
@@ -342,7 +342,7 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
 def history(ctx: click.Context, limit: int, as_json: bool) -> None:
     """Recent questions with their depth, latency, tokens and cost."""
     from fathom import commands
-    from fathom.tables import render_history
+    from fathom.terminal.tables import render_history
 
     render_history(commands.history(command_config(ctx), limit), as_json)
 
@@ -365,7 +365,7 @@ def history(ctx: click.Context, limit: int, as_json: bool) -> None:
 def stats(ctx: click.Context, slo_ms: float | None, days: float | None, as_json: bool) -> None:
     """Latency P50/P95, SLO compliance, mean depth, tokens and cost over recorded asks."""
     from fathom import commands
-    from fathom.tables import render_stats
+    from fathom.terminal.tables import render_stats
 
     render_stats(commands.stats(command_config(ctx), days, slo_ms), slo_ms, as_json)
 
@@ -434,7 +434,7 @@ def serve_command(ctx: click.Context, targets: tuple[str, ...], **opts: Any) -> 
         click.echo(f"Error: {refusal}", err=True)
         ctx.exit(2)
     from fathom.index.targets import resolve_target
-    from fathom.render import IngestProgress
+    from fathom.terminal.render import IngestProgress
     from fathom.web import serve
 
     cfg = command_config(ctx, **{"generator.backend": opts.pop("generator")})
@@ -464,7 +464,7 @@ def eval_cmd(ctx: click.Context, **opts: Any) -> None:
     if docs and collection:
         raise click.UsageError("give --docs PATH or --collection NAME, not both")
     from fathom import commands
-    from fathom.render import EvalProgress, IngestProgress, stderr_console
+    from fathom.terminal.render import EvalProgress, IngestProgress, stderr_console
 
     cfg = command_config(ctx, **options.overrides(opts, *options.EVAL_CONFIG))
     as_json = opts.pop("as_json")
@@ -477,7 +477,7 @@ def eval_cmd(ctx: click.Context, **opts: Any) -> None:
 
 def _render_eval(summary: dict[str, Any], out: Path, as_json: bool) -> None:
     from fathom.evaluation.report import table_data
-    from fathom.tables import render_eval
+    from fathom.terminal.tables import render_eval
 
     render_eval(summary, out, as_json, table=table_data)
 
@@ -516,7 +516,7 @@ def collections() -> None:
 def collections_list(ctx: click.Context, as_json: bool) -> None:
     """List collections."""
     from fathom import commands
-    from fathom.tables import render_collections
+    from fathom.terminal.tables import render_collections
 
     render_collections(*commands.list_collections(command_config(ctx)), as_json)
 
@@ -529,7 +529,7 @@ def collections_show(ctx: click.Context, name: str, as_json: bool) -> None:
     """Show a collection's manifest and what each document says about itself: title,
     authors, organisation, date, version (``--json``: each document's ``meta``)."""
     from fathom import commands
-    from fathom.tables import render_collection
+    from fathom.terminal.tables import render_collection
 
     render_collection(name, commands.collection_manifest(command_config(ctx), name), as_json)
 
@@ -548,7 +548,7 @@ def collections_views(ctx: click.Context, name: str, build: tuple[str, ...], as_
     """A collection's extra views for retriever portfolios (sentence windows, sections, BM25
     variants): list them, or build them with --build."""
     from fathom import commands
-    from fathom.tables import render_views
+    from fathom.terminal.tables import render_views
 
     def built(view: str, units: int, seconds: float) -> None:
         click.echo(f"view {view}: {units} units in {seconds:.1f} s", err=True)
@@ -582,7 +582,7 @@ def config() -> None:
 @click.pass_context
 def config_show(ctx: click.Context, as_json: bool) -> None:
     """Print the effective configuration (defaults, fathom.toml, environment)."""
-    from fathom.tables import render_config
+    from fathom.terminal.tables import render_config
 
     render_config(command_config(ctx), as_json)
 

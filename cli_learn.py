@@ -71,8 +71,8 @@ def policy_sweep(ctx: click.Context, **opts: Any) -> None:
     with probe features logged; resumable)."""
     from fathom import commands
     from fathom.learn.sweep import WARN_RECALL
-    from fathom.render import EvalProgress, IngestProgress, stderr_console
-    from fathom.tables import render_sweep
+    from fathom.terminal.render import EvalProgress, IngestProgress, stderr_console
+    from fathom.terminal.tables import render_sweep
 
     if not opts["docs"] and not opts["collection"]:
         raise click.UsageError("give --docs PATH or --collection NAME")
@@ -176,7 +176,7 @@ def policy_train(ctx: click.Context, **opts: Any) -> None:
 def policy_show(path: str | None, as_json: bool) -> None:
     """A policy's metadata and feature importances (default: the shipped policy)."""
     from fathom import commands
-    from fathom.tables import render_policy
+    from fathom.terminal.tables import render_policy
 
     render_policy(*commands.depth_policy(path), as_json)
 
@@ -218,7 +218,7 @@ def portfolio_build(ctx: click.Context, **opts: Any) -> None:
     """Score every pool member on the questions (cached beside --out), choose --size members
     greedily by best-of-K coverage and train the router that picks among them per question."""
     from fathom.learn.portfolio_build import build_portfolio_file
-    from fathom.tables import render_portfolio
+    from fathom.terminal.tables import render_portfolio
 
     collection, docs = opts.pop("collection"), opts.pop("docs")
     info, out, n_questions = build_portfolio_file(
@@ -242,7 +242,7 @@ def portfolio_eval(ctx: click.Context, path: str, **opts: Any) -> None:
     single member, the top K by average (both chosen on the training questions) and the whole
     pool; the router's top ℓ members fused against a random ℓ; paired bootstrap intervals."""
     from fathom.evaluation.portfolio import evaluate_portfolio_file
-    from fathom.tables import render_portfolio_eval
+    from fathom.terminal.tables import render_portfolio_eval
 
     as_json = opts.pop("as_json")
     render_portfolio_eval(evaluate_portfolio_file(command_config(ctx), path, **opts), as_json)
@@ -256,6 +256,6 @@ def portfolio_show(ctx: click.Context, path: str, as_json: bool) -> None:
     """A portfolio's members, their marginal gains and coverage, beside the baselines and the
     router (a file or a name under $FATHOM_HOME/portfolios)."""
     from fathom import commands
-    from fathom.tables import render_portfolio
+    from fathom.terminal.tables import render_portfolio
 
     render_portfolio(commands.portfolio_info(command_config(ctx), path), as_json)

@@ -1,6 +1,6 @@
 """What the commands do between the options ``fathom.cli`` parses and what it renders: the
 collection a command works on, the work itself through the layer that owns it, and the results
-``cli`` hands to ``fathom.render`` and ``fathom.tables``.
+``cli`` hands to ``fathom.terminal.render`` and ``fathom.terminal.tables``.
 
 Nothing here prints: progress and streamed tokens go to the displays ``cli`` passes in. Beyond
 the standard library, everything (Fathom's own layers included) loads inside the function that

@@ -103,6 +103,7 @@ def test_the_import_contracts_hold(tmp_path) -> None:
         "The runtime never imports training, evaluation, scikit-learn or matplotlib",
         "Nothing below the rendering modules imports rich",
         "Nothing below the web layer imports starlette, uvicorn or jinja2",
+        "Terminal: tables and shown pages above render, above images",
         "Router: decisions above their features and costs",
         "Router portfolios: the runtime above its parts",
     ):
@@ -110,13 +111,15 @@ def test_the_import_contracts_hold(tmp_path) -> None:
 
 
 def test_the_import_contracts_can_fail(tmp_path) -> None:
-    """A scratch import of training code from the answering stages, and of rich from the
-    router, each break a contract (an import inside a function counts too)."""
+    """A scratch import of training code from the answering stages, of rich from the router,
+    and of the terminal's renderer from its image protocols each break a contract (an import
+    inside a function counts too)."""
     done = _lint_imports(
         tmp_path,
         {
             "stages/records.py": "def _scratch():\n    import fathom.learn.sweep",
             "router/cost.py": "import rich",
+            "terminal/images.py": "def _scratch():\n    import fathom.terminal.render",
         },
     )
     assert done.returncode != 0
@@ -127,3 +130,4 @@ def test_the_import_contracts_can_fail(tmp_path) -> None:
     assert "fathom.stages.records -> fathom.learn.sweep" in out
     assert "Nothing below the rendering modules imports rich BROKEN" in out
     assert "fathom.router.cost -> rich" in out
+    assert "Terminal: tables and shown pages above render, above images BROKEN" in out

@@ -104,7 +104,7 @@ REWRITTEN = (
 @pytest.fixture
 def streaming(monkeypatch: pytest.MonkeyPatch) -> None:
     """Answers stream as on a terminal (CliRunner's stdout is not one)."""
-    from fathom import render
+    from fathom.terminal import render
 
     class Streaming(render.AnswerStream):
         def __init__(self, enabled: bool) -> None:

@@ -1,7 +1,7 @@
-"""The command line's two halves: ``fathom.render`` and ``fathom.tables`` draw (and import
-nothing heavy, and nothing of Fathom above its core but ``tables`` the helpers of ``render``),
-the commands call one function of the layer that owns the work; ``policy show`` reads a policy
-by the kind its metadata records."""
+"""The command line's two halves: ``fathom.terminal.render`` and ``fathom.terminal.tables`` draw
+(and import nothing heavy, and nothing of Fathom above its core but ``tables`` the helpers of
+``render``), the commands call one function of the layer that owns the work; ``policy show`` reads a
+policy by the kind its metadata records."""
 
 from __future__ import annotations
 
@@ -20,12 +20,12 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.mark.parametrize(
     ("module", "allowed"),
-    [("render", {"fathom", "fathom.render"}),
-     ("tables", {"fathom", "fathom.render", "fathom.tables"})],
+    [("render", {"fathom", "fathom.terminal", "fathom.terminal.render"}),
+     ("tables", {"fathom", "fathom.terminal", "fathom.terminal.render", "fathom.terminal.tables"})],
 )  # fmt: skip
 def test_importing_render_loads_no_rich_and_no_fathom_above_core(module, allowed) -> None:
     code = (
-        f"import sys, json\nimport fathom.{module}\n"
+        f"import sys, json\nimport fathom.terminal.{module}\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('rich', 'fathom'))))"
     )
@@ -40,10 +40,10 @@ def test_importing_render_loads_no_rich_and_no_fathom_above_core(module, allowed
 
 @pytest.mark.parametrize(
     ("module", "beside_core"),
-    [("render", {"fathom.terminal_images"}), ("tables", {"fathom.render"})],
+    [("render", {"fathom.terminal.images"}), ("tables", {"fathom.terminal.render"})],
 )
 def test_render_imports_only_fathom_core(module, beside_core) -> None:
-    tree = ast.parse((REPO / f"{module}.py").read_text(encoding="utf-8"))
+    tree = ast.parse((REPO / "terminal" / f"{module}.py").read_text(encoding="utf-8"))
     own = [
         node.module
         for node in ast.walk(tree)
@@ -113,7 +113,7 @@ def test_policy_show_errors_name_the_files_the_kind_needs(tmp_path: Path) -> Non
 
 
 def test_render_portfolio_eval_prints_the_table_and_the_differences(capsys) -> None:
-    from fathom.tables import render_portfolio_eval
+    from fathom.terminal.tables import render_portfolio_eval
 
     ci = {"mean": 0.5, "lo": 0.25, "hi": 0.75}
     result = {
@@ -145,7 +145,7 @@ def test_tables_never_cut_a_name_a_user_types_back(
     give way), so it can be copied into `search`."""
     from types import SimpleNamespace
 
-    from fathom.tables import render_collections
+    from fathom.terminal.tables import render_collections
 
     monkeypatch.setenv("COLUMNS", "80")
     name = "auto-e6d39d3f0a1b2c3d4e5f6a7b"
@@ -167,7 +167,7 @@ def test_ingest_progress_shows_file_names_as_they_are_never_as_markup(monkeypatc
     as written, not styled text with the brackets gone."""
     import io
 
-    from fathom import render
+    from fathom.terminal import render
     from rich.console import Console
 
     buf = io.StringIO()
@@ -188,7 +188,7 @@ def test_an_ingest_that_embeds_nothing_shows_no_embedding_bar(monkeypatch) -> No
     """A moved or unchanged file embeds nothing: no empty "embedding 0/0" bar."""
     import io
 
-    from fathom import render
+    from fathom.terminal import render
     from rich.console import Console
 
     buf = io.StringIO()
@@ -205,7 +205,7 @@ def test_an_ingest_that_embeds_nothing_shows_no_embedding_bar(monkeypatch) -> No
 def test_the_report_says_whose_confidence_it_states_and_marks_an_unsure_span() -> None:
     from types import SimpleNamespace
 
-    from fathom.render import _answerer_note
+    from fathom.terminal.render import _answerer_note
 
     def answer(span, answerer=0.62):
         return SimpleNamespace(span=span, confidence={"answerer": answerer, "abstained": False})
@@ -223,7 +223,7 @@ def test_the_report_says_whose_confidence_it_states_and_marks_an_unsure_span() -
 def test_an_unsure_answer_is_titled_so_and_framed_yellow() -> None:
     from types import SimpleNamespace
 
-    from fathom.render import answer_title
+    from fathom.terminal.render import answer_title
 
     def answer(span, passes=1):
         return SimpleNamespace(span=span, trace=SimpleNamespace(passes=passes))

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from fathom import cli
 from fathom.bench.support import docgen
-from fathom.terminal_images import ENV, image_protocol, iterm2_sequence, kitty_sequence
+from fathom.terminal.images import ENV, image_protocol, iterm2_sequence, kitty_sequence
 
 REPO = Path(__file__).resolve().parent.parent
 QUESTION = "Which exit code does Fathom use when the command line itself is wrong?"

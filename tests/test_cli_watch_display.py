@@ -8,7 +8,7 @@ import json
 import pytest
 from fathom.index.ingest import FileResult, IngestReport
 from fathom.index.watch import WatchBatch
-from fathom.render import WatchDisplay
+from fathom.terminal.render import WatchDisplay
 
 
 def _batch() -> WatchBatch:

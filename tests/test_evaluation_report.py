@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from fathom.evaluation.plots import cost_per_1000, pareto_front, write_plots
 from fathom.evaluation.report import COLUMNS, MISSING, summary_rows, table_data, write_report
-from fathom.tables import eval_table
+from fathom.terminal.tables import eval_table
 
 REPO = Path(__file__).resolve().parent.parent
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

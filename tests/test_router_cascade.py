@@ -134,7 +134,7 @@ def test_a_rung_that_would_reread_what_was_read_does_not_run(engine) -> None:
 
 
 def test_the_report_says_what_the_rounds_read() -> None:
-    from fathom.render import read_note
+    from fathom.terminal.render import read_note
 
     assert read_note({"context_read": 1240}, 3) == " · read 1,240 over 3 rounds"
     assert read_note({"context_read": 400}, 1) == ""  # one round: the context says it

@@ -1,8 +1,8 @@
 """What the command line prints while it works and when it answers: progress on stderr, and on
 stdout the ingest summary, search hits and the answer with its report, as text or ``--json``.
 
-The progress displays and the rich helpers here serve every command; ``fathom.tables`` draws
-the rest (evaluations, policies, portfolios, history, collections, configuration). Only click
+The progress displays and the rich helpers here serve every command; ``fathom.terminal.tables``
+draws the rest (evaluations, policies, portfolios, history, collections, configuration). Only click
 and the standard library (and ``fathom.core``) are imported at the top; rich loads inside the
 functions that draw, so importing this module stays cheap. Results arrive as the objects the
 commands produce (reports, answers, plain dicts); nothing here computes them.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from fathom.render import docs_note, plain, print_json, sources_table, stderr_console
+from fathom.terminal.render import docs_note, plain, print_json, sources_table, stderr_console
 
 
 def render_chat_command(kind: str, shown: Any) -> None:
@@ -53,7 +53,7 @@ def render_shown(shown: list, as_json: bool = False, head: dict | None = None) -
         return
     import shutil
 
-    from fathom.terminal_images import image_protocol, image_sequence
+    from fathom.terminal.images import image_protocol, image_sequence
     from rich.console import Console
 
     out = Console()

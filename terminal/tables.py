@@ -2,9 +2,9 @@
 policies, portfolios, the history of asks and its statistics, collections and the configuration,
 as tables and summaries on stdout or ``--json``.
 
-Like ``fathom.render``, whose rich helpers it shares, it imports only click, the standard library
-and ``fathom.core`` at the top; rich loads inside the functions that draw. Results arrive as the
-objects the commands produce; nothing here computes them.
+Like ``fathom.terminal.render``, whose rich helpers it shares, it imports only click, the standard
+library and ``fathom.core`` at the top; rich loads inside the functions that draw. Results arrive as
+the objects the commands produce; nothing here computes them.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import click
-from fathom.render import identifier_column, plain, print_json, stderr_console
+from fathom.terminal.render import identifier_column, plain, print_json, stderr_console
 
 # ---------------------------------------------------------------------------------------------
 # history, stats
