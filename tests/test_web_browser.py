@@ -7,7 +7,7 @@ text is script and markup shows as text, with no script run and no dialog opened
 
 Without the browser these tests skip locally and fail in CI (``CI`` set), where the README's
 test command installs it. ``FATHOM_WEB_SCREENSHOTS=DIR`` keeps the run's screenshots there
-(docs/serve.md's pictures are made so)."""
+(docs/web.md's pictures are made so)."""
 
 from __future__ import annotations
 

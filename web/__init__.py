@@ -5,7 +5,7 @@ terminal and MCP.
 Starlette app — the page (a Jinja2 template, autoescaped, with the plain script and stylesheet
 in ``static/``) and the API under ``/api/v1`` — and ``guard`` what every request passes: the
 Host header, the access token with ``--allow-remote``, the CSRF token on every request that
-changes something. ``serve`` here runs it on uvicorn. docs/serve.md documents the API and the
+changes something. ``serve`` here runs it on uvicorn. docs/web.md documents the API and the
 safety model.
 """
 
