@@ -154,12 +154,14 @@ def ingest(
     rebuild: bool = False,
     progress: Progress | None = None,
     password: str | None = None,
+    load_document: Callable[[Path, Any], Document] | None = None,
 ) -> IngestReport:
     """Bring collection ``name`` up to date with ``paths``; commit atomically.
 
     Unchanged documents (same path and sha256) keep their chunks and vectors; changed ones are
     re-parsed and re-embedded; documents under ``paths`` that are gone, and documents whose file
     no longer exists, are dropped. One bad file is recorded as failed and the rest go on.
+    ``load_document`` parses a file in place of ``ingestion.load_document`` (Ray's results).
     """
     emit = progress or (lambda *a, **k: None)
     check_name(name)
@@ -174,7 +176,8 @@ def ingest(
         chunker_params = {"name": chunker.name, **chunker.params()}
         if old is not None:
             _check_compatible(old, embedder, chunker_params, cfg, name)
-        run = _Run(cfg, name, [_absolute(p) for p in paths], old, chunker, emit, password)
+        roots = [_absolute(p) for p in paths]
+        run = _Run(cfg, name, roots, old, chunker, emit, password, load_document)
         run.read_inputs()
         timings["parse_chunk"] = time.perf_counter() - t0
         dropped = run.carry_over_old()
@@ -249,6 +252,7 @@ class _Run:
         chunker: Chunker,
         emit: Progress,
         password: str | None,
+        load_document: Callable[[Path, Any], Document] | None = None,
     ) -> None:
         self.cfg, self.roots, self.old, self.chunker = cfg, roots, old, chunker
         self.emit, self.password = emit, password
@@ -277,6 +281,7 @@ class _Run:
             if d.status == "ok" and d.sha256 and not d.source_id and not _file_of(d).exists()
         }
         self.moved_from: set[str] = set()
+        self.load_document = load_document
 
     def _result(self, path: str, status: str, reason: str = "", **info: Any) -> None:
         self.report.files.append(
@@ -424,8 +429,9 @@ class _Run:
 
         words: PageWords = {}  # what OCR read on each page, for showing it without OCR
 
+        load = self.load_document or ingestion.load_document
         try:
-            doc = ingestion.load_document(path, self._load_options(on_page, words.__setitem__))
+            doc = load(path, load_options(self.cfg, self.password, on_page, words.__setitem__))
         except ParseError as exc:
             self.fail(spath, str(exc), sha)
             return
@@ -433,27 +439,6 @@ class _Run:
             self.fail(spath, f"{spath}: unexpected parser error ({type(exc).__name__}: {exc})", sha)
             return
         self.admit(doc, size, words)
-
-    def _load_options(self, on_page: Any, on_words: Any) -> Any:
-        """The loaders' options from ``ingest.*``: limits, password, OCR, the callbacks that
-        report OCR progress and keep the words OCR read."""
-        from fathom import ingestion
-
-        ing = self.cfg.ingest
-        return ingestion.LoadOptions(
-            max_bytes=ing.max_file_mb << 20,
-            password=self.password,
-            ocr=ingestion.OcrSettings(
-                ing.ocr,
-                ing.ocr_min_confidence,
-                ing.ocr_dpi,
-                page_timeout_s=ing.ocr_page_timeout_s,
-            ),
-            on_page=on_page,
-            on_words=on_words,
-            timeout_s=ing.file_timeout_s,
-            max_text_chars=ing.max_text_mb << 20,
-        )
 
     def carry_over_old(self) -> bool:
         """Old documents not seen this run: dropped if under a given root or gone from disk,
@@ -484,6 +469,25 @@ class _Run:
         new_failed = {(d.path, d.error) for d in self.failed}
         moved = any(d.path != c.path for d, c in zip(old.documents, self.old_docs, strict=True))
         return new_failed != old_failed or moved or bool(self.moved_from)
+
+
+def load_options(cfg: Config, password: str | None, on_page: Any, on_words: Any) -> Any:
+    """The loaders' options from ``ingest.*``: limits, password, OCR, the callbacks that
+    report OCR progress and keep the words OCR read."""
+    from fathom import ingestion
+
+    ing = cfg.ingest
+    return ingestion.LoadOptions(
+        max_bytes=ing.max_file_mb << 20,
+        password=password,
+        ocr=ingestion.OcrSettings(
+            ing.ocr, ing.ocr_min_confidence, ing.ocr_dpi, page_timeout_s=ing.ocr_page_timeout_s
+        ),
+        on_page=on_page,
+        on_words=on_words,
+        timeout_s=ing.file_timeout_s,
+        max_text_chars=ing.max_text_mb << 20,
+    )
 
 
 def _check_compatible(
@@ -534,17 +538,21 @@ def ingest_paths(
     progress: Progress | None = None,
     embedder: Embedder | None = None,
     password: str | None = None,
+    chunker: Chunker | None = None,
+    load_document: Callable[[Path, Any], Document] | None = None,
 ) -> IngestReport:
-    """``ingest`` with the embedder and chunker that ``cfg`` names (``embedder`` overrides the
-    embedder object, e.g. one that embeds on Ray workers; ``password`` opens encrypted PDFs)."""
+    """``ingest`` with the embedder and chunker that ``cfg`` names (``embedder``, ``chunker``
+    and ``load_document`` override them, e.g. with Ray's results; ``password`` opens
+    encrypted PDFs)."""
     from fathom.chunking import make_chunker
     from fathom.index.embed import make_embedder
 
     embedder = embedder or make_embedder(cfg.embedder, cfg.models_path())
-    chunker = make_chunker(cfg.chunker, embedder.token_counter())
+    chunker = chunker or make_chunker(cfg.chunker, embedder.token_counter())
     report = ingest(
-        cfg, paths, name, embedder, chunker, rebuild=rebuild, progress=progress, password=password
-    )
+        cfg, paths, name, embedder, chunker, rebuild=rebuild, progress=progress,
+        password=password, load_document=load_document,
+    )  # fmt: skip
     warning = _export_query_model(cfg, getattr(embedder, "inner", embedder), progress)
     if warning:
         report.warnings.append(warning)
