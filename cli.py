@@ -74,6 +74,19 @@ def main(ctx: click.Context, config_path: str | None) -> None:
     help="Then keep the collection in step with PATHS: each burst of changes is ingested as "
     "one commit, with one line; Ctrl-C stops.",
 )
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where files are parsed, chunked and embedded: here, or as Ray tasks (committed "
+    "here either way; see docs/ray.md).",
+)
+@click.option(
+    "--ray-address",
+    default=None,
+    help="Ray cluster to run on (with --executor ray; default: a local Ray on this machine).",
+)
 @options.password_option("Password for encrypted PDFs (or set FATHOM_PDF_PASSWORD).")
 @click.pass_context
 def ingest(
@@ -85,6 +98,8 @@ def ingest(
     embedder: str | None,
     as_json: bool,
     watch: bool,
+    executor: str,
+    ray_address: str | None,
     password: str | None,
 ) -> None:
     """Ingest PDF, DOCX, PPTX, HTML, EPUB, TXT and MD files, scans and images (by OCR), folders
@@ -92,11 +107,14 @@ def ingest(
     from fathom import commands
     from fathom.terminal.render import IngestProgress, render_ingest
 
+    if ray_address and executor != "ray":
+        raise click.BadParameter("needs --executor ray", param_hint="--ray-address")
     cfg = command_config(ctx, **{"embedder.name": embedder, "ingest.strict": strict or None})
     display = IngestProgress(enabled=not as_json)
     report = commands.ingest(
-        cfg, paths, collection, display=display, rebuild=rebuild, password=password
-    )
+        cfg, paths, collection, display=display, rebuild=rebuild, password=password,
+        executor=executor, ray_address=ray_address,
+    )  # fmt: skip
     render_ingest(report, as_json)
     if watch:
         from fathom.index.watch import watch_collection

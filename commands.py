@@ -28,16 +28,27 @@ def ingest(
     display: Display,
     rebuild: bool,
     password: str | None,
+    executor: str = "local",
+    ray_address: str | None = None,
 ) -> Any:
-    """``fathom ingest``: ``paths`` into ``collection`` (by default the one named for them);
-    returns the ingest report."""
+    """``fathom ingest``: ``paths`` into ``collection`` (by default the one named for them),
+    parsed, chunked and embedded here or on Ray (``executor``, the cluster at
+    ``ray_address`` or a local Ray); returns the ingest report."""
     from fathom.index.collection import collection_for
     from fathom.index.embed import embedder_id_for
-    from fathom.index.ingest import ingest_paths
 
     # The collection `ask FILE` would use for these files with this embedder.
     name = collection or collection_for(paths, embedder=embedder_id_for(cfg.embedder))
     with display as prog:
+        if executor == "ray":
+            from fathom.index.ray_ingest import ingest_on_ray
+
+            return ingest_on_ray(
+                cfg, list(paths), name, rebuild=rebuild, progress=prog, password=password,
+                address=ray_address,
+            )  # fmt: skip
+        from fathom.index.ingest import ingest_paths
+
         return ingest_paths(
             cfg, list(paths), name, rebuild=rebuild, progress=prog, password=password
         )

@@ -135,3 +135,16 @@ def test_ray_ingest_resumes_after_a_crash(cfg, corpus, ray_local) -> None:
     assert counts["resumed"] >= 4 and counts["tasks"] + counts["resumed"] == planned
     ingest_paths(cfg, [corpus], "local")
     _same_collection(cfg, "local", "resumed")
+
+
+def test_cli_ingest_executor_ray(corpus, ray_local) -> None:
+    from click.testing import CliRunner
+    from fathom.cli import main
+
+    runner = CliRunner()
+    done = runner.invoke(main, ["ingest", str(corpus), "-c", "cli", "--executor", "ray", "--json"])
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.stdout)
+    assert report["committed"] and report["counts"]["ok"] >= 10
+    misuse = runner.invoke(main, ["ingest", str(corpus), "--ray-address", "auto"])
+    assert misuse.exit_code == 2 and "--executor ray" in misuse.stderr
