@@ -75,18 +75,10 @@ def main(ctx: click.Context, config_path: str | None) -> None:
     "one commit, with one line; Ctrl-C stops.",
 )
 @click.option(
-    "--executor",
-    type=click.Choice(["local", "ray"]),
-    default="local",
-    show_default=True,
-    help="Where files are parsed, chunked and embedded: here, or as Ray tasks (committed "
-    "here either way; see docs/ray.md).",
-)
-@click.option(
-    "--ray-address",
-    default=None,
-    help="Ray cluster to run on (with --executor ray; default: a local Ray on this machine).",
-)
+    "--executor", type=click.Choice(["local", "ray"]), default="local",
+    help="Parse, chunk and embed here, or as Ray tasks committed here (docs/ray.md).",
+)  # fmt: skip
+@click.option("--ray-address", default=None, help="Ray cluster (implies --executor ray).")
 @options.password_option("Password for encrypted PDFs (or set FATHOM_PDF_PASSWORD).")
 @click.pass_context
 def ingest(
@@ -107,8 +99,6 @@ def ingest(
     from fathom import commands
     from fathom.terminal.render import IngestProgress, render_ingest
 
-    if ray_address and executor != "ray":
-        raise click.BadParameter("needs --executor ray", param_hint="--ray-address")
     cfg = command_config(ctx, **{"embedder.name": embedder, "ingest.strict": strict or None})
     display = IngestProgress(enabled=not as_json)
     report = commands.ingest(

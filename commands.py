@@ -32,15 +32,15 @@ def ingest(
     ray_address: str | None = None,
 ) -> Any:
     """``fathom ingest``: ``paths`` into ``collection`` (by default the one named for them),
-    parsed, chunked and embedded here or on Ray (``executor``, the cluster at
-    ``ray_address`` or a local Ray); returns the ingest report."""
+    parsed, chunked and embedded here or on Ray (``executor``; the cluster at ``ray_address``,
+    which implies Ray, else a local Ray); returns the ingest report."""
     from fathom.index.collection import collection_for
     from fathom.index.embed import embedder_id_for
 
     # The collection `ask FILE` would use for these files with this embedder.
     name = collection or collection_for(paths, embedder=embedder_id_for(cfg.embedder))
     with display as prog:
-        if executor == "ray":
+        if executor == "ray" or ray_address:
             from fathom.index.ray_ingest import ingest_on_ray
 
             return ingest_on_ray(

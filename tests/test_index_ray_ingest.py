@@ -146,5 +146,3 @@ def test_cli_ingest_executor_ray(corpus, ray_local) -> None:
     assert done.exit_code == 0, done.output
     report = json.loads(done.stdout)
     assert report["committed"] and report["counts"]["ok"] >= 10
-    misuse = runner.invoke(main, ["ingest", str(corpus), "--ray-address", "auto"])
-    assert misuse.exit_code == 2 and "--executor ray" in misuse.stderr
