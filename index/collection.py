@@ -159,7 +159,8 @@ class Collection:
         if self._dense is None:
             from fathom.index.dense import DenseIndex
 
-            self._dense = DenseIndex.load(self.data_dir, self.cfg.index.hnsw_ef_search)
+            index = self.cfg.index
+            self._dense = DenseIndex.load(self.data_dir, index.hnsw_ef_search, index.mmap)
         return self._dense
 
     @property

@@ -1,4 +1,5 @@
-"""Dense vector index: FAISS exact inner product, HNSW above a configurable size.
+"""Dense vector index: FAISS exact inner product, HNSW above a configurable size, opened
+memory-mapped (``index.mmap``).
 
 A search may be restricted to some rows (the chunks of the documents ``--doc`` selects, as
 ``[start, end)`` ranges): an exact scan of just those vectors, read in place from FAISS's own
@@ -72,12 +73,23 @@ class DenseIndex:
         _faiss().write_index(self.index, str(directory / self.FILE))
 
     @classmethod
-    def load(cls, directory: Path, ef_search: int = 128) -> DenseIndex:
+    def load(cls, directory: Path, ef_search: int = 128, mmap: bool = True) -> DenseIndex:
+        """The index saved in ``directory``; ``mmap``: memory-mapped in place (its vectors are
+        read from the file as searches touch them, never copied in), which a generation's files
+        allow because they are written once, into a new folder, and never rewritten."""
         faiss = _faiss()
         # Queries come one at a time: OpenMP threads only add synchronisation to a single-query
         # scan (measured 2-3× slower P50 with 2 threads under load on 2 cores).
         faiss.omp_set_num_threads(1)
-        index = faiss.read_index(str(directory / cls.FILE))
+        path = str(directory / cls.FILE)
+        index = None
+        if mmap:
+            try:
+                index = faiss.read_index(path, faiss.IO_FLAG_MMAP_IFC)
+            except RuntimeError:  # an index type FAISS cannot map in place: read it whole
+                index = None
+        if index is None:
+            index = faiss.read_index(path)
         kind = "flat"
         if hasattr(index, "hnsw"):
             index.hnsw.efSearch = ef_search

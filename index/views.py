@@ -293,7 +293,9 @@ class View:
             self.start, self.end = data["start"], data["end"]
         self.bm25 = Bm25Index.load(directory)
         self.dense = (
-            DenseIndex.load(directory, collection.cfg.index.hnsw_ef_search)
+            DenseIndex.load(
+                directory, collection.cfg.index.hnsw_ef_search, collection.cfg.index.mmap
+            )
             if (directory / DenseIndex.FILE).is_file()
             else None
         )
