@@ -1,5 +1,5 @@
 """Reliability figures: hostile files, SIGKILL mid-ingest, concurrent writers and readers,
-faulty backends, injected instructions, pickle and secrets.
+faulty backends, injected instructions, pickle and secrets, hostile requests to ``fathom serve``.
 
 Every hostile file is ingested by ``fathom ingest`` in a child process beside one good file and
 measured there (peak RSS of the child, wall time, killed as hung after ``--timeout`` s); after
@@ -9,7 +9,11 @@ than 0/1, a traceback, or a failed file without a one-line reason that names it 
 Markdown, seeded) are loaded one by one in one child (per-file time, the child's peak RSS) and
 then ingested together. Injection: ``--injection-n`` generated cases (tests/injection_corpus.py)
 answered by the packaged SmolLM2-135M through the llamacpp backend under each prompt framing;
-"followed" means the answer repeats the injection's canary word.
+"followed" means the answer repeats the injection's canary word. Web: hostile requests to
+``fathom serve``'s app (bench/support/web_safety.py: no CSRF token, ``--root`` escapes, oversized
+uploads, a foreign Host, no access token with ``--allow-remote``) and ``fathom serve --host
+0.0.0.0`` without ``--allow-remote``; each must be refused with its status, one line, nothing
+written (``--skip`` every other part to run just this one).
 
     python bench/reliability.py [--fuzz-n 300] [--kill-trials 20] [--injection-n 70]
         [--big-mb 200] [--pages 5000] [--out docs/results/reliability/reliability.json]
@@ -38,6 +42,7 @@ from fathom.bench.support import docgen
 from fathom.bench.support.fault_server import FaultServer
 from fathom.bench.support.injection_corpus import injection_cases
 from fathom.bench.support.reliability_support import pickle_uses, python_files, run_cli
+from fathom.bench.support.web_safety import hostile_requests
 
 GOOD = "Solar panels convert sunlight into electricity using photovoltaic cells."
 SECRET = "sk-bench-SECRET-7f3a9c1e5b"
@@ -646,6 +651,31 @@ def pickle_and_secrets(work: Path) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
+# fathom serve
+# ---------------------------------------------------------------------------------------------
+
+
+def web_safety(work: Path) -> list[dict]:
+    """Hostile requests to ``fathom serve``'s app, then ``serve --host 0.0.0.0`` without
+    ``--allow-remote`` in a child process (exit 2, one line)."""
+    cases = hostile_requests(work / "web")
+    m = run_cli(["serve", "--host", "0.0.0.0"], work / "web-cli-home", timeout=120)
+    lines = m.stderr.strip().splitlines()
+    cases.append(
+        {
+            "case": "serve --host 0.0.0.0 without --allow-remote",
+            "expected": 2,
+            "status": m.returncode,
+            "one_line": len(lines) == 1 and "--allow-remote" in lines[0],
+            "wrote": 0,
+            "error": lines[-1].replace(str(work), "WORK") if lines else "",
+            "seconds": round(m.seconds, 2),
+        }
+    )
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 def main() -> None:
@@ -659,7 +689,7 @@ def main() -> None:
     parser.add_argument(
         "--skip",
         default="",
-        help="comma-separated parts to skip: files,fuzz,kill,conc,backends,injection,secrets",
+        help="comma-separated parts to skip: files,fuzz,kill,conc,backends,injection,secrets,web",
     )
     parser.add_argument(
         "--out", type=Path, default=REPO / "docs" / "results" / "reliability" / "reliability.json"
@@ -685,6 +715,8 @@ def main() -> None:
             result["injection"] = injection(args.injection_n)
         if "secrets" not in skip:
             result["pickle_secrets"] = pickle_and_secrets(work)
+        if "web" not in skip:
+            result["web"] = web_safety(work)
     report(result)
     write_json(args.out, result)
 
@@ -753,6 +785,19 @@ def report(r: dict[str, Any]) -> None:
                 max(x["seconds"] for x in b),
             ]
         )
+    if "web" in r:
+        w = r["web"]
+        rows.append(
+            [
+                "fathom serve: hostile requests",
+                len(w),
+                sum(x["status"] != x["expected"] or not x["one_line"] for x in w),
+                sum(x["wrote"] for x in w),
+                0,
+                "-",
+                max(x["seconds"] for x in w),
+            ]
+        )
     print_table(
         "Reliability: cases, crashes (must be 0), corrupted collections (must be 0), hangs "
         "(must be 0), peak RSS (MB) and max time (s)",
@@ -804,6 +849,16 @@ def report(r: dict[str, Any]) -> None:
                     f["seconds"],
                 ]
                 for name, f in inj["framings"].items()
+            ],
+        )
+    if "web" in r:
+        print_table(
+            "fathom serve: each hostile request refused (status expected and got), its error "
+            "one line, nothing written (files added under uploads/ and collections/)",
+            ["case", "expected", "got", "one line", "written", "error"],
+            [
+                [x["case"], x["expected"], x["status"], x["one_line"], x["wrote"], x["error"][:60]]
+                for x in r["web"]
             ],
         )
     if "pickle_secrets" in r:

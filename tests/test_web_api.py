@@ -1,12 +1,11 @@
 """``fathom serve``'s HTTP API through Starlette's TestClient on generated documents: the same
-answers as ``fathom ask --json``, streamed as server-sent events, the cited page as a PNG, and
-the safety rules — the CSRF token, paths kept under ``--root``, uploads within their limit,
-the Host header, the access token with ``--allow-remote`` and errors as one-line JSON."""
+answers as ``fathom ask --json``, streamed as server-sent events, the cited page as a PNG, the
+library, history and stats, and errors as one-line JSON. The safety rules (the CSRF token,
+``--root``, uploads, the Host header, ``--allow-remote``) are in test_reliability_web.py."""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -15,17 +14,9 @@ from click.testing import CliRunner
 from fathom.cli import main
 from fathom.core.config import load_config
 from fathom.index.ingest import ingest_paths
-from fathom.mcp_server.safety import Root
 from fathom.tests.support import web_support as ws
-from fathom.web.app import build_app
-from fathom.web.guard import Secrets
-from fathom.web.library import Library
-from starlette.testclient import TestClient
 
 pytestmark = pytest.mark.slow
-
-BASE = "http://127.0.0.1:8765"
-HOSTS = {"127.0.0.1", "localhost", "::1"}
 
 
 @pytest.fixture
@@ -34,21 +25,6 @@ def paper(tmp_path: Path, minilm) -> Path:
     pdf = ws.make_react_pdf(tmp_path / "react.pdf")
     ingest_paths(load_config(), [pdf], "paper", embedder=minilm)
     return pdf
-
-
-def client(
-    tmp_path: Path,
-    *,
-    roots: list[Path] = (),
-    max_upload: int = 1 << 20,
-    keys: Secrets | None = None,
-) -> tuple[TestClient, Secrets]:
-    keys = keys or Secrets()
-    library = Library(load_config(), None, [Root.of(r) for r in roots], max_upload)
-    hosts = None if keys.remote else HOSTS
-    c = TestClient(build_app(library, keys, hosts), base_url=BASE)
-    c.library = library  # type: ignore[attr-defined]
-    return c, keys
 
 
 def per_run(answer: dict[str, Any]) -> dict[str, Any]:
@@ -72,7 +48,7 @@ def cli_answer(*args: str) -> dict[str, Any]:
 
 
 def test_the_api_answers_exactly_as_the_cli(paper: Path, tmp_path: Path) -> None:
-    c, keys = client(tmp_path)
+    c, keys = ws.api_client()
     csrf = {"X-Fathom-CSRF": keys.csrf}
     with c:
         cases = [
@@ -109,7 +85,7 @@ def sse_events(text: str) -> list[tuple[str, Any]]:
 
 
 def test_a_streamed_answer_and_its_cited_page(paper: Path, tmp_path: Path) -> None:
-    c, keys = client(tmp_path)
+    c, keys = ws.api_client()
     csrf = {"X-Fathom-CSRF": keys.csrf}
     with c:
         body = {"collection": "paper", "question": ws.FIRST, "generator": "extractive"}
@@ -138,7 +114,7 @@ def test_a_streamed_answer_and_its_cited_page(paper: Path, tmp_path: Path) -> No
 
 
 def test_the_library_search_history_and_stats(paper: Path, tmp_path: Path) -> None:
-    c, keys = client(tmp_path)
+    c, keys = ws.api_client()
     with c:
         assert [x["name"] for x in c.get("/api/v1/collections").json()] == ["paper"]
         docs = c.get("/api/v1/documents?collection=paper").json()["documents"]
@@ -155,80 +131,8 @@ def test_the_library_search_history_and_stats(paper: Path, tmp_path: Path) -> No
         assert "script-src 'self'" in page.headers["content-security-policy"]
 
 
-def test_state_changing_requests_need_the_csrf_token(tmp_path: Path) -> None:
-    c, keys = client(tmp_path)
-    with c:
-        for headers in ({}, {"X-Fathom-CSRF": "wrong"}):
-            for path in ("/api/v1/ask", "/api/v1/ingest", "/api/v1/upload?collection=a&name=a.txt"):
-                refused = c.post(path, json={"question": "x"}, headers=headers)
-                assert refused.status_code == 403, path
-                assert "CSRF" in refused.json()["error"]
-        assert c.get("/api/v1/csrf").json()["csrf"] == keys.csrf
-
-
-def test_ingest_by_path_stays_under_the_root(tmp_path: Path, minilm) -> None:
-    root, outside = tmp_path / "root", tmp_path / "outside"
-    root.mkdir()
-    outside.mkdir()
-    (root / "notes.txt").write_text("The Zorblax pump is cast from titanium.\n")
-    (outside / "secret.txt").write_text("The secret is 42.\n")
-    os.symlink(outside / "secret.txt", root / "link.txt")
-    c, keys = client(tmp_path, roots=(root,))
-    csrf = {"X-Fathom-CSRF": keys.csrf}
-    refused = {
-        "../outside/secret.txt": "'..' is not allowed",
-        str(outside / "secret.txt"): "outside the folders this server may read",
-        "link.txt": "leads through a symlink",
-    }
-    with c:
-        for raw, problem in refused.items():
-            r = c.post("/api/v1/ingest", json={"collection": "k", "paths": [raw]}, headers=csrf)
-            assert r.status_code == 400 and problem in r.json()["error"], r.text
-            assert "\n" not in r.json()["error"]
-        assert not (load_config().home_path() / "collections" / "k").exists()
-        ok = c.post(
-            "/api/v1/ingest", json={"collection": "k", "paths": ["notes.txt"]}, headers=csrf
-        )
-        assert ok.status_code == 200 and ok.json()["counts"]["ok"] == 1
-    c, keys = client(tmp_path)  # no --root: ingest by path is off
-    with c:
-        body = {"collection": "k", "paths": ["notes.txt"]}
-        r = c.post("/api/v1/ingest", json=body, headers={"X-Fathom-CSRF": keys.csrf})
-        assert r.status_code == 400 and "--root" in r.json()["error"]
-
-
-def test_uploads_are_limited_and_staged(tmp_path: Path, minilm) -> None:
-    c, keys = client(tmp_path, max_upload=2000)
-    csrf = {"X-Fathom-CSRF": keys.csrf}
-    staging = load_config().home_path() / "uploads" / "k"
-    with c:
-        big = c.post("/api/v1/upload?collection=k&name=big.txt", content=b"x" * 5000, headers=csrf)
-        assert big.status_code == 413 and "up to" in big.json()["error"]
-
-        def chunks():  # no Content-Length: the limit holds while reading
-            for _ in range(5):
-                yield b"y" * 1000
-
-        streamed = c.post(
-            "/api/v1/upload?collection=k&name=big.txt", content=chunks(), headers=csrf
-        )
-        assert streamed.status_code == 413
-        assert not staging.exists() or list(staging.iterdir()) == []
-        bad = c.post("/api/v1/upload?collection=k&name=run.exe", content=b"MZ", headers=csrf)
-        assert bad.status_code == 400 and "not a format" in bad.json()["error"]
-        text = b"The Zorblax pump is cast from titanium.\n"
-        up = c.post("/api/v1/upload?collection=k&name=../pump.txt", content=text, headers=csrf)
-        assert up.status_code == 200 and up.json()["upload"] == "pump.txt"
-        assert [p.name for p in staging.iterdir()] == ["pump.txt"]
-        body = {"collection": "k", "uploads": ["pump.txt"]}
-        done = c.post("/api/v1/ingest", json=body, headers=csrf)
-        assert done.status_code == 200 and done.json()["counts"]["ok"] == 1
-        docs = c.get("/api/v1/documents?collection=k").json()["documents"]
-        assert [d["file"] for d in docs] == ["pump.txt"]
-
-
 def test_errors_are_one_line_json(paper: Path, tmp_path: Path) -> None:
-    c, keys = client(tmp_path)
+    c, keys = ws.api_client()
     csrf = {"X-Fathom-CSRF": keys.csrf}
     with c:
         missing = c.get("/api/v1/documents?collection=nope")
@@ -251,32 +155,3 @@ def test_errors_are_one_line_json(paper: Path, tmp_path: Path) -> None:
         crash = c.get("/api/v1/collections")
         assert crash.status_code == 500
         assert crash.json() == {"error": "internal error (RuntimeError) — see the server's log"}
-
-
-def test_the_host_header_must_be_this_server(tmp_path: Path) -> None:
-    c, _ = client(tmp_path)
-    with c:
-        assert c.get("/api/v1/collections").status_code == 200
-        r = c.get("/api/v1/collections", headers={"Host": "attacker.example"})
-        assert r.status_code == 400 and "not this server" in r.json()["error"]
-
-
-def test_allow_remote_needs_the_token_on_every_request(tmp_path: Path) -> None:
-    keys = Secrets(remote=True)
-    c, _ = client(tmp_path, keys=keys)
-    with c:
-        for path in ("/", "/api/v1/collections", "/static/app.js"):
-            assert c.get(path).status_code == 401, path
-        assert c.get("/api/v1/collections", headers={"X-Fathom-Token": "wrong"}).status_code == 401
-        ok = c.get("/api/v1/collections", headers={"Authorization": f"Bearer {keys.token}"})
-        assert ok.status_code == 200
-        opened = c.get(f"/?token={keys.token}")
-        assert opened.status_code == 200 and "fathom_token" in opened.headers["set-cookie"]
-        assert c.get("/static/app.js").status_code == 200  # the cookie now carries it
-
-
-def test_serve_refuses_another_host_without_allow_remote() -> None:
-    done = CliRunner().invoke(main, ["serve", "--host", "0.0.0.0"])
-    assert done.exit_code == 2
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "--allow-remote" in lines[0]

@@ -1,6 +1,7 @@
 """What the ``fathom serve`` tests share: the documents they generate (a paper shaped like
 ReAct's, where a follow-up needs the first turn, and a PDF whose text is script and markup),
-and ``fathom serve`` started as a subprocess on a free port."""
+``fathom serve`` started as a subprocess on a free port, and (``api_client``, the reliability
+bench's) its app behind Starlette's TestClient."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from fathom.bench.support.docgen import make_pdf
+from fathom.bench.support.web_safety import api_client as api_client  # the tests build theirs here
 
 TITLE = "ReAct: Synergizing Reasoning and Acting in Language Models"
 PAGES = [
