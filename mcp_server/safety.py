@@ -93,9 +93,12 @@ class Root:
         return real == self.real or self.real in real.parents
 
 
-def resolve_under(raw: str, roots: list[Root]) -> Path:
+def resolve_under(
+    raw: str, roots: list[Root], allow: str = "start `fathom mcp` with --root for its folder"
+) -> Path:
     """``raw`` (absolute, or relative to a root) as a resolved path inside one of ``roots``;
-    a ``FathomError`` naming the path and the rule it breaks otherwise."""
+    a ``FathomError`` naming the path and the rule it breaks otherwise (``allow``: how to let
+    a folder in, as the front end serving says it)."""
     shown = ", ".join(str(r.path) for r in roots)
     if not raw.strip() or "\x00" in raw:
         raise FathomError(f"{raw!r}: not a path — give a file or folder under {shown}")
@@ -110,8 +113,7 @@ def resolve_under(raw: str, roots: list[Root]) -> Path:
         lexical = any(candidates[0] == r.path or r.path in candidates[0].parents for r in roots)
         if not lexical and not any(r.holds(Path(os.path.realpath(given))) for r in roots):
             raise FathomError(
-                f"{raw}: outside the folders this server may read ({shown}) — start "
-                "`fathom mcp` with --root for its folder to allow it"
+                f"{raw}: outside the folders this server may read ({shown}) — {allow} to allow it"
             )
     else:
         candidates = [r.path / given for r in roots]

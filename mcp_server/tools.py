@@ -52,6 +52,11 @@ class FathomTools:
     """What the MCP tools do, over the collections in FATHOM_HOME (all, or ``collections``),
     with Engines kept loaded and reopened when a collection commits a new generation."""
 
+    # Where an error points the client: an MCP client lists collections with a tool, and the
+    # served ones are the server's flags. Another front end over the same pool says its own.
+    LIST_HINT = "list_collections"
+    SERVED_HINT = "fathom mcp --collection"
+
     def __init__(
         self,
         cfg: Config,
@@ -109,17 +114,17 @@ class FathomTools:
         if not is_valid_name(name):
             raise ConfigError(
                 f"collection name {name!r}: use letters, digits, '.', '_' or '-' — see "
-                "list_collections"
+                f"{self.LIST_HINT}"
             )
         if self.allowed is not None and name not in self.allowed:
             raise CollectionNotFound(
                 f"collection {name!r} is not served here — one of {', '.join(self.allowed)} "
-                "(fathom mcp --collection)"
+                f"({self.SERVED_HINT})"
             )
         if not (self._root() / name / "manifest.json").is_file():
             names = ", ".join(self.names()) or "none yet"
             raise CollectionNotFound(
-                f"no collection named {name!r} — served: {names} (see list_collections)"
+                f"no collection named {name!r} — served: {names} (see {self.LIST_HINT})"
             )
         return name
 
@@ -149,7 +154,7 @@ class FathomTools:
                 stamp = None
             if stamp is None:
                 self._close(slot)
-                raise CollectionNotFound(f"collection {name!r} was removed — see list_collections")
+                raise CollectionNotFound(f"collection {name!r} was removed — see {self.LIST_HINT}")
             if slot.engine is not None and stamp != slot.stamp:
                 try:
                     if slot.engine.reopen():

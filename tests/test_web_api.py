@@ -131,6 +131,27 @@ def test_the_library_search_history_and_stats(paper: Path, tmp_path: Path) -> No
         assert "script-src 'self'" in page.headers["content-security-policy"]
 
 
+def test_a_server_others_reach_hands_out_no_absolute_paths(paper: Path, tmp_path: Path) -> None:
+    """With ``--allow-remote`` a document's path is relative to its ``--root`` (or its bare
+    name), in the library, in search hits and in a shown passage; on loopback it is the path."""
+    from fathom.web.guard import Secrets
+
+    c, keys = ws.api_client(roots=(tmp_path,), keys=Secrets(remote=True))
+    auth = {"Authorization": f"Bearer {keys.token}"}
+    with c:
+        docs = c.get("/api/v1/documents?collection=paper", headers=auth).json()["documents"]
+        assert [d["path"] for d in docs] == ["react.pdf"]
+        found = c.get("/api/v1/search?collection=paper&q=ReAct&k=2", headers=auth).json()
+        assert found["hits"] and {h["path"] for h in found["hits"]} == {"react.pdf"}
+        chunk = found["hits"][0]["chunk_id"]
+        shown = c.get(f"/api/v1/show?collection=paper&chunk={chunk}", headers=auth).text
+        assert str(tmp_path) not in shown
+    c, _ = ws.api_client()
+    with c:
+        docs = c.get("/api/v1/documents?collection=paper").json()["documents"]
+        assert [d["path"] for d in docs] == [str(paper.resolve())]
+
+
 def test_errors_are_one_line_json(paper: Path, tmp_path: Path) -> None:
     c, keys = ws.api_client()
     csrf = {"X-Fathom-CSRF": keys.csrf}
@@ -138,7 +159,8 @@ def test_errors_are_one_line_json(paper: Path, tmp_path: Path) -> None:
         missing = c.get("/api/v1/documents?collection=nope")
         assert missing.status_code == 404
         assert missing.json() == {
-            "error": "no collection named 'nope' — served: paper (see list_collections)"
+            "error": "no collection named 'nope' — served: paper "
+            "(see the collections in the library)"
         }
         bad = c.post("/api/v1/ask", content=b"{not json", headers=csrf)
         assert bad.status_code == 400 and "not JSON" in bad.json()["error"]

@@ -47,7 +47,9 @@ def serve(
     remote = allow_remote and not is_loopback(host)
     keys = Secrets(remote=remote)
     served = list(dict.fromkeys(collections)) or None
-    library = Library(cfg, served, [Root.of(r) for r in roots], int(max_upload_mb * (1 << 20)))
+    library = Library(
+        cfg, served, [Root.of(r) for r in roots], int(max_upload_mb * (1 << 20)), remote=remote
+    )
     hosts = None if remote else {*LOOPBACK_NAMES, host.strip("[]")}
     app = build_app(library, keys, hosts)
     shown = f"[{host}]" if ":" in host else host

@@ -90,6 +90,14 @@ def _optional_str(body: dict[str, Any], key: str) -> str | None:
     return value or None
 
 
+class _PageTools(FathomTools):
+    """The Engine pool, with errors that point a web page's user at the page and
+    ``fathom serve``'s flags instead of MCP's tools."""
+
+    LIST_HINT = "the collections in the library"
+    SERVED_HINT = "fathom serve -c NAME serves more"
+
+
 class Library:
     """The collections ``fathom serve`` serves (all in FATHOM_HOME, or ``collections``), with
     warm Engines, ingest from the ``roots`` folders and from uploads staged under
@@ -101,11 +109,13 @@ class Library:
         collections: list[str] | None = None,
         roots: list[Root] | None = None,
         max_upload_bytes: int = 64 << 20,
+        remote: bool = False,
     ) -> None:
         self.cfg = cfg
         self.roots = list(roots or [])
         self.max_upload_bytes = max_upload_bytes
-        self.tools = FathomTools(cfg, collections, self.roots)
+        self.remote = remote  # others may reach the server: no absolute paths in answers
+        self.tools = _PageTools(cfg, collections, self.roots)
         self._by_prefer: dict[str, FathomTools] = {}
         self._lock = threading.Lock()
         self._ingest_lock = threading.Lock()
@@ -123,7 +133,7 @@ class Library:
             if prefer not in self._by_prefer:
                 retrieval = dataclasses.replace(self.cfg.retrieval, prefer=prefer)
                 cfg = dataclasses.replace(self.cfg, retrieval=retrieval)
-                self._by_prefer[prefer] = FathomTools(cfg, self.tools.allowed, self.roots)
+                self._by_prefer[prefer] = _PageTools(cfg, self.tools.allowed, self.roots)
             return self._by_prefer[prefer]
 
     # -- reading ------------------------------------------------------------------------------
@@ -134,7 +144,8 @@ class Library:
 
     def documents(self, collection: str | None) -> dict[str, Any]:
         """The documents of a served collection: title, file, format, pages, chunks, status
-        and what each says about itself (``meta``)."""
+        and what each says about itself (``meta``). With ``remote``, ``path`` is relative to
+        its ``--root`` folder, or the bare file name: another machine learns no local path."""
         from fathom import commands
 
         name = self.tools.served(collection)
@@ -144,7 +155,7 @@ class Library:
                 "doc_id": d.get("doc_id", ""),
                 "title": d.get("title", ""),
                 "file": Path(d.get("path", "")).name,
-                "path": d.get("path", ""),
+                "path": self._shown_path(d.get("path", "")),
                 "format": d.get("format", ""),
                 "pages": d.get("pages", 0),
                 "chunks": d.get("chunks", 0),
@@ -156,11 +167,23 @@ class Library:
         ]
         return {"collection": name, "generation": manifest.get("generation"), "documents": docs}
 
+    def _shown_path(self, path: str) -> str:
+        if not self.remote or not path:
+            return path
+        real = Path(path)
+        for root in self.roots:
+            if root.holds(real):
+                return real.relative_to(root.real).as_posix()
+        return real.name
+
     def search(
         self, query: str, collection: str | None, k: int | None, mode: str | None, doc: Any = None
     ) -> dict[str, Any]:
         """The best passages for ``query`` (the MCP search tool's result)."""
-        return self.tools.search(query, collection, k, mode, doc_patterns(doc) or None)
+        found = self.tools.search(query, collection, k, mode, doc_patterns(doc) or None)
+        for hit in found.get("hits", []):
+            hit["path"] = self._shown_path(hit.get("path", ""))
+        return found
 
     def history(self, limit: int) -> list[dict[str, Any]]:
         from fathom import commands
@@ -264,8 +287,12 @@ class Library:
         """A passage where it stands (the MCP show tool's result, without the pictures: the
         page comes from ``page``)."""
         data = self.tools.show(chunk_id, collection)
+        if "path" in data:
+            data["path"] = self._shown_path(data["path"])
         for item in data["shown"]:
             item.pop("png_base64", None)
+            if "path" in item:
+                item["path"] = self._shown_path(item["path"])
         return data
 
     # -- adding documents ---------------------------------------------------------------------
@@ -363,7 +390,8 @@ class Library:
             )
         if any(not isinstance(p, str) for p in [*paths, *uploads]):
             raise FathomError("paths and uploads: give a list of strings")
-        resolved: list[str | Path] = [resolve_under(p, self.roots) for p in paths]
+        allow = "start `fathom serve --root FOLDER` with its folder"
+        resolved: list[str | Path] = [resolve_under(p, self.roots, allow) for p in paths]
         folder = self.staging(name)
         for upload in uploads:
             staged = folder / Path(upload).name

@@ -25,7 +25,9 @@ def api_client(*, roots: tuple[Path, ...] = (), max_upload: int = 1 << 20, keys:
     from starlette.testclient import TestClient
 
     keys = keys or Secrets()
-    library = Library(load_config(), None, [Root.of(r) for r in roots], max_upload)
+    library = Library(
+        load_config(), None, [Root.of(r) for r in roots], max_upload, remote=keys.remote
+    )
     hosts = None if keys.remote else HOSTS
     c = TestClient(build_app(library, keys, hosts), base_url=BASE)
     c.library = library
