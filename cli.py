@@ -428,6 +428,12 @@ def mcp_command(
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="A folder the page may ingest from by path; repeatable.",
 )
+@click.option(
+    "--runs",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="A folder of `fathom eval` runs the page shows (default: FATHOM_HOME/eval-runs).",
+)
 @click.option("--open", "open_browser", is_flag=True, help="Open the page in a browser.")
 @click.option("--allow-remote", is_flag=True, help="Allow a --host others reach (token needed).")
 @options.generator_option(help="Default answer backend.")

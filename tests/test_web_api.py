@@ -177,3 +177,51 @@ def test_errors_are_one_line_json(paper: Path, tmp_path: Path) -> None:
         crash = c.get("/api/v1/collections")
         assert crash.status_code == 500
         assert crash.json() == {"error": "internal error (RuntimeError) — see the server's log"}
+
+
+def test_a_finished_eval_run_its_table_and_plots(tmp_path: Path) -> None:
+    """A run folder under FATHOM_HOME/eval-runs (summary.json, a plot) is listed, its table is
+    ``fathom eval``'s, its plot comes back as the PNG it wrote; a name or plot that is not in
+    the listing is 404, never a path."""
+    import base64
+
+    from fathom.core.config import load_config
+
+    run = load_config().home_path() / "eval-runs" / "tiny"
+    run.mkdir(parents=True)
+    quality = {"mean": 0.5, "lo": 0.0, "hi": 1.0, "n": 2}
+    summary = {
+        "format": 1,
+        "run": {"judge": "contains", "baseline": "fixed:1", "collection": "c"},
+        "n_questions": 2,
+        "strategies": {
+            "fixed:1": {"n": 2, "metrics": {"quality": quality}},
+            "<b>gap</b>": {"n": 2, "metrics": {"quality": quality}},
+        },
+    }
+    (run / "summary.json").write_text(json.dumps(summary))
+    png = base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    )
+    (run / "pareto.png").write_bytes(png)
+    (run.parent / "not-a-run").mkdir()
+    c, _ = ws.api_client()
+    with c:
+        runs = c.get("/api/v1/evals").json()
+        assert [(r["name"], r["n_questions"], r["judge"]) for r in runs] == [
+            ("tiny", 2, "contains")
+        ]
+        got = c.get("/api/v1/evals/tiny").json()
+        assert got["title"] == "Fathom eval — judge: contains, 2 questions"
+        assert [row[0] for row in got["rows"]] == ["fixed:1", "<b>gap</b>"]
+        assert got["columns"][0] == "strategy" and got["plots"] == ["pareto.png"]
+        plot = c.get("/api/v1/evals/tiny/pareto.png")
+        assert plot.status_code == 200 and plot.content == png
+        assert plot.headers["content-type"] == "image/png"
+        for path in ("/api/v1/evals/nope", "/api/v1/evals/tiny/cost.png"):
+            missing = c.get(path)
+            assert missing.status_code == 404 and "\n" not in missing.json()["error"]
+        assert c.get("/api/v1/evals/tiny/summary.json").status_code == 400
+        assert c.get("/api/v1/evals/..%2F..%2Fetc/pareto.png").status_code == 404
+        page = c.get("/").text
+        assert 'data-view="evals-view"' in page

@@ -35,9 +35,11 @@ def serve(
     allow_remote: bool = False,
     open_browser: bool = False,
     max_upload_mb: float = MAX_UPLOAD_MB,
+    runs: tuple[Path, ...] = (),
 ) -> None:
     """Serve the page and the API on ``host:port`` until interrupted. ``collections``: the
-    collections served (empty: every one); ``roots``: folders ingest may read by path."""
+    collections served (empty: every one); ``roots``: folders ingest may read by path; ``runs``:
+    folders of ``fathom eval`` runs to show (empty: FATHOM_HOME/eval-runs)."""
     import uvicorn
     from fathom.mcp_server.safety import Root
     from fathom.web.app import build_app
@@ -48,7 +50,12 @@ def serve(
     keys = Secrets(remote=remote)
     served = list(dict.fromkeys(collections)) or None
     library = Library(
-        cfg, served, [Root.of(r) for r in roots], int(max_upload_mb * (1 << 20)), remote=remote
+        cfg,
+        served,
+        [Root.of(r) for r in roots],
+        int(max_upload_mb * (1 << 20)),
+        remote=remote,
+        runs=list(runs) or None,
     )
     hosts = None if remote else {*LOOPBACK_NAMES, host.strip("[]")}
     app = build_app(library, keys, hosts)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fathom.core.errors import CollectionNotFound, FathomError
+from fathom.web.evals import RunNotFound
 from fathom.web.guard import CSRF_HEADER, Guard, Secrets
 from fathom.web.library import AskRequest, Emit, Library
 from starlette.applications import Starlette
@@ -55,7 +56,7 @@ def error_response(exc: BaseException) -> JSONResponse:
     """``exc`` as the API's JSON error."""
     if isinstance(exc, ClientError):
         status = exc.status
-    elif isinstance(exc, CollectionNotFound):
+    elif isinstance(exc, CollectionNotFound | RunNotFound):
         status = 404
     elif isinstance(exc, FathomError):
         status = 400
@@ -172,6 +173,17 @@ class Api:
             await self.run(self.library.show, q.get("collection"), q.get("chunk", ""))
         )
 
+    async def evals(self, request: Request) -> Response:
+        return JSONResponse(await self.run(self.library.evals.list))
+
+    async def eval_run(self, request: Request) -> Response:
+        return JSONResponse(await self.run(self.library.evals.get, request.path_params["name"]))
+
+    async def eval_plot(self, request: Request) -> Response:
+        p = request.path_params
+        png = await self.run(self.library.evals.plot, p["name"], p["plot"])
+        return Response(png, media_type="image/png")
+
     # -- changing -----------------------------------------------------------------------------
 
     async def ask(self, request: Request) -> Response:
@@ -282,6 +294,9 @@ def build_app(library: Library, keys: Secrets, hosts: set[str] | None = None) ->
         Route("/api/v1/stats", _guarded(api.stats)),
         Route("/api/v1/page", _guarded(api.page)),
         Route("/api/v1/show", _guarded(api.show)),
+        Route("/api/v1/evals", _guarded(api.evals)),
+        Route("/api/v1/evals/{name}", _guarded(api.eval_run)),
+        Route("/api/v1/evals/{name}/{plot}", _guarded(api.eval_plot)),
         Route("/api/v1/ask", _guarded(api.ask), methods=["POST"]),
         Route("/api/v1/ingest", _guarded(api.ingest), methods=["POST"]),
         Route("/api/v1/upload", _guarded(api.upload), methods=["POST"]),

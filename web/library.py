@@ -110,8 +110,12 @@ class Library:
         roots: list[Root] | None = None,
         max_upload_bytes: int = 64 << 20,
         remote: bool = False,
+        runs: list[Path] | None = None,
     ) -> None:
+        from fathom.web.evals import EvalRuns
+
         self.cfg = cfg
+        self.evals = EvalRuns(runs or [cfg.home_path() / "eval-runs"])
         self.roots = list(roots or [])
         self.max_upload_bytes = max_upload_bytes
         self.remote = remote  # others may reach the server: no absolute paths in answers

@@ -81,6 +81,7 @@ function showView(id) {
   for (const tab of document.querySelectorAll(".tab")) tab.classList.toggle("active", tab.dataset.view === id);
   if (id === "library-view") loadLibrary();
   if (id === "history-view") loadHistory();
+  if (id === "evals-view") loadEvals();
 }
 
 // ---- asking ------------------------------------------------------------------------------
@@ -364,4 +365,29 @@ function chart(rows, slo) {
   const label = node("text", { x: 2, y: 12, class: "axis" });
   label.textContent = `${fmt(top)} ms`;
   svg.append(label);
+}
+
+// ---- evaluations -------------------------------------------------------------------------
+
+async function loadEvals() {
+  const runs = await (await api("/api/v1/evals")).json();
+  if (!runs.length) {
+    $("eval-runs").replaceChildren(el("li", { class: "hint" }, "No runs yet: fathom eval --out FATHOM_HOME/eval-runs/NAME, or fathom serve --runs DIR."));
+    return;
+  }
+  $("eval-runs").replaceChildren(...runs.map((r) => el("li", {},
+    el("button", { type: "button", class: "link", onclick: () => loadEval(r.name) }, r.name),
+    ` — ${fmt(r.n_questions)} questions, ${r.strategies.length} strategies, judge ${r.judge || "–"}, ${new Date(r.finished * 1000).toLocaleString()}`)));
+}
+
+async function loadEval(name) {
+  const run = await (await api(`/api/v1/evals/${encodeURIComponent(name)}`)).json();
+  const base = `/api/v1/evals/${encodeURIComponent(name)}/`;
+  $("eval-run").replaceChildren(
+    el("h3", {}, run.title),
+    el("table", { class: "eval-summary" },
+      el("thead", {}, el("tr", {}, ...run.columns.map((c) => el("th", {}, c)))),
+      el("tbody", {}, ...run.rows.map((row) => el("tr", {}, ...row.map((v) => el("td", {}, v)))))),
+    el("div", { class: "eval-plots" }, ...run.plots.map((p) =>
+      el("figure", {}, el("img", { src: base + encodeURIComponent(p), alt: p, loading: "lazy" }), el("figcaption", {}, p)))));
 }
