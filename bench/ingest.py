@@ -7,7 +7,14 @@ stored chunks), normalised, at the best batch size of 16/32/64/128 (chosen on a 
 Model load and a one-text warm-up are excluded from BOTH sides. Finally an unchanged re-ingest,
 reported as a fraction of the first.
 
+With ``--executor ray``: the first set's records written out as text files, ingested locally and
+with ``--executor ray`` on a local Ray of ``--workers`` CPUs (same files, same configuration;
+the model's ONNX export made beforehand, so both embed through it); chunks/s of each, the Ray
+run's start excluded and each side's model load included, and how far the two collections'
+vectors are apart.
+
     python bench/ingest.py [--data DIR] [--sets covidqa_200423,squad_v1.1_dev] [--out FILE.json]
+    python bench/ingest.py --executor ray [--sets covidqa_200423] [--workers 2] [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -106,6 +113,90 @@ def bench_set(cfg, name: str, docs_path: Path, embedder, chunker, sample: int) -
     }
 
 
+def write_files(docs_path: Path, folder: Path) -> int:
+    """Each record of ``docs_path`` as ``folder/<n>.txt`` (title, blank line, text); how many."""
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    n = 0
+    for line in docs_path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            rec = json.loads(line)
+            text = "\n\n".join(x for x in (rec.get("title", ""), rec.get("text", "")) if x)
+            (folder / f"{n:05d}.txt").write_text(text, encoding="utf-8")
+            n += 1
+    return n
+
+
+def bench_ray(cfg, docs_path: Path, folder: Path, workers: int) -> dict:
+    """Local ingest against ``--executor ray`` (a local Ray of ``workers`` CPUs) of the same
+    text files; chunks/s of each and the vectors' largest difference."""
+    import ray
+    from fathom.index.collection import Collection
+    from fathom.index.ingest import ingest_paths
+    from fathom.index.ray_ingest import ingest_on_ray
+
+    files = write_files(docs_path, folder / "files")
+    warm = folder / "warm"
+    warm.mkdir()
+    (warm / "w.txt").write_text("A warm-up file: the ONNX export is made once, before timing.")
+    ingest_paths(cfg, [warm], "warm")
+    log(f"ray: {files} files; local ingest")
+    with Stopwatch() as local:
+        lrep = ingest_paths(cfg, [folder / "files"], "local", progress=progress_printer("local"))
+    with Stopwatch() as start:
+        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+    log(f"ray: started in {start.seconds:.1f}s; ingest on {workers} workers")
+    try:
+        with Stopwatch() as remote:
+            rrep = ingest_on_ray(cfg, [folder / "files"], "ray", progress=progress_printer("ray"))
+    finally:
+        ray.shutdown()
+    a, b = Collection.open(cfg, "local"), Collection.open(cfg, "ray")
+    va, vb = a.dense.vectors(), b.dense.vectors()
+    same_store = (a.directory / a.manifest.data_dir_name / "chunks.jsonl").read_bytes() == (
+        b.directory / b.manifest.data_dir_name / "chunks.jsonl"
+    ).read_bytes()
+    a.close()
+    b.close()
+    chunks = lrep.total_chunks
+    return {
+        "files": files,
+        "chunks": chunks,
+        "ray_chunks": rrep.total_chunks,
+        "workers": workers,
+        "local_s": local.seconds,
+        "ray_s": remote.seconds,
+        "ray_start_s_excluded": start.seconds,
+        "local_chunks_per_s": chunks / local.seconds,
+        "ray_chunks_per_s": rrep.total_chunks / remote.seconds,
+        "ray_over_local_throughput": ratio(local.seconds, remote.seconds),
+        "chunk_store_identical": same_store,
+        "vectors_max_abs_diff": float(np.abs(va - vb).max()) if len(va) == len(vb) else None,
+        "vectors_identical": bool(len(va) == len(vb) and (va == vb).all()),
+    }
+
+
+def main_ray(args: argparse.Namespace) -> int:
+    """``--executor ray``: local against local Ray on the first set."""
+    name = args.sets.split(",")[0].strip()
+    with temp_home("ingest-ray") as home:
+        r = bench_ray(
+            bench_config(home), data_dir(args.data) / name / "docs.jsonl", home, args.workers
+        )
+    print_table(
+        f"Ingest of {r['files']} text files ({r['chunks']} chunks): local vs --executor ray "
+        f"(local Ray, {r['workers']} workers; its start, {r['ray_start_s_excluded']:.1f} s, "
+        "excluded; model load included on both sides)",
+        ["set", "local s", "ray s", "local chunks/s", "ray chunks/s", "ray/local", "max |Δv|"],
+        [[name, r["local_s"], r["ray_s"], r["local_chunks_per_s"], r["ray_chunks_per_s"],
+          r["ray_over_local_throughput"], r["vectors_max_abs_diff"]]],
+        digits=2,
+    )  # fmt: skip
+    write_json(args.out, {"bench": "ingest --executor ray", "set": name, **r})
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -123,7 +214,16 @@ def main(argv: list[str] | None = None) -> int:
         help="chunk texts used to pick the floor's batch size (default 128)",
     )
     parser.add_argument("--out", type=Path, default=default_out("ingest"))
+    parser.add_argument(
+        "--executor",
+        choices=["local", "ray"],
+        default="local",
+        help="ray: local ingest against --executor ray on the first set's records as files",
+    )
+    parser.add_argument("--workers", type=int, default=2, help="local Ray CPUs (default 2)")
     args = parser.parse_args(argv)
+    if args.executor == "ray":
+        return main_ray(args)
     root = data_dir(args.data)
     sets = [s.strip() for s in args.sets.split(",") if s.strip()]
 

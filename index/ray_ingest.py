@@ -290,7 +290,8 @@ class RayResults:
         ship: bool,
     ) -> None:
         self.ray, self.plan, self.parts, self.ship = ray, plan, parts, ship
-        self._args = (cfg.to_dict(mask_secrets=False), str(cfg.models_path()))
+        # Workers need no secrets (a generator's API key stays here).
+        self._args = (cfg.to_dict(), str(cfg.models_path()))
         self.title_prefix = cfg.embedder.title_prefix
         self._password = password
         self._task = ray.remote(num_cpus=1)(parse_file)
