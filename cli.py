@@ -416,24 +416,16 @@ def mcp_command(
 # ---------------------------------------------------------------------------------------------
 
 
+_FOLDER = click.Path(exists=True, file_okay=False, path_type=Path)
+
+
 @main.command("serve")
 @click.argument("targets", nargs=-1, metavar="[TARGET]...")
 @click.option("--collection", "-c", "collections", multiple=True, help="Serve only this one.")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=click.IntRange(1, 65535), default=8765, show_default=True)
-@click.option(
-    "--root",
-    "roots",
-    multiple=True,
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="A folder the page may ingest from by path; repeatable.",
-)
-@click.option(
-    "--runs",
-    multiple=True,
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="A folder of `fathom eval` runs the page shows (default: FATHOM_HOME/eval-runs).",
-)
+@click.option("--root", "roots", multiple=True, type=_FOLDER, help="Ingest from it by path.")
+@click.option("--runs", multiple=True, type=_FOLDER, help="Show the `fathom eval` runs in it.")
 @click.option("--open", "open_browser", is_flag=True, help="Open the page in a browser.")
 @click.option("--allow-remote", is_flag=True, help="Allow a --host others reach (token needed).")
 @options.generator_option(help="Default answer backend.")

@@ -52,9 +52,7 @@ class FathomTools:
     """What the MCP tools do, over the collections in FATHOM_HOME (all, or ``collections``),
     with Engines kept loaded and reopened when a collection commits a new generation."""
 
-    # Where an error points the client: an MCP client lists collections with a tool, and the
-    # served ones are the server's flags. Another front end over the same pool says its own.
-    LIST_HINT = "list_collections"
+    LIST_HINT = "list_collections"  # where errors point; another front end says its own
     SERVED_HINT = "fathom mcp --collection"
 
     def __init__(
@@ -112,10 +110,7 @@ class FathomTools:
                 "collection argument"
             )
         if not is_valid_name(name):
-            raise ConfigError(
-                f"collection name {name!r}: use letters, digits, '.', '_' or '-' — see "
-                f"{self.LIST_HINT}"
-            )
+            raise ConfigError(f"collection name {name!r}: use letters, digits, '.', '_' or '-'")
         if self.allowed is not None and name not in self.allowed:
             raise CollectionNotFound(
                 f"collection {name!r} is not served here — one of {', '.join(self.allowed)} "
