@@ -4,13 +4,13 @@ Each worker holds one ``QuestionWorker`` and yields its rows as they are done.""
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Iterator
 from typing import Any
 
 from fathom.core.errors import ConfigError, FathomError
 from fathom.evaluation.worker import QuestionWorker
+from fathom.index.ray_ingest import ray_session  # one Ray start-up for eval and ingest
 from fathom.learn.questions import Question
 
 # A worker reads the configuration it is sent: the generator registry's names check its backend.
@@ -86,31 +86,6 @@ def execute(
     payload = [(q.to_dict(), todo) for q, todo in items]
     with ctx.Pool(workers, initializer=_init_worker, initargs=(cfg_dict, run)) as pool:
         yield from pool.imap_unordered(_work, payload, chunksize=1)
-
-
-@contextlib.contextmanager
-def ray_session(workers: int, address: str | None) -> Iterator[Any]:
-    """``ray`` initialised (a local Ray with ``workers`` CPUs without ``address``); shut down
-    at the end if this call started it."""
-    try:
-        import ray
-    except ImportError:
-        raise FathomError("--executor ray needs Ray: pip install 'fathom[ray]'") from None
-    started = False
-    if not ray.is_initialized():
-        # Workers import the installed Fathom (`pip install -e .` for a checkout).
-        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-        if address:
-            kwargs["address"] = address
-        else:
-            kwargs["num_cpus"] = max(1, workers)
-        ray.init(**kwargs)
-        started = True
-    try:
-        yield ray
-    finally:
-        if started:
-            ray.shutdown()
 
 
 def _execute_ray(

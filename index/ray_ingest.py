@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fathom import __version__
-from fathom.core.base import Chunk, DocMeta, Document, PageSpan, SectionSpan
+from fathom.core.base import Chunk, Document
 from fathom.core.errors import FathomError, ParseError
 from fathom.index.collection import check_name, collections_root, embed_input
 from fathom.index.manifest import file_sha256, read_manifest
+from fathom.ingestion.child import document_from_json
 
 if TYPE_CHECKING:
     import numpy as np
@@ -44,7 +45,9 @@ AHEAD_PER_CPU = 4  # files sent to Ray ahead of the walk, per CPU of the cluster
 @contextlib.contextmanager
 def ray_session(workers: int | None, address: str | None) -> Iterator[Any]:
     """``ray`` initialised: the cluster at ``address``, else a local Ray of ``workers`` CPUs
-    (all of them when None); shut down at the end if this call started it."""
+    (all of them when None); shut down at the end if this call started it. Workers import the
+    installed Fathom (``pip install -e .`` for a checkout). ``fathom eval --executor ray`` and
+    ``fathom ingest --executor ray`` both start Ray here."""
     try:
         import ray
     except ImportError:
@@ -354,7 +357,7 @@ class RayResults:
     def _take(self, part: dict[str, Any], vectors: np.ndarray, options: Any) -> Document:
         from fathom.ingestion.page_words import words_from_json
 
-        doc = document_from(part["doc"])
+        doc = document_from_json(part["doc"])
         chunks = [Chunk.from_dict(c) for c in part["chunks"]]
         self.chunks[(doc.path, doc.sha256)] = chunks
         if len(chunks):
@@ -373,24 +376,6 @@ class RemoteParseError(ParseError):
     def __init__(self, path: str, reason: str) -> None:
         self.path, self.problem, self.fix = path, reason, ""
         FathomError.__init__(self, reason)
-
-
-def document_from(d: dict[str, Any]) -> Document:
-    """The ``Document`` of ``Document.to_dict()`` plus its ``text``."""
-    return Document(
-        doc_id=d["doc_id"],
-        path=d["path"],
-        title=d["title"],
-        text=d["text"],
-        sha256=d["sha256"],
-        format=d["format"],
-        pages=tuple(PageSpan(*p) for p in d["pages"]),
-        sections=tuple(SectionSpan(*s) for s in d["sections"]),
-        source_id=d["source_id"],
-        warnings=tuple(d["warnings"]),
-        ocr_pages=tuple(d["ocr_pages"]),
-        meta=DocMeta.from_dict(d["meta"]),
-    )
 
 
 class PreparedChunker:

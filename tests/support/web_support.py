@@ -16,46 +16,10 @@ from pathlib import Path
 
 from fathom.bench.support.docgen import make_pdf
 from fathom.bench.support.web_safety import api_client as api_client  # the tests build theirs here
+from fathom.tests.support.react_pages import PAGES as REACT_PAGES
+from fathom.tests.support.react_pages import TITLE
 
-TITLE = "ReAct: Synergizing Reasoning and Acting in Language Models"
-PAGES = [
-    [
-        ("h1", TITLE),
-        (
-            "p",
-            "ReAct is a prompting method for large language models. ReAct interleaves "
-            "reasoning traces and task-specific actions: the reasoning traces help the model "
-            "induce, track and update its plan, and the actions let it consult external "
-            "sources such as a Wikipedia API.",
-        ),
-    ],
-    [
-        ("h2", "Baselines"),
-        (
-            "p",
-            "Chain-of-thought prompting reasons without acting and hallucinates facts. Standard "
-            "prompting reaches 28.7 exact match on HotpotQA, and chain-of-thought prompting "
-            "reaches 29.4 exact match on HotpotQA.",
-        ),
-    ],
-    [
-        ("h2", "Results on HotpotQA"),
-        (
-            "p",
-            "On HotpotQA, ReAct combined with chain-of-thought self-consistency reaches 35.1 "
-            "exact match, the best of all prompting methods, and ReAct is grounded in the "
-            "facts it retrieves from Wikipedia.",
-        ),
-    ],
-    [
-        ("h2", "ALFWorld"),
-        (
-            "p",
-            "On ALFWorld, a text game of household tasks, ReAct succeeds in 71 percent of the "
-            "games, against 37 percent for imitation learning from expert trajectories.",
-        ),
-    ],
-]
+PAGES = REACT_PAGES[:4]  # the page, its citations and the browser test count on four pages
 FIRST = "Which two abilities does ReAct interleave?"
 FOLLOW_UP = "How well does it do on HotpotQA?"
 HOTPOT_PAGE = 3
