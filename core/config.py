@@ -61,8 +61,9 @@ class IndexConfig:
     hnsw_m: int = 32
     hnsw_ef_construction: int = 200
     hnsw_ef_search: int = 128
-    # Open the dense index memory-mapped (FAISS's in-place read): a cold open reads no vectors,
-    # and a query process holds only the pages its searches touch, shared with the page cache.
+    # Open the dense index (FAISS's in-place read) and the BM25 arrays memory-mapped: a cold
+    # open reads no vectors or postings, and a query process holds only the pages its searches
+    # touch, shared with the page cache.
     mmap: bool = True
     bm25_stemmer: str = "english"
     bm25_stopwords: str = "en"

@@ -168,7 +168,7 @@ class Collection:
         if self._bm25 is None:
             from fathom.index.sparse import Bm25Index
 
-            self._bm25 = Bm25Index.load(self.data_dir)
+            self._bm25 = Bm25Index.load(self.data_dir, mmap=self.cfg.index.mmap)
         return self._bm25
 
     def __len__(self) -> int:

@@ -1,6 +1,6 @@
-"""The dense index opened memory-mapped: the same results as read whole, for a flat and an
-HNSW index, restricted searches and vector reads included; and an index type FAISS cannot
-map in place is read whole."""
+"""The dense index and the BM25 arrays opened memory-mapped: the same results as read whole
+(a flat and an HNSW index, restricted searches and vector reads included); an index type
+FAISS cannot map in place is read whole."""
 
 from __future__ import annotations
 
@@ -51,3 +51,16 @@ def test_an_index_faiss_cannot_map_is_read_whole(tmp_path: Path, monkeypatch) ->
     monkeypatch.setattr(faiss, "read_index", refuse_mapping)
     index = DenseIndex.load(tmp_path, mmap=True)
     assert index.size == 50 and len(index.search(_vectors(50)[0], 3)[1]) == 3
+
+
+def test_mapped_bm25_arrays_score_as_read_whole(tmp_path: Path) -> None:
+    from fathom.index.sparse import Bm25Index
+
+    texts = [f"pump impeller bronze casing {'seal ' * (i % 5)} row {i}" for i in range(60)]
+    Bm25Index.build(texts, IndexConfig()).save(tmp_path)
+    whole, mapped = Bm25Index.load(tmp_path), Bm25Index.load(tmp_path, mmap=True)
+    assert isinstance(mapped.data, np.memmap) and not isinstance(whole.data, np.memmap)
+    for query in ("impeller seal", "row 7 casing", "absent words"):
+        np.testing.assert_array_equal(mapped.scores(query), whole.scores(query))
+        for got, want in zip(mapped.search(query, 5), whole.search(query, 5), strict=True):
+            np.testing.assert_array_equal(got, want)
