@@ -446,7 +446,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 3, figsize=(13, 7))
+    fig, axes = plt.subplots(2, 4, figsize=(16, 7))
     panels = [
         ("hybrid_p95_ms", "hybrid P95 (ms, no query embedding)"),
         ("chunks_per_s", "ingest chunks/s"),
@@ -454,10 +454,16 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         ("disk_gib", "disk (GiB)"),
         ("open_s", "cold open (s)"),
         ("add_pdf_s", "add one 20-page PDF (s)"),
+        ("answer_recall_at_5", "answer recall@5, needle questions"),
+        ("ann_recall_at_10", "ANN recall@10 against exact"),
     ]
     for ax, (key, title) in zip(axes.flat, panels, strict=True):
         for vectors, marker in (("real", "o"), ("random", "s")):
-            pts = [(r["chunks"], r[key]) for r in rows if r["vectors"] == vectors and r.get(key)]
+            pts = [
+                (r["chunks"], r[key])
+                for r in rows
+                if r["vectors"] == vectors and r.get(key) is not None
+            ]
             if pts:
                 x, y = zip(*pts, strict=True)
                 ax.plot(x, y, marker=marker, label=f"{vectors} vectors")
