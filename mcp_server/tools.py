@@ -53,7 +53,8 @@ class FathomTools:
     with Engines kept loaded and reopened when a collection commits a new generation."""
 
     LIST_HINT = "list_collections"  # where errors point; another front end says its own
-    SERVED_HINT = "fathom mcp --collection"
+    SERVED_HINT, INGEST_HINT = "fathom mcp --collection", "this server's ingest tool"
+    NAME_HINT = "the collection argument"
 
     def __init__(
         self,
@@ -103,11 +104,11 @@ class FathomTools:
             if not names:
                 raise CollectionNotFound(
                     "no collection to read yet — ingest documents first (`fathom ingest PATH "
-                    "-c NAME`, or this server's ingest tool)"
+                    f"-c NAME`, or {self.INGEST_HINT})"
                 )
             raise FathomError(
-                f"several collections are served ({', '.join(names)}) — name one in the "
-                "collection argument"
+                f"several collections are served ({', '.join(names)}) — name one in "
+                f"{self.NAME_HINT}"
             )
         if not is_valid_name(name):
             raise ConfigError(f"collection name {name!r}: use letters, digits, '.', '_' or '-'")
@@ -380,7 +381,7 @@ class FathomTools:
         resolved = [resolve_under(p, self.roots) for p in paths]
         if collection is None or not collection.strip():
             if self.allowed is None or len(self.allowed) != 1:
-                raise FathomError("name the collection to ingest into (collection argument)")
+                raise FathomError(f"name the collection to ingest into ({self.NAME_HINT})")
             collection = self.allowed[0]
         name = check_name(collection)
         if self.allowed is not None and name not in self.allowed:

@@ -96,6 +96,8 @@ class _PageTools(FathomTools):
 
     LIST_HINT = "the collections in the library"
     SERVED_HINT = "fathom serve -c NAME serves more"
+    INGEST_HINT = "drop files on the library"
+    NAME_HINT = "the collection field"
 
 
 class Library:
