@@ -21,9 +21,10 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fathom.core.base import Hit
+from fathom.stages.metadata import document_of, stated_draft
 
 if TYPE_CHECKING:
     from fathom.core.base import Chunk, Draft
@@ -78,7 +79,7 @@ def asked_part(question: str) -> str:
         return ""
     rest = question[: m.start()] + " " + question[m.end() :]
     words = re.findall(r"[a-z]+", re.sub(r"\d+", " ", rest.lower()))
-    if any(w not in _FILLER and w not in ("in", "the") for w in words):
+    if any(w not in _FILLER for w in words):
         return ""
     part = m.group("part").lower()
     if part.startswith("append"):
@@ -90,8 +91,6 @@ def structure_answer(parts: Parts, prepared: Prepared) -> tuple[list[Hit], Draft
     """``(sources, draft)`` counting the part a plain count question asks for over its
     document, or None when the question is not one (or nothing of the part is found: the
     question is then answered as any other)."""
-    from fathom.stages.metadata import document_of, stated_draft
-
     kind = prepared.kind
     if kind is None or kind.name != "count":
         return None
@@ -105,7 +104,7 @@ def structure_answer(parts: Parts, prepared: Prepared) -> tuple[list[Hit], Draft
         return None
     chunks = parts.collection.chunks(range(*entry.rows))
     if part == "page":
-        return _pages(parts, entry.pages, chunks, t0, stated_draft)
+        return _pages(parts, entry.pages, chunks, t0)
     named = [p for p in kind.pages if p > 0]
     pages = (min(named), max(named)) if named else ()  # "from page 3 to page 10": 3–10
     found = _count(part, chunks, pages)
@@ -164,11 +163,13 @@ def _said(part: str, found: list[Counted], pages: tuple[int, ...], used: list[st
     return f"{len(found)} {noun}{where} — counted by their {how}: " + ", ".join(items) + "."
 
 
-def _pages(parts: Parts, pages: int, chunks: list[Chunk], t0: float, stated: Any) -> Any:
+def _pages(
+    parts: Parts, pages: int, chunks: list[Chunk], t0: float
+) -> tuple[list[Hit], Draft] | None:
     """How many pages (slides) the document has, from the collection's record of it."""
     if pages <= 0 or not chunks:
         return None
     last = max(chunks, key=lambda c: c.page_end)
     text = f"{pages} page{'s' if pages != 1 else ''} — as the document was read at ingest [1]."
-    draft = stated(parts, text, "document structure", t0, citations=(1,), short=str(pages))
+    draft = stated_draft(parts, text, "document structure", t0, citations=(1,), short=str(pages))
     return [Hit(last, score=1.0)], draft

@@ -207,9 +207,12 @@ class ExtractiveGenerator(BaseGenerator):
         a picture shows and no sure span answers it. ``on_token`` receives the text, or each
         quoted sentence."""
         from fathom.router.answer_kind import answer_kind
-        from fathom.stages.generate.kinds import not_answered, shaped, with_short
+        from fathom.stages.generate.kinds import acronym_answer, not_answered, shaped, with_short
 
         t0 = time.perf_counter()
+        expanded = acronym_answer(question, hits)
+        if expanded is not None:
+            return self._shaped_draft(question, hits, None, expanded, on_token, t0)
         kind = answer_kind(question)
         span = self._read_span(question, hits)
         if not_answered(question, kind, span, hits, reader=self._reader() is not None):

@@ -62,7 +62,7 @@ def not_answered(
     ``reader``: whether a span reader read them (without one, only the coverage bar holds)."""
     from fathom.stages.generate.shapes import coverage
 
-    if kind.name == "summary" or not hits or _expanded(question, hits) is not None:
+    if kind.name == "summary" or not hits:
         return False
     held = coverage(question, hits)
     if held < MIN_COVERAGE:
@@ -91,9 +91,6 @@ def shaped(question: str, kind: AnswerKind, span: Any, hits: list[Hit]) -> Shape
     """The answer in the shape ``kind`` wants, when it has one here: a table cell (a table
     question, or one of ``_CELL_KINDS`` without a sure span), a list's items, a count; None
     when the answer is the span's."""
-    expanded = _expanded(question, hits)
-    if expanded is not None:
-        return expanded
     sure = _sure(kind.name, span)
     if kind.name == "table" or (kind.name in _CELL_KINDS and not sure):
         cell = _cell(question, hits)
@@ -104,13 +101,12 @@ def shaped(question: str, kind: AnswerKind, span: Any, hits: list[Hit]) -> Shape
     return None
 
 
-def _expanded(question: str, hits: list[Hit]) -> Shaped | None:
+def acronym_answer(question: str, hits: list[Hit]) -> Shaped | None:
     """What an acronym the question asks about stands for, as a source spells it out
-    (``shapes.expansion``), cited; None when it asks no such thing or no source spells it."""
-    from fathom.stages.generate.shapes import asked_acronym, expansion
+    (``shapes.expansion``), cited; None when it asks no such thing or no source spells it.
+    Looked for before anything else: it needs no reader, and it answers whatever the kind."""
+    from fathom.stages.generate.shapes import expansion
 
-    if not asked_acronym(question):
-        return None
     found = expansion(question, hits)
     if found is None:
         return None
