@@ -72,10 +72,10 @@ def _from_metadata(
         on_token(draft.text)
     trace.set_context([h.chunk.text for h in used], parts.context_tokens(used))
     trace.add_ms("generate", draft.ms)
-    if found[1].abstained:
-        trace.note("the question asks about pages past the end of the document")
-    elif draft.model == "document structure":
+    if draft.model == "document structure":
         trace.note("a count of the document's own parts: counted over all of its passages")
+    elif draft.abstained:
+        trace.note("the question asks about pages past the end of the document")
     else:
         trace.note("a metadata question: answered from the document's metadata, read at ingest")
     conf = parts.scorer.score(draft, used, parts.vectors(used))

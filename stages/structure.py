@@ -89,8 +89,9 @@ def asked_part(question: str) -> str:
 
 def structure_answer(parts: Parts, prepared: Prepared) -> tuple[list[Hit], Draft] | None:
     """``(sources, draft)`` counting the part a plain count question asks for over its
-    document, or None when the question is not one (or nothing of the part is found: the
-    question is then answered as any other)."""
+    document, or None when the question is not one. When the document captions or heads none
+    of that part, the answer says so and does not count: a figure without a caption is only in
+    a page's picture (the best-ranked passages are listed as related)."""
     kind = prepared.kind
     if kind is None or kind.name != "count":
         return None
@@ -109,7 +110,7 @@ def structure_answer(parts: Parts, prepared: Prepared) -> tuple[list[Hit], Draft
     pages = (min(named), max(named)) if named else ()  # "from page 3 to page 10": 3–10
     found = _count(part, chunks, pages)
     if not found:
-        return None
+        return _uncounted(parts, prepared, part, pages, t0)
     used = list(dict.fromkeys(c.chunk.chunk_id for c in found))[:_CITED]
     by_id = {c.chunk.chunk_id: c.chunk for c in found}
     hits = [Hit(by_id[i], score=1.0) for i in used]
@@ -119,6 +120,26 @@ def structure_answer(parts: Parts, prepared: Prepared) -> tuple[list[Hit], Draft
         short=str(len(found)),
     )  # fmt: skip
     return hits, draft
+
+
+def _uncounted(
+    parts: Parts, prepared: Prepared, part: str, pages: tuple[int, ...], t0: float
+) -> tuple[list[Hit], Draft]:
+    """That the document's text captions or heads no ``part`` (within ``pages``), so it cannot
+    be counted from the text, with the best-ranked passages as related."""
+    label = {"figure": '"Figure N"', "table": '"Table N"', "chart": '"Chart N" or "Figure N"',
+             "chapter": '"Chapter N"', "appendix": '"Appendix A"'}[part]  # fmt: skip
+    how = "heading" if part in ("chapter", "appendix") else "caption"
+    where = f" on pages {pages[0]}–{pages[-1]}" if pages else ""
+    text = (
+        f"I don't know — the document does not say: its text has no {label} {how}{where}, so "
+        f"its {'appendices' if part == 'appendix' else part + 's'} cannot be counted from it "
+        "(an uncaptioned one is only in a page's picture)."
+    )
+    used = list(prepared.probe.hits[:3])
+    related = tuple(range(1, len(used) + 1))
+    draft = stated_draft(parts, text, "document structure", t0, abstained=True, related=related)
+    return used, draft
 
 
 def _count(part: str, chunks: list[Chunk], pages: tuple[int, ...]) -> list[Counted]:

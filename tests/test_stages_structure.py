@@ -85,6 +85,11 @@ def test_figures_tables_appendices_and_pages_are_counted(tmp_path, minilm) -> No
     assert _ask(pdf, "How many pages does the document have?")["short_answer"] == "4"
     ranged = _ask(pdf, "How many figures are in this report from page 2 to page 3?")
     assert ranged["short_answer"] == "2" and "on pages 2–3" in ranged["answer"]
+    # no chapter is headed: it says so, and counts nothing else in its place
+    none = _ask(pdf, "How many chapters are in this report?")
+    assert none["abstained"] is True and none["short_answer"] is None
+    assert 'no "Chapter N" heading' in none["answer"] and none["citations"] == []
+    assert none["related"] and "3 —" not in none["answer"]
     # a narrower question is not a count of parts
     narrower = _ask(pdf, "How many figures show maintenance hours?")
     assert "counted by their captions" not in narrower["answer"]
