@@ -131,13 +131,32 @@ def test_the_library_search_history_and_stats(paper: Path, tmp_path: Path) -> No
         assert "script-src 'self'" in page.headers["content-security-policy"]
 
 
+def _no_local_path(data: Any, *local: str) -> None:
+    """No ``path`` value of ``data`` (JSON) is absolute, and no string in it names ``local``."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if key == "path" and isinstance(value, str):
+                assert not Path(value).is_absolute(), value
+            _no_local_path(value, *local)
+    elif isinstance(data, list):
+        for value in data:
+            _no_local_path(value, *local)
+    elif isinstance(data, str):
+        assert not any(place in data for place in local), data
+
+
 def test_a_server_others_reach_hands_out_no_absolute_paths(paper: Path, tmp_path: Path) -> None:
     """With ``--allow-remote`` a document's path is relative to its ``--root`` (or its bare
-    name), in the library, in search hits and in a shown passage; on loopback it is the path."""
+    name), in the library, in search hits, in a shown passage, in an answer (plain and
+    streamed) and in an ingest's report (by path or uploaded, streamed or not); on loopback
+    the answer is the CLI's, with the path."""
     from fathom.web.guard import Secrets
 
+    home = str(load_config().home_path())
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "pump.txt").write_text("The Zorblax pump is cast from titanium.\n")
     c, keys = ws.api_client(roots=(tmp_path,), keys=Secrets(remote=True))
-    auth = {"Authorization": f"Bearer {keys.token}"}
+    auth = {"Authorization": f"Bearer {keys.token}", "X-Fathom-CSRF": keys.csrf}
     with c:
         docs = c.get("/api/v1/documents?collection=paper", headers=auth).json()["documents"]
         assert [d["path"] for d in docs] == ["react.pdf"]
@@ -146,10 +165,39 @@ def test_a_server_others_reach_hands_out_no_absolute_paths(paper: Path, tmp_path
         chunk = found["hits"][0]["chunk_id"]
         shown = c.get(f"/api/v1/show?collection=paper&chunk={chunk}", headers=auth).text
         assert str(tmp_path) not in shown
-    c, _ = ws.api_client()
+
+        body = {"collection": "paper", "question": ws.FIRST, "generator": "extractive"}
+        asked = c.post("/api/v1/ask", json=body, headers=auth)
+        assert asked.status_code == 200, asked.text
+        assert {s["path"] for s in asked.json()["sources"]} == {"react.pdf"}
+        assert {s["path"] for s in asked.json()["citations"]} == {"react.pdf"}
+        _no_local_path(asked.json(), str(tmp_path), home)
+        with c.stream("POST", "/api/v1/ask", json={**body, "stream": True}, headers=auth) as r:
+            events = sse_events(r.read().decode())
+        assert events[-1][0] == "answer" and events[-1][1]["citations"]
+        _no_local_path(events, str(tmp_path), home)
+
+        up = "/api/v1/upload?collection=k&name=manual.txt"
+        text = b"The Zorblax probe lands on Europa.\n"
+        assert c.post(up, content=text, headers=auth).status_code == 200
+        req = {"collection": "k", "paths": ["notes/pump.txt"], "uploads": ["manual.txt"]}
+        report = c.post("/api/v1/ingest", json=req, headers=auth)
+        assert report.status_code == 200, report.text
+        assert report.json()["counts"]["ok"] == 2
+        assert sorted(f["path"] for f in report.json()["files"]) == ["manual.txt", "notes/pump.txt"]
+        _no_local_path(report.json(), str(tmp_path), home)
+        with c.stream("POST", "/api/v1/ingest", json={**req, "stream": True}, headers=auth) as r:
+            events = sse_events(r.read().decode())
+        assert events[-1][0] == "report" and events[-1][1]["counts"]["unchanged"] == 2
+        _no_local_path(events, str(tmp_path), home)
+        for path in ("/api/v1/history?limit=5", "/api/v1/documents?collection=k"):
+            _no_local_path(c.get(path, headers=auth).json(), str(tmp_path), home)
+    c, keys = ws.api_client()
     with c:
         docs = c.get("/api/v1/documents?collection=paper").json()["documents"]
         assert [d["path"] for d in docs] == [str(paper.resolve())]
+        asked = c.post("/api/v1/ask", json=body, headers={"X-Fathom-CSRF": keys.csrf}).json()
+        assert {s["path"] for s in asked["sources"]} == {str(paper.resolve())}
 
 
 def test_errors_are_one_line_json(paper: Path, tmp_path: Path) -> None:

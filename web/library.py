@@ -161,7 +161,7 @@ class Library:
                 "doc_id": d.get("doc_id", ""),
                 "title": d.get("title", ""),
                 "file": Path(d.get("path", "")).name,
-                "path": self._shown_path(d.get("path", "")),
+                "path": d.get("path", ""),
                 "format": d.get("format", ""),
                 "pages": d.get("pages", 0),
                 "chunks": d.get("chunks", 0),
@@ -171,12 +171,53 @@ class Library:
             }
             for d in manifest.get("documents", [])
         ]
-        return {"collection": name, "generation": manifest.get("generation"), "documents": docs}
+        return self.shown(
+            {"collection": name, "generation": manifest.get("generation"), "documents": docs}
+        )
+
+    def shown(self, data: Any) -> Any:
+        """``data`` (JSON-shaped) as this server hands it out. With ``remote``, every ``path``
+        value is relative to its ``--root`` folder, or the bare file name (an upload's too),
+        and any other string that names one of those paths (a failed file's reason, a
+        warning) names it so: another machine learns no local path. Else ``data`` itself."""
+        if not self.remote:
+            return data
+        found: dict[str, str] = {}
+
+        def collect(item: Any) -> None:
+            if isinstance(item, dict):
+                for key, value in item.items():
+                    if key == "path" and isinstance(value, str) and value:
+                        found[value] = self._shown_path(value)
+                    else:
+                        collect(value)
+            elif isinstance(item, list | tuple):
+                for value in item:
+                    collect(value)
+
+        collect(data)
+        named = sorted(found, key=len, reverse=True)  # a path before the folders holding it
+
+        def rewrite(item: Any, key: str = "") -> Any:
+            if isinstance(item, dict):
+                return {k: rewrite(v, k) for k, v in item.items()}
+            if isinstance(item, list | tuple):
+                return [rewrite(v) for v in item]
+            if isinstance(item, str):
+                if key == "path":
+                    return found.get(item, item)
+                for path in named:
+                    item = item.replace(path, found[path])
+            return item
+
+        return rewrite(data)
 
     def _shown_path(self, path: str) -> str:
         if not self.remote or not path:
             return path
         real = Path(path)
+        if self.cfg.home_path() / UPLOADS in real.parents:
+            return real.name  # staged as the upload it was
         for root in self.roots:
             if root.holds(real):
                 return real.relative_to(root.real).as_posix()
@@ -186,15 +227,12 @@ class Library:
         self, query: str, collection: str | None, k: int | None, mode: str | None, doc: Any = None
     ) -> dict[str, Any]:
         """The best passages for ``query`` (the MCP search tool's result)."""
-        found = self.tools.search(query, collection, k, mode, doc_patterns(doc) or None)
-        for hit in found.get("hits", []):
-            hit["path"] = self._shown_path(hit.get("path", ""))
-        return found
+        return self.shown(self.tools.search(query, collection, k, mode, doc_patterns(doc) or None))
 
     def history(self, limit: int) -> list[dict[str, Any]]:
         from fathom import commands
 
-        return commands.history(self.cfg, limit)
+        return self.shown(commands.history(self.cfg, limit))
 
     def stats(self, days: float | None, slo_ms: float | None) -> dict[str, Any]:
         from fathom import commands
@@ -229,7 +267,7 @@ class Library:
                 on_event=on_event,
             )
         record_ask(self.cfg, answer.trace.collection, answer, session=req.session)
-        return answer.to_dict()
+        return self.shown(answer.to_dict())
 
     def _check_generator(self, generator: str | None) -> None:
         """As the MCP ask tool: ``auto`` or a backend that answers on this machine; one that
@@ -277,7 +315,8 @@ class Library:
             note = next((s.note for s in shown if s.image.number == number), "")
             if image is None:  # a page before or after the passage: shown unmarked
                 if not Path(entry.path).is_file():
-                    raise FathomError(f"{entry.path}: the file is gone — re-ingest it")
+                    gone = self._shown_path(entry.path)
+                    raise FathomError(f"{gone}: the file is gone — re-ingest it")
                 image = render_page(entry.path, entry.format, number, "", ocr=ocr)
                 note = f"page {number}: the passage is on page {chunk.pages}"
         info = {
@@ -293,13 +332,9 @@ class Library:
         """A passage where it stands (the MCP show tool's result, without the pictures: the
         page comes from ``page``)."""
         data = self.tools.show(chunk_id, collection)
-        if "path" in data:
-            data["path"] = self._shown_path(data["path"])
         for item in data["shown"]:
             item.pop("png_base64", None)
-            if "path" in item:
-                item["path"] = self._shown_path(item["path"])
-        return data
+        return self.shown(data)
 
     # -- adding documents ---------------------------------------------------------------------
 
@@ -378,13 +413,13 @@ class Library:
 
         def progress(event: str, **info: Any) -> None:
             if emit is not None:
-                emit("progress", {"event": event, **_plain(info)})
+                emit("progress", self.shown({"event": event, **_plain(info)}))
 
         with self._ingest_lock:
             if self._embedder is None:
                 self._embedder = make_embedder(cfg.embedder, cfg.models_path())
             report = ingest_paths(cfg, resolved, name, embedder=self._embedder, progress=progress)
-        return report.to_dict()
+        return self.shown(report.to_dict())
 
     def _ingest_paths(self, name: str, paths: list[str], uploads: list[str]) -> list[str | Path]:
         if not paths and not uploads:
