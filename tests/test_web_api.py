@@ -200,6 +200,35 @@ def test_a_server_others_reach_hands_out_no_absolute_paths(paper: Path, tmp_path
         assert {s["path"] for s in asked["sources"]} == {str(paper.resolve())}
 
 
+def test_history_and_stats_are_the_served_collections(tmp_path: Path) -> None:
+    """``fathom serve -c a -c b`` shows the asks of ``a`` and ``b`` only, in the history (the
+    most recent ``limit`` of theirs) and in the stats; serving every collection shows all."""
+    from fathom.stages.history import History
+    from fathom.web.app import build_app
+    from fathom.web.guard import Secrets
+    from fathom.web.library import Library
+    from starlette.testclient import TestClient
+
+    cfg = load_config()
+    log = History(cfg.home_path() / "history.db")
+    asked = [("a", 10.0), ("secret", 20.0), ("b", 30.0), ("secret", 40.0), ("secret", 50.0)]
+    for i, (collection, ms) in enumerate(asked):
+        row = {"question": f"q{i} {collection}", "target": collection, "total_ms": ms}
+        log.record({**row, "collection": collection, "k": 2, "ts": 1000.0 + i})
+    keys = Secrets()
+    served = Library(cfg, ["a", "b"])
+    with TestClient(build_app(served, keys, {"testserver"})) as c:
+        history = c.get("/api/v1/history?limit=2").json()
+        assert [h["question"] for h in history] == ["q2 b", "q0 a"]
+        stats = c.get("/api/v1/stats?slo_ms=25").json()
+        assert stats["asks"] == 2 and stats["latency_ms"]["mean"] == 20.0
+        assert stats["slo_compliance"] == 0.5
+    every = Library(cfg)
+    with TestClient(build_app(every, keys, {"testserver"})) as c:
+        assert len(c.get("/api/v1/history?limit=50").json()) == 5
+        assert c.get("/api/v1/stats").json()["asks"] == 5
+
+
 def test_errors_are_one_line_json(paper: Path, tmp_path: Path) -> None:
     c, keys = ws.api_client()
     csrf = {"X-Fathom-CSRF": keys.csrf}

@@ -7,11 +7,13 @@ renders it."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
+import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -230,14 +232,50 @@ class Library:
         return self.shown(self.tools.search(query, collection, k, mode, doc_patterns(doc) or None))
 
     def history(self, limit: int) -> list[dict[str, Any]]:
+        """The ``limit`` most recent asks of the served collections (``fathom history``'s
+        when every collection is served)."""
         from fathom import commands
 
-        return self.shown(commands.history(self.cfg, limit))
+        if self.tools.allowed is None:
+            return self.shown(commands.history(self.cfg, limit))
+        return self.shown(self._served_history().recent(limit))
 
     def stats(self, days: float | None, slo_ms: float | None) -> dict[str, Any]:
+        """The statistics of the served collections' asks (``fathom stats``'s when every
+        collection is served), over the last ``days`` when given."""
+        import time
+
         from fathom import commands
 
-        return commands.stats(self.cfg, days, slo_ms)
+        if self.tools.allowed is None:
+            return commands.stats(self.cfg, days, slo_ms)
+        since = time.time() - days * 86400 if days is not None else None
+        return self._served_history().stats(since=since, slo_ms=slo_ms)
+
+    def _served_history(self) -> Any:
+        """The ask log as this server shows it: the asks of the served collections only."""
+        from fathom.stages.history import History
+
+        class Served(History):
+            """Each connection reads ``asks`` through a temporary view of that name, which
+            SQLite finds before the table: the served collections' rows, for every query."""
+
+            only: list[str] | None = None  # None while opening: the migrations alter the table
+
+            @contextlib.contextmanager
+            def _connect(self) -> Iterator[sqlite3.Connection]:
+                with super()._connect() as conn:
+                    if self.only is not None:
+                        names = ", ".join("'" + n.replace("'", "''") + "'" for n in self.only)
+                        conn.execute(
+                            "CREATE TEMP VIEW asks AS SELECT * FROM main.asks "
+                            f"WHERE collection IN ({names or 'NULL'})"
+                        )
+                    yield conn
+
+        log = Served(self.cfg.home_path() / "history.db")
+        log.only = list(self.tools.allowed or [])
+        return log
 
     # -- answering ----------------------------------------------------------------------------
 
