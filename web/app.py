@@ -11,6 +11,7 @@ the server's log, never to the client."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -224,11 +225,17 @@ class Api:
         return JSONResponse({"collection": q.get("collection"), "upload": name, "bytes": len(data)})
 
 
+@functools.cache
 def _template(name: str) -> Any:
+    """The template ``name``, parsed once per process (one Environment for the page)."""
+    return _templates().get_template(name)
+
+
+@functools.cache
+def _templates() -> Any:
     from jinja2 import Environment, FileSystemLoader
 
-    env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True)
-    return env.get_template(name)
+    return Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True)
 
 
 def _header(value: Any) -> str:
