@@ -177,6 +177,8 @@ def test_a_title_page_with_an_abstract_and_references_mid_section() -> None:
     ("sentence", "why"),
     [
         ("Figure 3: Accuracy of the tide model across all nine harbours.", "caption"),
+        ("Americans and Germans Differ in Their Views of Each Other and the World", "heading"),
+        ("FOR RELEASE MARCH 9, 2020 Americans and Germans Differ in Their Views", "header"),
         ("Table 2: Surge detections by harbour and season.", "caption"),
         ("Thought 1: I need to search the surge table for the highest reading.", "prompt"),
         ("Act 2: Search[highest surge harbour] to find the reading.", "prompt"),

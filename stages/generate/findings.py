@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from fathom.core.words import answer_terms
 from fathom.stages.generate.candidates import candidates, textrank
+from fathom.stages.generate.span import title_cased
 
 if TYPE_CHECKING:
     from fathom.core.base import Chunk, Hit
@@ -105,7 +106,7 @@ _PAGE = re.compile(r"(?:page\s+)?\d+(?:\s*(?:of|/)\s*\d+)?", re.IGNORECASE)
 _PAGE_OF = re.compile(r"\bpage \d+ of \d+\b")
 _HEADERS = (
     "published as a conference paper", "under review as a", "preprint. under review",
-    "all rights reserved", "©",
+    "all rights reserved", "©", "for release ", "for media or other inquiries",
 )  # fmt: skip
 _HEADER = re.compile(r"\bproceedings of the \d|\(c\) \d{4}|arxiv:\d{4}\.\d{4,5}")
 # reference entries: markers (lower case), then patterns tried only where they can match
@@ -239,8 +240,8 @@ def _mostly_references(text: str) -> bool:
 def rejection(sentence: str) -> str | None:
     """Why ``sentence`` is never quoted in a summary (``"url"``, ``"caption"``, ``"header"``,
     ``"prompt"``, ``"code"``, ``"reference"``, ``"acknowledgement"``, ``"footnote"``,
-    ``"short"``, ``"long"``, ``"fragment"``), or None when it may be. Cached: a session asks
-    about the same sentences again."""
+    ``"short"``, ``"long"``, ``"fragment"``, ``"heading"``), or None when it may be. Cached: a
+    session asks about the same sentences again."""
     text = " ".join(sentence.split())
     low = text.lower()
     has_url = "http" in low or "www." in low or "@" in text
@@ -249,6 +250,8 @@ def rejection(sentence: str) -> str | None:
         ("url", lambda: has_url and _URL.search(text) and n_words < 2 * MIN_WORDS),
         ("caption", lambda: _CAPTION.match(text)),
         ("header", lambda: _is_header(text, low)),
+        # a title or heading run into the text: capitalised as a title, no full stop
+        ("heading", lambda: text[-1:] not in ".!?\"”" and title_cased(text)),
         ("prompt", lambda: _is_prompt(text, low)),
         ("code", lambda: _is_code(text)),
         ("reference", lambda: _is_reference(text, low) or _author_list(text)),

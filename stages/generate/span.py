@@ -44,12 +44,12 @@ def bibliographic(sentence: str) -> bool:
     """Whether a sentence reads as an author list, a title block or a reference entry."""
     if _NUMBERED.match(sentence) or _AUTHORS.search(sentence) or _EMAIL.search(sentence):
         return True
-    if _TITLE_YEAR.search(sentence) and _title_case(sentence):
+    if _TITLE_YEAR.search(sentence) and title_cased(sentence):
         return True
     return bool(_YEAR.search(sentence) and len(_REFERENCE.findall(sentence)) >= 2)
 
 
-def _title_case(sentence: str) -> bool:
+def title_cased(sentence: str) -> bool:
     """Whether a sentence's words are capitalised as a title's are (small words aside)."""
     words = [w for w in re.findall(r"[A-Za-z][\w'-]*", sentence) if w.lower() not in _SMALL_WORDS]
     return len(words) >= 3 and sum(w[0].isupper() for w in words) >= 0.8 * len(words)
