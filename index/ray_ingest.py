@@ -221,9 +221,13 @@ def _parse_at(
     except Exception as exc:  # a parser bug on one file must not sink the batch
         reason = f"{at}: unexpected parser error ({type(exc).__name__}: {exc})"
         return {**part, "error": reason}, empty
-    chunks = chunker.split(doc)
-    texts = [embed_input(c, cfg.embedder.title_prefix) for c in chunks]
-    vectors = embedder.embed(texts) if texts else np.zeros((0, embedder.dim), dtype=np.float32)
+    try:
+        chunks = chunker.split(doc)
+        texts = [embed_input(c, cfg.embedder.title_prefix) for c in chunks]
+        vectors = embedder.embed(texts) if texts else np.zeros((0, embedder.dim), np.float32)
+    except Exception as exc:  # nor a chunker's or an embedder's
+        reason = f"{at}: unexpected chunking or embedding error ({type(exc).__name__}: {exc})"
+        return {**part, "error": reason}, empty
     part["doc"] = {**doc.to_dict(), "path": path, "text": doc.text}
     part["chunks"] = [c.to_dict() for c in chunks]
     part["words"] = {str(page): words_json(ws) for page, ws in words.items()}
@@ -302,6 +306,7 @@ class RayResults:
         self.ahead = max(2, AHEAD_PER_CPU * cpus)
         self.index = {path: i for i, (path, _sha) in enumerate(plan)}
         self.futures: dict[str, Any] = {}
+        self.shas: dict[str, str] = {}  # each sent file's sha256, for a failed task's record
         self.sent = 0  # files of the plan handed to Ray (or found in Parts)
         self.remote = 0  # files parsed by Ray tasks in this run
         self.resumed = 0  # files whose result an earlier, unfinished run kept
@@ -320,6 +325,7 @@ class RayResults:
         data = Path(path).read_bytes() if self.ship else None
         ref = self._task.remote(*self._args, path, sha, data, self._password)
         self.futures[path] = ref
+        self.shas[path] = sha
         self.remote += 1
 
     def _send_until(self, stop: int) -> None:
@@ -344,14 +350,27 @@ class RayResults:
         return self._take(part, vectors, options)
 
     def _wait_for(self, path: str) -> tuple[dict[str, Any], np.ndarray]:
-        """``path``'s result, keeping every result that arrives meanwhile in ``Parts``."""
+        """``path``'s result, keeping every result that arrives meanwhile in ``Parts``. A task
+        that failed is its own file's failure, taken at that file's turn (and not kept: the
+        next run sends the file again)."""
+        import numpy as np
+
         while not isinstance(self.futures[path], tuple):
             refs = {ref: p for p, ref in self.futures.items() if not isinstance(ref, tuple)}
             done, _ = self.ray.wait(list(refs), num_returns=1)
             for ref in done:
-                part, vectors = self.ray.get(ref)
-                self.parts.put(part, vectors)
-                self.futures[refs[ref]] = (part, vectors)
+                arrived = refs[ref]
+                try:
+                    part, vectors = self.ray.get(ref)
+                except self.ray.exceptions.RayError as exc:
+                    cause = getattr(exc, "cause", None) or exc
+                    said = (str(cause).strip().splitlines() or [""])[0]
+                    reason = f"{arrived}: its Ray task failed ({type(cause).__name__}: {said})"
+                    part = {"path": arrived, "sha256": self.shas[arrived], "error": reason}
+                    vectors = np.zeros((0, 0), dtype=np.float32)
+                else:
+                    self.parts.put(part, vectors)
+                self.futures[arrived] = (part, vectors)
         return self.futures.pop(path)
 
     def _take(self, part: dict[str, Any], vectors: np.ndarray, options: Any) -> Document:

@@ -1,7 +1,8 @@
 """``ingest --executor ray``: a local Ray (2 CPUs, started once for the module) builds the same
 collection as a local ingest of the same files — chunk store and BM25 byte for byte, manifest
 equal but for its timestamps, vectors equal to float tolerance — and resumes a run killed
-before its commit without parsing again what it kept."""
+before its commit without parsing again what it kept. A file whose task fails, or whose chunking
+or embedding raises on its worker, is that file's failure, never another's."""
 
 from __future__ import annotations
 
@@ -146,3 +147,79 @@ def test_cli_ingest_executor_ray(corpus, ray_local) -> None:
     assert done.exit_code == 0, done.output
     report = json.loads(done.stdout)
     assert report["committed"] and report["counts"]["ok"] >= 10
+
+
+def test_a_failed_task_is_its_own_files_failure(cfg, tmp_path, ray_local, monkeypatch) -> None:
+    """One file's Ray task fails (fast, while an earlier file is still being parsed): that file,
+    and only it, is failed, with its own reason; the file waited for meanwhile, and the rest,
+    are indexed."""
+    from fathom.index import ray_ingest
+
+    folder = tmp_path / "files"
+    folder.mkdir()
+    for name, text in [
+        ("a-slow.txt", "The Zorblax pump is cast from titanium."),
+        ("boom.txt", "This file's task fails."),
+        ("c.txt", "The probe lands on Europa."),
+    ]:
+        (folder / name).write_text(text + "\n")
+
+    def task(*args):  # a closure: shipped to the workers by value, the real parse_file there
+        import time
+        from pathlib import Path
+
+        from fathom.index.ray_ingest import parse_file
+
+        name = Path(args[2]).name
+        if name == "boom.txt":
+            raise ValueError("the boom file's own failure")
+        if name == "a-slow.txt":
+            time.sleep(3)  # boom.txt's failure arrives while this file is waited for
+        return parse_file(*args)
+
+    monkeypatch.setattr(ray_ingest, "parse_file", task)
+    report = ingest_on_ray(cfg, [folder], "failing")
+    got = {Path(f.path).name: (f.status, f.reason) for f in report.files}
+    assert {n: s for n, (s, _r) in got.items()} == {
+        "a-slow.txt": "ok",
+        "boom.txt": "failed",
+        "c.txt": "ok",
+    }
+    reason = got["boom.txt"][1]
+    assert "the boom file's own failure" in reason and "ValueError" in reason
+    assert str(folder / "boom.txt") in reason and "\n" not in reason
+    assert report.committed and report.count("ok") == 2
+
+
+def test_a_chunking_or_embedding_error_is_the_files_failure(cfg, tmp_path, monkeypatch) -> None:
+    """On a worker, a chunker or embedder that raises on a file makes that file's result a
+    failure with the reason, as a parser's error does, instead of failing the task."""
+    from fathom.chunking import make_chunker
+    from fathom.chunking.tokens import token_counter_for
+    from fathom.index import ray_ingest
+    from fathom.index.ray_ingest import parse_file
+
+    note = tmp_path / "note.txt"
+    note.write_text("The Zorblax pump is cast from titanium.\n")
+
+    class BrokenChunker:
+        def split(self, doc):
+            raise RuntimeError("the chunker broke")
+
+    class BrokenEmbedder:
+        dim = 4
+
+        def embed(self, texts):
+            raise RuntimeError("the embedder broke")
+
+    whole = make_chunker(cfg.chunker, token_counter_for(None))
+    for tools, broke in [
+        ((cfg, BrokenEmbedder(), BrokenChunker()), "the chunker broke"),
+        ((cfg, BrokenEmbedder(), whole), "the embedder broke"),
+    ]:
+        monkeypatch.setattr(ray_ingest, "_tools", lambda *_a, tools=tools: tools)
+        part, vectors = parse_file(cfg.to_dict(), None, str(note), "abc", None, None)
+        assert set(part) == {"path", "sha256", "error"}
+        assert part["path"] == str(note) and part["sha256"] == "abc"
+        assert broke in part["error"] and part["error"].startswith(f"{note}: ")
+        assert vectors.shape[0] == 0
