@@ -251,7 +251,7 @@ def rejection(sentence: str) -> str | None:
         ("caption", lambda: _CAPTION.match(text)),
         ("header", lambda: _is_header(text, low)),
         # a title or heading run into the text: capitalised as a title, no full stop
-        ("heading", lambda: text[-1:] not in ".!?\"”" and title_cased(text)),
+        ("heading", lambda: text[-1:] not in '.!?"”' and title_cased(text)),
         ("prompt", lambda: _is_prompt(text, low)),
         ("code", lambda: _is_code(text)),
         ("reference", lambda: _is_reference(text, low) or _author_list(text)),
