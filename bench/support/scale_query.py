@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fathom.bench.common import percentiles
+
 STAGES = ("dense", "bm25", "fuse", "fetch")
 
 
@@ -46,16 +48,6 @@ def rss_gib() -> tuple[float, float]:
     """This process's resident memory and its peak, GiB."""
     found = memory()
     return found.get("VmRSS", float("nan")), found.get("VmHWM", float("nan"))
-
-
-def pct(values: list[float]) -> dict[str, float]:
-    import numpy as np
-
-    if not values:
-        return {"p50": float("nan"), "p95": float("nan"), "p99": float("nan"), "mean": float("nan")}
-    arr = np.asarray(values, dtype=np.float64)
-    out = {f"p{p}": float(np.percentile(arr, p)) for p in (50, 95, 99)}
-    return out | {"mean": float(arr.mean())}
 
 
 def found(texts: list[str], answers: list[str]) -> bool:
@@ -124,9 +116,9 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
             hits5[mode].append(found([h.chunk.text for h in probe.hits[:5]], answers[i]))
     out["queries"] = len(questions)
     for mode in modes:
-        out[f"{mode}_ms"] = pct(times[mode])
+        out[f"{mode}_ms"] = percentiles(times[mode])
         out[f"answer_recall_at_5_{mode}"] = float(np.mean(hits5[mode])) if hits5[mode] else None
-    out["hybrid_wall_ms"] = pct(wall)
+    out["hybrid_wall_ms"] = percentiles(wall)
     out["rss_after_gib"], out["rss_peak_gib"] = rss_gib()
     out["memory_after_gib"] = memory()
 
@@ -171,7 +163,7 @@ def ask_stats(cfg: Any, name: str, questions: list[str]) -> dict[str, Any]:
         counts[str(value)] = counts.get(str(value), 0) + 1
     return {
         "n": len(questions),
-        "excluding_generation_ms": pct(totals),
+        "excluding_generation_ms": percentiles(totals),
         "mean_k": sum(ks) / len(ks) if ks else None,
         "k_counts": counts,
         "policies": policies,
