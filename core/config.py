@@ -56,8 +56,12 @@ class ChunkerConfig:
 
 @dataclass
 class IndexConfig:
-    # Exact inner-product search up to this many vectors, HNSW above it.
+    # Exact inner-product search up to this many vectors in a segment, approximate above it
+    # (``ann``: "ivf", an inverted file trained from the segment's vectors, or "hnsw").
     hnsw_threshold: int = 250_000
+    ann: Literal["ivf", "hnsw"] = "ivf"
+    ivf_nlist: int = 0  # inverted lists; 0: about 4·√n, a power of two
+    ivf_nprobe: int = 128  # lists a query scans
     hnsw_m: int = 32
     hnsw_ef_construction: int = 200
     hnsw_ef_search: int = 128
@@ -69,6 +73,11 @@ class IndexConfig:
     bm25_stopwords: str = "en"
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
+    # Segments (``index/segments.py``): a segment holding fewer live rows than this many times
+    # the rows an ingest writes is merged into its new segment; one whose share of removed
+    # rows would pass ``max_dead`` is merged whatever its size.
+    merge_factor: float = 4.0
+    max_dead: float = 0.3
 
 
 @dataclass
@@ -354,6 +363,10 @@ _RANGES: dict[str, tuple[float, float | None, bool]] = {
     "index.hnsw_m": (1, None, False),
     "index.hnsw_ef_construction": (1, None, False),
     "index.hnsw_ef_search": (1, None, False),
+    "index.ivf_nlist": (0, None, False),
+    "index.ivf_nprobe": (1, None, False),
+    "index.merge_factor": (1, None, False),
+    "index.max_dead": (0, 1, False),
     "index.bm25_k1": (0, None, False),
     "index.bm25_b": (0, 1, False),
     "retrieval.k": (1, None, False),

@@ -4,8 +4,10 @@ one, atomically and incrementally; ``index.locks`` keeps readers and writers apa
 Layout under ``FATHOM_HOME/collections/<name>/``::
 
     manifest.json        the commit marker; names the live generation
-    gen-000007/          chunks.jsonl, chunks.offsets.npy, dense.faiss, bm25/, ocr-words/
-                         (the words OCR read on each scanned page, ``index.ocr_words``)
+    gen-000007/          documents.jsonl (every document's entry), ocr-words/ (the words OCR
+                         read on each scanned page, ``index.ocr_words``), and either one
+                         segment's chunks.jsonl, chunks.offsets.npy, dense.faiss, bm25/, or
+                         segments.json and seg-*/ folders holding them (``index.segments``)
     .lock                held by the one writer
 
 A build writes a new ``gen-*`` directory, fsyncs it, then replaces ``manifest.json``; older
@@ -40,6 +42,8 @@ from fathom.index.manifest import (
     fsync_dir,
     read_manifest,
 )
+from fathom.index.segmented import live_mask, open_bm25, open_dense, open_store
+from fathom.index.segments import Layout, read_layout
 from fathom.index.store import ChunkStore
 
 if TYPE_CHECKING:
@@ -101,6 +105,7 @@ class Collection:
         self._store: ChunkStore | None = None
         self._dense: DenseIndex | None = None
         self._bm25: Bm25Index | None = None
+        self._layout: Layout | None = None
         self._release: weakref.finalize | None = None  # closes the reader lock's fd
 
     def _hold(self) -> bool:
@@ -149,27 +154,42 @@ class Collection:
         return coll
 
     @property
+    def layout(self) -> Layout:
+        """The generation's segments and tombstones."""
+        if self._layout is None:
+            self._layout = read_layout(self.data_dir, self.manifest.n_rows)
+        return self._layout
+
+    @property
     def store(self) -> ChunkStore:
+        """The chunk store (rows of every segment, in order)."""
         if self._store is None:
-            self._store = ChunkStore(self.data_dir)
+            self._store = open_store(self.data_dir, self.layout)
         return self._store
 
     @property
     def dense(self) -> DenseIndex:
+        """The dense index (every segment's; searches skip tombstones)."""
         if self._dense is None:
-            from fathom.index.dense import DenseIndex
-
-            index = self.cfg.index
-            self._dense = DenseIndex.load(self.data_dir, index.hnsw_ef_search, index.mmap)
+            self._dense = open_dense(self.data_dir, self.layout, self.cfg)
         return self._dense
 
     @property
     def bm25(self) -> Bm25Index:
+        """The BM25 index (every segment's; searches skip tombstones)."""
         if self._bm25 is None:
-            from fathom.index.sparse import Bm25Index
-
-            self._bm25 = Bm25Index.load(self.data_dir, mmap=self.cfg.index.mmap)
+            self._bm25 = open_bm25(self.data_dir, self.layout, self.cfg)
         return self._bm25
+
+    def live(self) -> list[tuple[int, Chunk]]:
+        """Every live chunk with its row, in row order (tombstoned rows left out)."""
+        dead = self.layout.deleted
+        rows = enumerate(self.store.all())
+        if not dead:
+            return list(rows)
+        mask = live_mask(self.layout)
+        assert mask is not None
+        return [(r, c) for r, c in rows if mask[r]]
 
     def __len__(self) -> int:
         return self.manifest.n_chunks
@@ -201,7 +221,9 @@ class Collection:
 
         problems: list[str] = []
         m = self.manifest
-        n = m.n_chunks
+        n = m.n_rows
+        if self.layout.rows != n:
+            problems.append(f"segments hold {self.layout.rows} rows, manifest says {n}")
         if len(self.store) != n:
             problems.append(f"chunk store has {len(self.store)} rows, manifest says {n}")
         if self.dense.size != n:
@@ -210,18 +232,26 @@ class Collection:
             problems.append(f"dense dim {self.dense.dim} != manifest {m.embedder_dim}")
         if self.bm25.n != n:
             problems.append(f"bm25 has {self.bm25.n} rows, manifest says {n}")
+        spans = sorted(
+            [d.rows for d in m.documents if d.status == "ok"] + list(self.layout.deleted)
+        )
         covered = 0
-        for doc in sorted((d for d in m.documents if d.status == "ok"), key=lambda d: d.rows):
-            start, end = doc.rows
-            if start != covered or end - start != doc.chunks:
-                problems.append(f"{doc.path}: rows {doc.rows} do not follow {covered}")
-            covered = end
+        for start, end in spans:
+            if start != covered:
+                problems.append(f"rows {start}-{end} do not follow {covered}")
+            covered = max(covered, end)
+        for doc in m.documents:
+            if doc.status == "ok" and doc.rows[1] - doc.rows[0] != doc.chunks:
+                problems.append(f"{doc.path}: rows {doc.rows} for {doc.chunks} chunks")
         if covered != n:
-            problems.append(f"documents cover {covered} rows of {n}")
+            problems.append(f"documents and tombstones cover {covered} rows of {n}")
+        if sum(d.chunks for d in m.documents if d.status == "ok") != m.n_chunks:
+            problems.append(f"documents hold other than the manifest's {m.n_chunks} chunks")
         if problems:
             return problems
         chunks = self.store.all()
-        ids = [c.chunk_id for c in chunks]
+        mask = live_mask(self.layout)
+        ids = [c.chunk_id for r, c in enumerate(chunks) if mask is None or mask[r]]
         if len(set(ids)) != len(ids):
             problems.append("duplicate chunk ids")
         for doc in m.documents:

@@ -1,15 +1,17 @@
-"""Dense vector index: FAISS exact inner product, HNSW above a configurable size, opened
-memory-mapped (``index.mmap``).
+"""Dense vector index: FAISS exact inner product, approximate above a configurable size
+(``index.ann``: an inverted file, IVF, trained from the vectors it indexes, or an HNSW graph),
+opened memory-mapped (``index.mmap``).
 
 A search may be restricted to some rows (the chunks of the documents ``--doc`` selects, as
 ``[start, end)`` ranges): an exact scan of just those vectors, read in place from FAISS's own
 storage, when the index is flat or they number at most ``scan_up_to`` (a collection of that
-size would be a flat index); else the HNSW graph searched with an ID selector, and scanned
-exactly after all when the graph finds fewer than ``k`` of them.
+size would be a flat index); else the approximate index searched with an ID selector, and
+scanned exactly after all when it finds fewer than ``k`` of them.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,6 +53,8 @@ class DenseIndex:
         faiss = _faiss()
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         n, dim = vectors.shape
+        if n > cfg.hnsw_threshold and cfg.ann == "ivf":
+            return cls(_build_ivf(vectors, cfg), "ivf")
         if n > cfg.hnsw_threshold:
             index = faiss.IndexHNSWFlat(dim, cfg.hnsw_m, faiss.METRIC_INNER_PRODUCT)
             index.hnsw.efConstruction = cfg.hnsw_ef_construction
@@ -67,13 +71,17 @@ class DenseIndex:
         out: dict[str, Any] = {"kind": self.kind, "metric": "ip", "n": self.size, "dim": self.dim}
         if self.kind == "hnsw":
             out.update(m=cfg.hnsw_m, ef_construction=cfg.hnsw_ef_construction)
+        if self.kind == "ivf":
+            out.update(nlist=int(self.index.nlist))
         return out
 
     def save(self, directory: Path) -> None:
         _faiss().write_index(self.index, str(directory / self.FILE))
 
     @classmethod
-    def load(cls, directory: Path, ef_search: int = 128, mmap: bool = True) -> DenseIndex:
+    def load(
+        cls, directory: Path, ef_search: int = 128, mmap: bool = True, nprobe: int = 128
+    ) -> DenseIndex:
         """The index saved in ``directory``; ``mmap``: memory-mapped in place (its vectors are
         read from the file as searches touch them, never copied in), which a generation's files
         allow because they are written once, into a new folder, and never rewritten."""
@@ -94,6 +102,9 @@ class DenseIndex:
         if hasattr(index, "hnsw"):
             index.hnsw.efSearch = ef_search
             kind = "hnsw"
+        elif hasattr(index, "nprobe"):
+            index.nprobe = min(nprobe, int(index.nlist))
+            kind = "ivf"
         return cls(index, kind)
 
     def search(
@@ -127,19 +138,22 @@ class DenseIndex:
         if k <= 0:
             return np.zeros(0, np.float32), np.zeros(0, np.int64)
         q = np.ascontiguousarray(query.reshape(-1), dtype=np.float32)
-        if self.kind == "hnsw" and n > scan_up_to:
+        if self.kind != "flat" and n > scan_up_to:
             scores, rows = self._graph_within(q, k, within)
             if len(rows) == k:
                 return scores, rows
-        stored = self.stored()
-        scores = np.concatenate([stored[a:b] @ q for a, b in within])
+        if self.kind == "ivf":  # no flat copy of the vectors: rebuild just these
+            scores = np.concatenate([self.vectors(a, b) @ q for a, b in within])
+        else:
+            stored = self.stored()
+            scores = np.concatenate([stored[a:b] @ q for a, b in within])
         rows = np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in within])
         return top_k(scores, rows, k)
 
     def _graph_within(
         self, q: np.ndarray, k: int, within: Sequence[tuple[int, int]]
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The HNSW graph searched for rows ``within`` only (an ID selector)."""
+        """The approximate index searched for rows ``within`` only (an ID selector)."""
         import numpy as np
 
         faiss = _faiss()
@@ -148,8 +162,11 @@ class DenseIndex:
         else:
             rows = np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in within])
             selector = faiss.IDSelectorBatch(rows)
-        ef = max(int(self.index.hnsw.efSearch), k)
-        params = faiss.SearchParametersHNSW(sel=selector, efSearch=ef)
+        if self.kind == "ivf":
+            params = faiss.SearchParametersIVF(sel=selector, nprobe=int(self.index.nprobe))
+        else:
+            ef = max(int(self.index.hnsw.efSearch), k)
+            params = faiss.SearchParametersHNSW(sel=selector, efSearch=ef)
         scores, rows = self.index.search(q.reshape(1, -1), k, params=params)
         keep = rows[0] >= 0
         return scores[0][keep], rows[0][keep].astype(np.int64)
@@ -184,6 +201,37 @@ class DenseIndex:
         if end <= start:
             return np.zeros((0, self.dim), dtype=np.float32)
         return self.index.reconstruct_n(start, end - start)
+
+
+def ivf_lists(n: int, cfg: IndexConfig) -> int:
+    """Inverted lists for ``n`` vectors: ``index.ivf_nlist``, or about 4·√n as a power of two
+    (4,096 at a million), never more than a list per 39 vectors (FAISS's k-means minimum)."""
+    if cfg.ivf_nlist:
+        return max(1, min(cfg.ivf_nlist, n))
+    want = 4 * n**0.5
+    nlist = 1 << max(0, round(math.log2(max(want, 1))))
+    return max(1, min(nlist, n // 39 or 1))
+
+
+def _build_ivf(vectors: np.ndarray, cfg: IndexConfig) -> Any:
+    """An inverted file over ``vectors`` (flat codes, exact scores within the lists scanned),
+    its centroids trained on an even sample of them with a fixed seed; ids are rows (a direct
+    map keeps ``vectors``' reconstruction by row)."""
+    import numpy as np
+
+    faiss = _faiss()
+    n, dim = vectors.shape
+    nlist = ivf_lists(n, cfg)
+    quantizer = faiss.IndexFlatIP(dim)
+    index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+    index.cp.niter = 12
+    index.cp.seed = 1234
+    sample = min(n, 40 * nlist)
+    index.train(vectors[np.linspace(0, n - 1, sample).astype(np.int64)])
+    index.add(vectors)
+    index.make_direct_map()
+    index.nprobe = min(cfg.ivf_nprobe, nlist)
+    return index
 
 
 def top_k(scores: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

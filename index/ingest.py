@@ -225,7 +225,7 @@ def _write_next(
     t2 = time.perf_counter()
     generation = (old.generation if old else max_generation(directory)) + 1
     report.generation = generation
-    manifest, chunks, vectors = assemble_generation(
+    manifest, build = assemble_generation(
         cfg, name, generation, old, old_dir, run.kept, run.pending, run.failed, new_vecs,
         embedder, chunker_params,
     )  # fmt: skip
@@ -234,7 +234,7 @@ def _write_next(
         kept=[entry.doc_id for entry in run.kept.values()],
         old_dir=old_dir,
     )
-    write_generation(directory, manifest, chunks, vectors, cfg, emit, words)
+    write_generation(directory, manifest, build, cfg, emit, words)
     timings["write"] = time.perf_counter() - t2
     return manifest
 
@@ -256,6 +256,8 @@ class _Run:
     ) -> None:
         self.cfg, self.roots, self.old, self.chunker = cfg, roots, old, chunker
         self.emit, self.password = emit, password
+        # file → (under a root, exists): asked once per file, not per record of a .jsonl
+        self._files: dict[str, tuple[bool, bool]] = {}
         self.old_docs = [_canonical(d) for d in old.documents] if old else []
         # An entry indexed ("ok") wins over a failed or skipped one of the same path.
         self.old_by_path = {
@@ -270,7 +272,7 @@ class _Run:
         self.seen_ids: dict[str, str] = {
             d.doc_id: d.path
             for d in self.old_docs
-            if d.status == "ok" and not _under(d, roots) and _file_of(d).exists()
+            if d.status == "ok" and not self._under(d) and self._exists(d)
         }
         self.admitted: set[str] = set()
         # Indexed files no longer where they were, by content: a file found elsewhere with
@@ -278,10 +280,25 @@ class _Run:
         self.gone = {
             d.sha256: d
             for d in self.old_docs
-            if d.status == "ok" and d.sha256 and not d.source_id and not _file_of(d).exists()
+            if d.status == "ok" and d.sha256 and not d.source_id and not self._exists(d)
         }
         self.moved_from: set[str] = set()
         self.load_document = load_document
+
+    def _file(self, entry: DocEntry) -> tuple[bool, bool]:
+        file = _split_record(entry)[0]
+        known = self._files.get(file)
+        if known is None:
+            known = self._files[file] = (_under(entry, self.roots), Path(file).exists())
+        return known
+
+    def _under(self, entry: DocEntry) -> bool:
+        """Whether ``entry``'s file lies under a path this run reads."""
+        return self._file(entry)[0]
+
+    def _exists(self, entry: DocEntry) -> bool:
+        """Whether ``entry``'s file still exists."""
+        return self._file(entry)[1]
 
     def _result(self, path: str, status: str, reason: str = "", **info: Any) -> None:
         self.report.files.append(
@@ -449,7 +466,7 @@ class _Run:
         for doc in self.old_docs:
             if doc.path in seen_paths or doc.path in self.moved_from:
                 continue
-            if _under(doc, self.roots) or not _file_of(doc).exists():
+            if self._under(doc) or not self._exists(doc):
                 dropped = True
                 if doc.status == "ok":
                     self._result(doc.path, "removed", "no longer present")

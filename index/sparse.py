@@ -18,6 +18,7 @@ import functools
 import json
 import re
 import unicodedata
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -106,19 +107,32 @@ class Bm25Index:
         indices: np.ndarray | None = None,
         indptr: np.ndarray | None = None,
         model: Any = None,
+        tokens: int = 0,
     ) -> None:
         self.analyzer = analyzer
         self.n = n
         self.vocab = vocab
         self.data, self.indices, self.indptr = data, indices, indptr
         self.model = model  # the bm25s object when freshly built (saving needs it)
+        self.tokens = tokens  # terms indexed, when built here (a segment's share of avgdl)
+        self.k1, self.b = 1.5, 0.75
 
     @classmethod
-    def build(cls, texts: list[str], cfg: IndexConfig) -> Bm25Index:
+    def build(
+        cls, texts: list[str], cfg: IndexConfig, stats: CorpusStats | None = None
+    ) -> Bm25Index:
+        """Index ``texts``; ``stats``: the other segments' statistics, which the scores are
+        computed with (document frequencies, rows and mean length over them and ``texts``),
+        so they compare with those segments' scores."""
         import bm25s
 
         analyzer = Analyzer(cfg.bm25_stemmer, cfg.bm25_stopwords)
         terms = analyzer.terms_batch(texts)
+        tokens = sum(len(t) for t in terms)
+        if stats is not None and texts:
+            out = _build_scored(analyzer, terms, cfg, stats)
+            out.tokens = tokens
+            return out
         vocab: dict[str, int] = {}
         ids = [[vocab.setdefault(t, len(vocab)) for t in doc] for doc in terms]
         model = bm25s.BM25(k1=cfg.bm25_k1, b=cfg.bm25_b)
@@ -134,16 +148,40 @@ class Bm25Index:
             sc["indices"],
             sc["indptr"],
             model=model,
+            tokens=tokens,
         )
+
+    def doc_freqs(self) -> dict[str, int]:
+        """Each term's document frequency (its column's stored scores: one per row holding
+        it)."""
+        import numpy as np
+
+        if not self.n:
+            return {}
+        counts = np.diff(np.asarray(self.indptr)).tolist()
+        width = len(counts)
+        return {t: counts[i] for t, i in self.vocab.items() if i < width}
 
     def params(self, cfg: IndexConfig) -> dict[str, Any]:
         return {"k1": cfg.bm25_k1, "b": cfg.bm25_b, "n": self.n, **self.analyzer.params()}
 
     def save(self, directory: Path) -> None:
+        import numpy as np
+
         out = directory / self.DIR
         out.mkdir(parents=True, exist_ok=True)
-        if self.n:
+        if self.n and self.model is not None:
             self.model.save(str(out), allow_pickle=False, show_progress=False)
+        elif self.n:  # scored here (``stats``): the same files bm25s writes
+            for name, arr in (
+                ("data", self.data),
+                ("indices", self.indices),
+                ("indptr", self.indptr),
+            ):
+                np.save(out / f"{name}.csc.index.npy", arr, allow_pickle=False)
+            (out / "vocab.index.json").write_text(json.dumps(self.vocab), encoding="utf-8")
+            params = {"k1": self.k1, "b": self.b, "method": "lucene", "num_docs": self.n}
+            (out / "params.index.json").write_text(json.dumps(params), encoding="utf-8")
         meta = {"n": self.n, **self.analyzer.params(), "stop_list": sorted(self.analyzer._stop)}
         (out / "fathom.json").write_text(json.dumps(meta), encoding="utf-8")
 
@@ -197,6 +235,73 @@ class Bm25Index:
             picked, where = top_positive(scores[within], k)
             return picked, within[where]
         return top_positive(scores, k)
+
+
+@dataclass
+class CorpusStats:
+    """BM25 statistics of the rows a new segment joins: rows, terms indexed, and each term's
+    document frequency."""
+
+    rows: int = 0
+    tokens: int = 0
+    df: dict[str, int] = field(default_factory=dict)
+
+    def add(self, index: Bm25Index, tokens: int) -> None:
+        """Count in segment ``index`` (``tokens``: its terms, 0 when not recorded: then its
+        rows count at the new rows' mean length)."""
+        self.rows += index.n
+        self.tokens += tokens
+        for term, n in index.doc_freqs().items():
+            self.df[term] = self.df.get(term, 0) + n
+        if not tokens:
+            self.unknown_rows = getattr(self, "unknown_rows", 0) + index.n
+
+
+def _build_scored(
+    analyzer: Analyzer, terms: list[list[str]], cfg: IndexConfig, stats: CorpusStats
+) -> Bm25Index:
+    """BM25 (Lucene's variant, as bm25s scores it) of ``terms`` under the statistics of the
+    whole collection they join, as a CSC matrix (a column per term, a row per text)."""
+    import numpy as np
+
+    vocab: dict[str, int] = {}
+    ids = [
+        np.asarray([vocab.setdefault(t, len(vocab)) for t in doc], dtype=np.int64) for doc in terms
+    ]
+    n = len(terms)
+    lens = np.asarray([len(d) for d in ids], dtype=np.float64)
+    rows = stats.rows + n
+    unknown = getattr(stats, "unknown_rows", 0)
+    mean_new = lens.mean() if n else 0.0
+    avgdl = max((stats.tokens + lens.sum() + unknown * mean_new) / max(rows, 1), 1e-9)
+    doc_col, term_col, tf_col = [], [], []
+    for i, doc in enumerate(ids):
+        uniq, tf = np.unique(doc, return_counts=True)
+        doc_col.append(np.full(len(uniq), i, dtype=np.int64))
+        term_col.append(uniq)
+        tf_col.append(tf)
+    docs = np.concatenate(doc_col) if doc_col else np.zeros(0, np.int64)
+    tids = np.concatenate(term_col) if term_col else np.zeros(0, np.int64)
+    tf = np.concatenate(tf_col).astype(np.float64) if tf_col else np.zeros(0)
+    names = list(vocab)
+    df_here = np.bincount(tids, minlength=len(names)).astype(np.float64)
+    df = df_here + np.asarray([stats.df.get(t, 0) for t in names], dtype=np.float64)
+    idf = np.log(1 + (rows - df + 0.5) / (df + 0.5))
+    k1, b = cfg.bm25_k1, cfg.bm25_b
+    score = idf[tids] * tf / (k1 * (1 - b + b * lens[docs] / avgdl) + tf)
+    order = np.lexsort((docs, tids))
+    indptr = np.zeros(len(names) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(tids, minlength=len(names)), out=indptr[1:])
+    out = Bm25Index(
+        analyzer,
+        n,
+        vocab,
+        score[order].astype(np.float32),
+        docs[order].astype(np.int32),
+        indptr.astype(np.int32 if indptr[-1] < 2**31 else np.int64),
+    )
+    out.k1, out.b = k1, b
+    return out
 
 
 def top_positive(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -141,6 +141,7 @@ def build_view(
 ) -> View:
     """Build (or rebuild) one view of ``collection`` and return it opened."""
     from fathom.index.collection import embed_input
+    from fathom.index.segmented import live_mask
     from fathom.index.sparse import Bm25Index
 
     if spec.granularity not in GRANULARITIES:
@@ -148,6 +149,14 @@ def build_view(
                           f"{', '.join(GRANULARITIES)}")  # fmt: skip
     chunks = collection.store.all()
     rows, starts, ends = _view_units(spec, chunks)
+    mask = live_mask(collection.layout)
+    if mask is not None:  # units of removed documents' rows (tombstones) are left out
+        keep = [i for i, rr in enumerate(rows) if all(mask[r] for r in rr)]
+        rows, starts, ends = (
+            [rows[i] for i in keep],
+            [starts[i] for i in keep],
+            [ends[i] for i in keep],
+        )
     # What the embedder and BM25 read: the unit's text headed by its title and section, as the
     # collection's chunks are (``embed_input``).
     prefix = collection.manifest.embed_title_prefix

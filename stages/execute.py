@@ -118,7 +118,7 @@ def _map_reduce(
 
     def chunks() -> list[tuple[int, Any]]:  # (vector row, chunk) in store order
         if within is None:
-            return list(enumerate(coll.store.all()))
+            return coll.live()
         rows = within.rows.tolist()
         return list(zip(rows, coll.chunks(rows), strict=True))
 

@@ -58,7 +58,15 @@ class Parts:
         self._compressor = None
         self._scorer = None
         self._token_counter = None
-        self._paths = {d.doc_id: d.path for d in self.collection.manifest.documents}
+        self._paths_of: dict[str, str] | None = None
+
+    @property
+    def _paths(self) -> dict[str, str]:
+        """Each document's path by doc id, read with the documents' entries on the first
+        citation (a collection of a million documents opens without them)."""
+        if self._paths_of is None:
+            self._paths_of = {d.doc_id: d.path for d in self.collection.manifest.documents}
+        return self._paths_of
 
     # -- models, built on first use ---------------------------------------------------------
 
@@ -234,7 +242,7 @@ class Parts:
             )
         self.collection = fresh
         self.retriever = retriever_for(self.cfg, fresh, self.embedder)
-        self._paths = {d.doc_id: d.path for d in fresh.manifest.documents}
+        self._paths_of = None
         self._sparse = None
         self._portfolio = False
         old.close()

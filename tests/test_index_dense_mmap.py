@@ -1,6 +1,6 @@
 """The dense index and the BM25 arrays opened memory-mapped: the same results as read whole
-(a flat and an HNSW index, restricted searches and vector reads included); an index type
-FAISS cannot map in place is read whole."""
+(a flat, an HNSW and an IVF index, restricted searches and vector reads included); an index
+type FAISS cannot map in place is read whole."""
 
 from __future__ import annotations
 
@@ -17,13 +17,15 @@ def _vectors(n: int = 800, dim: int = 24) -> np.ndarray:
     return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
 
 
-@pytest.mark.parametrize("threshold", [10_000, 0])  # flat, then HNSW
-def test_a_mapped_index_answers_as_one_read_whole(tmp_path: Path, threshold: int) -> None:
+@pytest.mark.parametrize("kind", ["flat", "hnsw", "ivf"])
+def test_a_mapped_index_answers_as_one_read_whole(tmp_path: Path, kind: str) -> None:
     vecs = _vectors()
-    DenseIndex.build(vecs, IndexConfig(hnsw_threshold=threshold)).save(tmp_path)
+    threshold = 10_000 if kind == "flat" else 0
+    ann = "hnsw" if kind == "hnsw" else "ivf"
+    DenseIndex.build(vecs, IndexConfig(hnsw_threshold=threshold, ann=ann)).save(tmp_path)
     whole = DenseIndex.load(tmp_path, mmap=False)
     mapped = DenseIndex.load(tmp_path, mmap=True)
-    assert mapped.kind == whole.kind == ("hnsw" if threshold == 0 else "flat")
+    assert mapped.kind == whole.kind == kind
     for q in vecs[:20:4]:
         for got, want in zip(mapped.search(q, 10), whole.search(q, 10), strict=True):
             np.testing.assert_array_equal(got, want)

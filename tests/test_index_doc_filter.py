@@ -204,13 +204,14 @@ def _brute_top(scores: np.ndarray, rows: np.ndarray, k: int) -> list[float]:
     return sorted(scores[rows].tolist(), reverse=True)[:k]
 
 
-@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+@pytest.mark.parametrize("kind", ["flat", "hnsw", "ivf"])
 def test_dense_search_within_ranges_is_exact(kind: str) -> None:
     rng = np.random.default_rng(0)
     vecs = rng.normal(size=(600, 16)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-    threshold = 0 if kind == "hnsw" else 10_000
-    index = DenseIndex.build(vecs, IndexConfig(hnsw_threshold=threshold))
+    threshold = 10_000 if kind == "flat" else 0
+    ann = "hnsw" if kind == "hnsw" else "ivf"
+    index = DenseIndex.build(vecs, IndexConfig(hnsw_threshold=threshold, ann=ann))
     assert index.kind == kind
     within = [(40, 70), (300, 310), (590, 600)]
     rows = np.concatenate([np.arange(a, b) for a, b in within])
@@ -218,7 +219,7 @@ def test_dense_search_within_ranges_is_exact(kind: str) -> None:
         q = rng.normal(size=16).astype(np.float32)
         q /= np.linalg.norm(q)
         want = vecs @ q
-        # scan_up_to=0 takes an HNSW index through its graph with an ID selector.
+        # scan_up_to=0 takes an HNSW or IVF index through itself with an ID selector.
         for scan_up_to in (0, 10_000):
             scores, got = index.search(q, 12, within=within, scan_up_to=scan_up_to)
             assert len(got) == 12 and set(got.tolist()) <= set(rows.tolist()), seed

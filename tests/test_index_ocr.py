@@ -106,12 +106,17 @@ def test_pages_to_read_by_ocr_extend_the_time_limit() -> None:
 
 
 def test_manifest_without_ocr_pages_still_opens(folder: Path, cfg) -> None:
-    """A collection written before OCR (no ``ocr_pages`` in its entries) opens and re-ingests."""
+    """A collection written before OCR (no ``ocr_pages`` in its entries, which a manifest of
+    format 1 held itself) opens and re-ingests."""
     ingest_json(folder)
     coll = Collection.open(cfg, "k")
     path = coll.directory / MANIFEST
+    docs = coll.data_dir / "documents.jsonl"
     coll.close()
     data = json.loads(path.read_text())
+    data["format_version"] = 1
+    data["documents"] = [json.loads(line) for line in docs.read_text().splitlines()]
+    docs.unlink()
     for doc in data["documents"]:
         doc.pop("ocr_pages")
     path.write_text(json.dumps(data))
