@@ -82,10 +82,18 @@ class ScaleEmbedder(CachingEmbedder):
     returns, in order (the exact scan's input), and the first and last text (to check the
     collection's rows follow them). Queries are embedded by the model."""
 
-    def __init__(self, inner: Any, real: dict[str, Any], all_real: bool, seed: int) -> None:
+    def __init__(
+        self,
+        inner: Any,
+        real: dict[str, Any],
+        all_real: bool,
+        seed: int,
+        pool: np.ndarray | None = None,
+    ) -> None:
         super().__init__(inner)
         self.real, self.all_real = real, all_real
         self.rng = np.random.default_rng(seed)
+        self.pool = pool  # real vectors that ``--vectors mixed`` mixes (``mixed_vectors``)
         self.parts: list[np.ndarray] = []
         self.first_text: str | None = None
         self.last_text: str | None = None
@@ -94,8 +102,11 @@ class ScaleEmbedder(CachingEmbedder):
         if self.all_real:
             out = np.asarray(self.inner.embed(texts), dtype=np.float32)
         else:
-            out = self.rng.standard_normal((len(texts), self.dim), dtype=np.float32)
-            out /= np.linalg.norm(out, axis=1, keepdims=True)
+            if self.pool is not None:
+                out = mixed_vectors(self.pool, len(texts), self.rng)
+            else:
+                out = self.rng.standard_normal((len(texts), self.dim), dtype=np.float32)
+                out /= np.linalg.norm(out, axis=1, keepdims=True)
             for i, t in enumerate(texts):
                 if t in self.real:
                     out[i] = self.real[t]
@@ -110,6 +121,23 @@ class ScaleEmbedder(CachingEmbedder):
         if not self.parts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.concatenate(self.parts, axis=0)
+
+
+def mixed_vectors(pool: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` unit vectors shaped like real embeddings without embedding anything: each a
+    random convex mix of three real chunk vectors of ``pool`` plus Gaussian noise of half
+    their norm, normalised, so the haystack has real embeddings' clusters and spread (what an
+    approximate index's recall depends on) where random vectors have none."""
+    picks = rng.integers(0, len(pool), size=(n, 3))
+    weights = rng.dirichlet(np.ones(3), size=n).astype(np.float32)
+    out = np.einsum("nk,nkd->nd", weights, pool[picks]).astype(np.float32)
+    noise = rng.standard_normal(out.shape, dtype=np.float32)
+    noise *= (0.5 * np.linalg.norm(out, axis=1, keepdims=True)) / np.linalg.norm(
+        noise, axis=1, keepdims=True
+    )
+    out += noise
+    out /= np.linalg.norm(out, axis=1, keepdims=True)
+    return out
 
 
 def exact_top10(vectors: np.ndarray, queries: np.ndarray, block: int = 131_072) -> np.ndarray:
@@ -183,8 +211,8 @@ def make_row(size: int, vectors: str, build: dict[str, Any], query: dict[str, An
 def check_row(row: dict[str, Any]) -> list[str]:
     """What a row lacks or holds wrongly (empty when it is sound)."""
     problems = [f"missing {k}" for k in ROW_KEYS if k not in row]
-    if row.get("vectors") not in ("real", "random"):
-        problems.append(f"vectors {row.get('vectors')!r}: must be real or random")
+    if row.get("vectors") not in ("real", "random", "mixed"):
+        problems.append(f"vectors {row.get('vectors')!r}: must be real, random or mixed")
     for key in ("ann_recall_at_10", "answer_recall_at_5"):
         value = row.get(key)
         if value is not None and not 0.0 <= value <= 1.0:
@@ -218,6 +246,7 @@ class Haystack:
         from fathom.index.collection import embed_input
 
         self.seed = seed
+        self.doc_chunks = 1  # distractors per distractor document (``--doc-chunks``)
         self.passages, self.needles = hs.load_needles(root, per_set, seed)
         keys = hs.needle_keys(self.passages)
         real = hs.without_needles(hs.real_records(root, seed), keys)
@@ -241,10 +270,32 @@ class Haystack:
             self._needle_vectors = dict(zip(self.needle_texts, vecs, strict=True))
         return self._needle_vectors
 
+    def pool_vectors(self, embedder: Any, work: Path, n: int = 2000) -> np.ndarray:
+        """Real vectors of the first ``n`` real records (their first 1,000 characters, as
+        chunks are embedded: title, then text), embedded once and kept under ``work``."""
+        import hashlib
+
+        texts = [f"{r['title']}\n{r['text'][:1000]}" for r, _ in self.real[:n]]
+        key = hashlib.sha256("\0".join(texts).encode("utf-8")).hexdigest()[:12]
+        path = work / f"pool-{key}.npy"
+        if path.is_file():
+            return np.load(path, allow_pickle=False)
+        vecs = np.asarray(embedder.embed(texts), dtype=np.float32)
+        np.save(path, vecs, allow_pickle=False)
+        return vecs
+
     def records(self, size: int) -> tuple[list[dict[str, Any]], dict[str, str], int]:
         from fathom.bench.support.scale_haystack import compose
 
-        return compose(self.passages, self.real, self.pool, self.seed, size, self.needle_chunks)
+        return compose(
+            self.passages,
+            self.real,
+            self.pool,
+            self.seed,
+            size,
+            self.needle_chunks,
+            self.doc_chunks,
+        )
 
 
 def _chunks_of(records: list[dict[str, Any]], chunker: Any) -> list[Any]:
@@ -354,26 +405,52 @@ def add_and_remove_pdf(
 
     wrapper.all_real = True  # the PDF is embedded for real in both modes
     directory = collections_root(cfg) / name
+    before = _inodes(directory)
+    chars = _written_chars()
     with Stopwatch() as add:
         report = ingest(cfg, [pdf.parent], name, wrapper, chunker)
+    add_chars = _written_chars() - chars
     manifest = read_manifest(directory)
     assert manifest is not None
-    written = disk_gib(directory / manifest.data_dir_name)
+    new_files = _new_bytes(directory / manifest.data_dir_name, before) / 2**30
     pdf_chunks = report.embedded_chunks
     pdf.unlink()
-    removed = None
+    removed = remove_chars = None
     if remove:
+        chars = _written_chars()
         with Stopwatch() as sw:
             ingest(cfg, [pdf.parent], name, wrapper, chunker)
-        removed = sw.seconds
+        removed, remove_chars = sw.seconds, _written_chars() - chars
     log(f"{name}: add PDF {add.seconds:.1f} s ({pdf_chunks} chunks), remove {removed} s")
     return {
         "add_pdf_s": add.seconds,
         "add_pdf_chunks": pdf_chunks,
-        "add_pdf_written_gib": written,
+        "add_pdf_written_gib": add_chars / 2**30,
+        "add_pdf_new_files_gib": new_files,
         "add_pdf_phases_s": report.seconds,
         "remove_pdf_s": removed,
+        "remove_pdf_written_gib": None if remove_chars is None else remove_chars / 2**30,
     }
+
+
+def _written_chars() -> int:
+    """Bytes this process has written through ``write`` calls so far (``wchar`` of
+    ``/proc/self/io``: every file an ingest writes, before the page cache)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("wchar:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _inodes(directory: Path) -> set[int]:
+    return {f.stat().st_ino for f in directory.rglob("*") if f.is_file()}
+
+
+def _new_bytes(folder: Path, before: set[int]) -> int:
+    """Bytes of the files in ``folder`` that are not hard links to files of ``before``."""
+    return sum(
+        f.stat().st_size for f in folder.rglob("*") if f.is_file() and f.stat().st_ino not in before
+    )
 
 
 def query_process(spec: dict[str, Any], work: Path) -> dict[str, Any]:
@@ -399,7 +476,8 @@ def measure_size(ctx: dict[str, Any], size: int) -> dict[str, Any]:
     records, ids, expected = hay.records(size)
     real = args.vectors == "real"
     needles = {} if real else hay.needle_vectors(ctx["embedder"])
-    wrapper = ScaleEmbedder(ctx["embedder"], needles, real, args.seed)
+    pool = hay.pool_vectors(ctx["embedder"], work) if args.vectors == "mixed" else None
+    wrapper = ScaleEmbedder(ctx["embedder"], needles, real, args.seed, pool)
     build = build_size(cfg, name, records, wrapper, ctx["chunker"], work)
     build["expected_chunks"] = expected
     check_order(cfg, name, wrapper)
@@ -427,6 +505,8 @@ def measure_size(ctx: dict[str, Any], size: int) -> dict[str, Any]:
     pdf = make_pdf(work / "pdf" / "report.pdf", hay.pool, args.seed)
     build |= add_and_remove_pdf(cfg, name, wrapper, ctx["chunker"], pdf, args.remove)
     build["needle_passages"] = len(ids)
+    build["documents"] = len(records)
+    build["distractor_doc_chunks"] = args.doc_chunks
     row = make_row(size, args.vectors, build, query)
     row["command"] = command_line(leave_out=("--out",))
     if not args.keep:
@@ -458,7 +538,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         ("ann_recall_at_10", "ANN recall@10 against exact"),
     ]
     for ax, (key, title) in zip(axes.flat, panels, strict=True):
-        for vectors, marker in (("real", "o"), ("random", "s")):
+        for vectors, marker in (("real", "o"), ("mixed", "^"), ("random", "s")):
             pts = [
                 (r["chunks"], r[key])
                 for r in rows
@@ -568,13 +648,19 @@ def write_outputs(out: Path, new_rows: list[dict[str, Any]], meta: dict[str, Any
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
-    parser.add_argument("--vectors", choices=("real", "random"), default="real")
+    parser.add_argument("--vectors", choices=("real", "random", "mixed"), default="real")
     parser.add_argument("--data", help="data folder (default: $FATHOM_DATA)")
     parser.add_argument("--work", type=Path, default=REPO / "runs" / "scale")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "results" / "scale")
     parser.add_argument("--needles", type=int, default=100, help="questions per needle set")
     parser.add_argument("--ask", type=int, default=30, help="questions to `ask` (0: none)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--doc-chunks",
+        type=int,
+        default=20,
+        help="distractor paragraphs (chunks) per distractor document (1: a record each)",
+    )
     parser.add_argument("--set", action="append", default=[], help="config KEY=VALUE")
     parser.add_argument("--keep", action="store_true", help="keep each collection afterwards")
     parser.add_argument(
@@ -601,6 +687,7 @@ def main(argv: list[str] | None = None) -> int:
         ensure_onnx_export(embedder, cfg.models_path())
     chunker = make_chunker(cfg.chunker, embedder.token_counter())
     hay = Haystack(root, work, chunker, cfg, args.seed, args.needles)
+    hay.doc_chunks = args.doc_chunks
     qvecs = np.stack([embedder.embed_query(n.question) for n in hay.needles]).astype(np.float32)
     np.save(work / "questions.npy", qvecs, allow_pickle=False)
     ctx = {"cfg": cfg, "haystack": hay, "work": work, "args": args, "embedder": embedder}

@@ -11,6 +11,7 @@ reader holds are removed afterwards.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -80,10 +81,10 @@ class Build:
     chunks: list[Chunk]
     vectors: np.ndarray
     deleted: list[tuple[int, int]]
-    # Each kept segment's entries, rows local to it (its documents.jsonl, for a segment
-    # written before segments kept one), and the entries the generation's own file holds
-    # when it keeps segments: the overrides and the failed and skipped entries.
-    keep_docs: list[list[DocEntry]] = field(default_factory=list)
+    # Each kept segment's entries and its first row (its documents.jsonl, rows made local,
+    # for a segment written before segments kept one), and the entries the generation's own
+    # file holds when it keeps segments: the overrides and the failed and skipped entries.
+    keep_docs: list[tuple[list[DocEntry], int]] = field(default_factory=list)
     top_docs: list[DocEntry] = field(default_factory=list)
 
 
@@ -126,7 +127,7 @@ def assemble_generation(
         name_i = seg.name or f"seg-{old.generation:06d}"  # type: ignore[union-attr]
         keep_out.append((layout.folder(old_dir, seg), Segment(name_i, seg.rows, seg.tokens)))  # type: ignore[arg-type]
         docs = sorted((e for p, e in kept.items() if seg_of[p] == i), key=lambda e: e.rows)
-        keep_docs.append([_moved(e, e.rows[0] - bases[i]) for e in docs])
+        keep_docs.append((docs, bases[i]))
         covered = bases[i]
         for e in docs:
             shift = row - bases[i]
@@ -164,7 +165,10 @@ def _changed_since(old: Manifest | None) -> Callable[[DocEntry], bool]:
 
     def changed(entry: DocEntry) -> bool:
         key = doc_key(entry)
-        return key in over or by_key.get(key) != entry
+        if key in over:
+            return True
+        was = by_key.get(key)
+        return was is not entry and was != entry
 
     return changed
 
@@ -176,7 +180,13 @@ def _segment_of(bases: list[int], row: int) -> int:
 
 
 def _moved(entry: DocEntry, start: int) -> DocEntry:
-    return DocEntry.from_dict({**entry.__dict__, "rows": (start, start + entry.chunks)})
+    """``entry`` with its rows from ``start`` (itself when they already are: a collection of
+    a million documents copies none for its base segment)."""
+    if entry.rows[0] == start:
+        return entry
+    out = copy.copy(entry)
+    out.rows = (start, start + entry.chunks)
+    return out
 
 
 def _merge_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -318,10 +328,11 @@ def write_generation(
     if build.keep:
         write_documents(tmp / DOCUMENTS, build.top_docs)
         segments = [seg for _, seg in build.keep]
-        for (folder, seg), docs in zip(build.keep, build.keep_docs, strict=True):
+        for (folder, seg), (docs, first) in zip(build.keep, build.keep_docs, strict=True):
             link_segment(folder, tmp / seg.name)
             if not (tmp / seg.name / DOCUMENTS).is_file():  # written before segments
-                write_documents(tmp / seg.name / DOCUMENTS, docs)
+                local = [_moved(e, e.rows[0] - first) for e in docs]
+                write_documents(tmp / seg.name / DOCUMENTS, local)
         if build.chunks:
             new = Segment(f"seg-{manifest.generation:06d}", len(build.chunks))
             new.tokens = _write_segment(tmp / new.name, manifest, build, cfg, _stats(build))

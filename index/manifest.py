@@ -152,15 +152,26 @@ Manifest.documents = property(_get_documents, _set_documents)  # type: ignore[as
 
 def read_documents(path: Path) -> list[DocEntry]:
     """The entries of a ``documents.jsonl``, one JSON object per line."""
+    fields = DocEntry.__dataclass_fields__.keys()
+    out = []
     with open(path, "rb") as fh:
-        return [DocEntry.from_dict(json.loads(line)) for line in fh if line.strip()]
+        for line in fh:
+            if not line.strip():
+                continue
+            d = json.loads(line)
+            if d.keys() <= fields and isinstance(d.get("meta", {}), dict):  # as written here
+                d["rows"] = tuple(d.get("rows", (0, 0)))
+                out.append(DocEntry(**d))
+            else:
+                out.append(DocEntry.from_dict(d))
+    return out
 
 
 def write_documents(path: Path, entries: list[DocEntry]) -> None:
     """Write ``entries`` to ``path`` (one JSON object per line), fsynced."""
     with open(path, "w", encoding="utf-8") as fh:
         for entry in entries:
-            d = asdict(entry)
+            d = dict(entry.__dict__)  # its fields: strings, numbers, a list and a dict of them
             d["rows"] = list(d["rows"])
             fh.write(json.dumps(d, ensure_ascii=False, separators=(",", ":")) + "\n")
         fh.flush()

@@ -79,6 +79,11 @@ def test_compose_puts_needles_first_and_grows_by_prefix() -> None:
     assert {r["text"] for r in small if r["text"] in real_texts} <= {r["text"] for r in big}
     assert [r["doc_id"] for r in big] == sorted(r["doc_id"] for r in big)  # rows follow the file
     assert sum(NEEDLE["text"] in r["text"] for r in big) == 1
+    # Distractor documents of several paragraphs: the same distractors, grouped.
+    grouped, _, n_grouped = hs.compose([NEEDLE], counts, pool, 0, 200, 1, doc_chunks=20)
+    assert n_grouped == n_big and len(grouped) < len(big)
+    paragraphs = [p for r in grouped for p in r["text"].split("\n\n")]
+    assert paragraphs == [p for r in big for p in r["text"].split("\n\n")]
 
 
 def test_exact_top10_matches_a_full_sort() -> None:

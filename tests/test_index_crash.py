@@ -77,3 +77,49 @@ def test_an_unchanged_ingest_removes_what_a_killed_writer_left(tmp_path: Path, f
     )
     assert sorted(p.name for p in coll.directory.iterdir() if p.is_dir()) == [live]
     assert Collection.open(load_config(), "k").check() == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(3))
+def test_sigkill_mid_incremental_ingest_keeps_a_sound_segmented_collection(
+    tmp_path: Path, fathom_home, seed
+) -> None:
+    """The same on a collection whose next generation keeps its old segment (hard links) and
+    tombstones removed documents: killed at any point, it opens as one version or the other."""
+    folder = tmp_path / "corpus"
+    _write_corpus(folder, 150, version=1)
+    env = {**os.environ, "FATHOM_HOME": str(fathom_home)}
+    run = {"check": True, "env": env, "capture_output": True, "timeout": 300}
+    subprocess.run(ingest_command(folder, "k", "--json"), **run)
+    cfg = load_config()
+    v1 = Collection.open(cfg, "k")
+    before = {c.text for _, c in v1.live()}
+    v1.close()
+    for i in range(3):
+        (folder / f"f{i:04d}.txt").unlink()
+    extra = tmp_path / "extra"
+    _write_corpus(extra, 4, version=2)
+    for p in extra.iterdir():
+        p.rename(folder / f"new-{p.name}")
+    proc = subprocess.Popen(
+        ingest_command(folder, "k", "--json"), env=env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    time.sleep(random.Random(seed).uniform(0.2, 2.0))
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+
+    coll = Collection.open(cfg, "k")
+    assert coll.check() == []
+    texts = {c.text for _, c in coll.live()}
+    after_ok = not any("Version 1 file 0." in t for t in texts) and any(
+        "Version 2" in t for t in texts
+    )
+    assert texts == before or after_ok
+    coll.close()
+    subprocess.run(ingest_command(folder, "k", "--json"), **run)
+    coll = Collection.open(cfg, "k")
+    assert coll.check() == [] and coll.manifest.counts()["documents"] == 151
+    assert len(coll.layout.segments) == 2 and coll.layout.dead > 0
+    leftovers = [p.name for p in coll.directory.iterdir() if p.is_dir()]
+    assert leftovers == [coll.manifest.data_dir_name]

@@ -228,3 +228,28 @@ def test_document_entries_live_with_their_segment(cfg, tmp_path) -> None:
     paths = {d.path for d in coll.manifest.documents if d.status == "ok"}
     assert str(base / "moved-020.txt") in paths and len(paths) == 62
     assert coll.check() == []
+
+
+def test_a_collection_of_format_1_grows_by_a_segment(cfg, tmp_path) -> None:
+    """A collection written before segments (its manifest holding every entry) keeps its one
+    segment when a document is added; the segment's entries are written beside it once."""
+    import json
+
+    base = _library(tmp_path / "base", 60, "b")
+    _ingest(cfg, [base])
+    coll = Collection.open(cfg, "s")
+    path, entries = coll.directory / "manifest.json", coll.data_dir / "documents.jsonl"
+    coll.close()
+    data = json.loads(path.read_text())
+    data["format_version"] = 1
+    data["documents"] = [json.loads(line) for line in entries.read_text().splitlines()]
+    data.pop("n_rows")
+    entries.unlink()
+    path.write_text(json.dumps(data))
+    assert len(Collection.open(cfg, "s").manifest.documents) == 60
+    _ingest(cfg, [_library(tmp_path / "extra", 1, "e")])
+    coll = Collection.open(cfg, "s")
+    assert [s.rows for s in coll.layout.segments] == [60, 1]
+    assert coll.check() == [] and len(coll.manifest.documents) == 61
+    seg = coll.data_dir / coll.layout.segments[0].name / "documents.jsonl"
+    assert len(seg.read_text().splitlines()) == 60

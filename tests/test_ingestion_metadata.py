@@ -453,6 +453,11 @@ def test_a_manifest_written_without_metadata_still_loads(tmp_path: Path, cfg) ->
     _ingest(folder, "old")
     manifest_path = collections_root(cfg) / "old" / "manifest.json"
     data = json.loads(manifest_path.read_text(encoding="utf-8"))
+    # A manifest of format 1, which held every document's entry itself.
+    entries = manifest_path.parent / f"gen-{data['generation']:06d}" / "documents.jsonl"
+    data["format_version"] = 1
+    data["documents"] = [json.loads(line) for line in entries.read_text().splitlines()]
+    entries.unlink()
     for doc in data["documents"]:
         del doc["meta"]
     manifest_path.write_text(json.dumps(data), encoding="utf-8")

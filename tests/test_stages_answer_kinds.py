@@ -309,6 +309,11 @@ def test_a_collection_indexed_before_metadata_says_how_to_read_it(tmp_path, mini
     # what a manifest written before Fathom read metadata holds: no metadata at all
     (manifest,) = Path(os.environ["FATHOM_HOME"]).glob("collections/*/manifest.json")
     record = json.loads(manifest.read_text())
+    # a manifest of format 1, which held every document's entry itself
+    entries = manifest.parent / f"gen-{record['generation']:06d}" / "documents.jsonl"
+    record["format_version"] = 1
+    record["documents"] = [json.loads(line) for line in entries.read_text().splitlines()]
+    entries.unlink()
     for doc in record["documents"]:
         doc["meta"] = {}
     manifest.write_text(json.dumps(record))

@@ -266,11 +266,14 @@ def compose(
     seed: int,
     size: int,
     needle_chunks: int,
+    doc_chunks: int = 1,
 ) -> tuple[list[dict[str, Any]], dict[str, str], int]:
     """The records of a ``size``-chunk haystack: every needle passage (``needle_chunks``
     chunks in all), then real records (each with its chunk count) in order while they fit,
-    then distractors (one chunk each). Returns ``(records with final ids, needle key → id,
-    expected chunks)``."""
+    then distractor documents of ``doc_chunks`` distractors each, one paragraph apiece (one
+    chunk each: a document of 20 makes 20 chunks, give or take one where the chunker splits a
+    paragraph), under the first one's title. Returns ``(records with final ids, needle key →
+    id, expected chunks)``."""
     records: list[dict[str, Any]] = []
     ids: dict[str, str] = {}
     for p in passages:
@@ -286,8 +289,10 @@ def compose(
     titles = [r["title"] for r, _ in real if r["title"]] or ["Notes"]
     gen = distractors(pool, titles, seed)
     while chunks < size:
-        records.append({"doc_id": f"{len(records):07d}h", **next(gen)})
-        chunks += 1
+        parts = [next(gen) for _ in range(min(doc_chunks, size - chunks))]
+        text = "\n\n".join(p["text"] for p in parts)
+        records.append({"doc_id": f"{len(records):07d}h", "title": parts[0]["title"], "text": text})
+        chunks += len(parts)
     return records, ids, chunks
 
 
