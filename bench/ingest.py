@@ -15,6 +15,12 @@ vectors are apart.
 
     python bench/ingest.py [--data DIR] [--sets covidqa_200423,squad_v1.1_dev] [--out FILE.json]
     python bench/ingest.py --executor ray [--sets covidqa_200423] [--workers 2] [--out FILE.json]
+        [--records DOCS.jsonl] [--per-file N] [--embedder NAME]
+
+``--records`` ingests another docs.jsonl (``bench/scale.py --write-haystack`` writes one of a
+given number of chunks), ``--per-file`` records to a text file; ``--embedder hashing:384``
+embeds with feature hashing on both sides, to compare the two executors' parsing, chunking and
+writing where embedding a hundred thousand chunks twice would take hours on two cores.
 """
 
 from __future__ import annotations
@@ -113,22 +119,36 @@ def bench_set(cfg, name: str, docs_path: Path, embedder, chunker, sample: int) -
     }
 
 
-def write_files(docs_path: Path, folder: Path) -> int:
-    """Each record of ``docs_path`` as ``folder/<n>.txt`` (title, blank line, text); how many."""
+def write_files(docs_path: Path, folder: Path, per_file: int = 1) -> int:
+    """The records of ``docs_path`` as text files ``folder/<n>.txt``, ``per_file`` records to
+    a file (each its title, a blank line, its text, blank lines between records); how many
+    files."""
     import json
 
     folder.mkdir(parents=True, exist_ok=True)
-    n = 0
-    for line in docs_path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            rec = json.loads(line)
-            text = "\n\n".join(x for x in (rec.get("title", ""), rec.get("text", "")) if x)
-            (folder / f"{n:05d}.txt").write_text(text, encoding="utf-8")
-            n += 1
+    n, batch = 0, []
+
+    def flush() -> None:
+        nonlocal n
+        (folder / f"{n:06d}.txt").write_text("\n\n".join(batch), encoding="utf-8")
+        n += 1
+        batch.clear()
+
+    with open(docs_path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                rec = json.loads(line)
+                batch.append(
+                    "\n\n".join(x for x in (rec.get("title", ""), rec.get("text", "")) if x)
+                )
+                if len(batch) >= per_file:
+                    flush()
+    if batch:
+        flush()
     return n
 
 
-def bench_ray(cfg, docs_path: Path, folder: Path, workers: int) -> dict:
+def bench_ray(cfg, docs_path: Path, folder: Path, workers: int, per_file: int = 1) -> dict:
     """Local ingest against ``--executor ray`` (a local Ray of ``workers`` CPUs) of the same
     text files; chunks/s of each and the vectors' largest difference."""
     import ray
@@ -136,7 +156,7 @@ def bench_ray(cfg, docs_path: Path, folder: Path, workers: int) -> dict:
     from fathom.index.ingest import ingest_paths
     from fathom.index.ray_ingest import ingest_on_ray
 
-    files = write_files(docs_path, folder / "files")
+    files = write_files(docs_path, folder / "files", per_file)
     warm = folder / "warm"
     warm.mkdir()
     (warm / "w.txt").write_text("A warm-up file: the ONNX export is made once, before timing.")
@@ -154,9 +174,7 @@ def bench_ray(cfg, docs_path: Path, folder: Path, workers: int) -> dict:
         ray.shutdown()
     a, b = Collection.open(cfg, "local"), Collection.open(cfg, "ray")
     va, vb = a.dense.vectors(), b.dense.vectors()
-    same_store = (a.directory / a.manifest.data_dir_name / "chunks.jsonl").read_bytes() == (
-        b.directory / b.manifest.data_dir_name / "chunks.jsonl"
-    ).read_bytes()
+    same_store = [c.to_dict() for c in a.store.all()] == [c.to_dict() for c in b.store.all()]
     a.close()
     b.close()
     chunks = lrep.total_chunks
@@ -180,10 +198,14 @@ def bench_ray(cfg, docs_path: Path, folder: Path, workers: int) -> dict:
 def main_ray(args: argparse.Namespace) -> int:
     """``--executor ray``: local against local Ray on the first set."""
     name = args.sets.split(",")[0].strip()
+    records = args.records or data_dir(args.data) / name / "docs.jsonl"
+    if args.records:
+        name = args.records.name
+    overrides = {"embedder.name": args.embedder} if args.embedder else None
     with temp_home("ingest-ray") as home:
-        r = bench_ray(
-            bench_config(home), data_dir(args.data) / name / "docs.jsonl", home, args.workers
-        )
+        r = bench_ray(bench_config(home, overrides), records, home, args.workers, args.per_file)
+    r["embedder"] = args.embedder or "the packaged MiniLM"
+    r["per_file"] = args.per_file
     print_table(
         f"Ingest of {r['files']} text files ({r['chunks']} chunks): local vs --executor ray "
         f"(local Ray, {r['workers']} workers; its start, {r['ray_start_s_excluded']:.1f} s, "
@@ -221,6 +243,15 @@ def main(argv: list[str] | None = None) -> int:
         help="ray: local ingest against --executor ray on the first set's records as files",
     )
     parser.add_argument("--workers", type=int, default=2, help="local Ray CPUs (default 2)")
+    parser.add_argument(
+        "--records", type=Path, help="ray: a docs.jsonl to ingest instead of the first set's"
+    )
+    parser.add_argument(
+        "--per-file", type=int, default=1, help="ray: records written to each text file"
+    )
+    parser.add_argument(
+        "--embedder", help="ray: embedder.name for both sides (e.g. hashing:384: no model)"
+    )
     args = parser.parse_args(argv)
     if args.executor == "ray":
         return main_ray(args)

@@ -664,6 +664,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], help="config KEY=VALUE")
     parser.add_argument("--keep", action="store_true", help="keep each collection afterwards")
     parser.add_argument(
+        "--write-haystack",
+        type=Path,
+        help="write the first size's haystack (a docs.jsonl) to this file and stop "
+        "(the input of `bench/ingest.py --executor ray --records`)",
+    )
+    parser.add_argument(
         "--remove",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -688,6 +694,13 @@ def main(argv: list[str] | None = None) -> int:
     chunker = make_chunker(cfg.chunker, embedder.token_counter())
     hay = Haystack(root, work, chunker, cfg, args.seed, args.needles)
     hay.doc_chunks = args.doc_chunks
+    if args.write_haystack:
+        from fathom.bench.support.scale_haystack import write_records
+
+        records, _, expected = hay.records(sizes[0])
+        write_records(args.write_haystack, records)
+        log(f"wrote {len(records)} records (about {expected} chunks) to {args.write_haystack}")
+        return 0
     qvecs = np.stack([embedder.embed_query(n.question) for n in hay.needles]).astype(np.float32)
     np.save(work / "questions.npy", qvecs, allow_pickle=False)
     ctx = {"cfg": cfg, "haystack": hay, "work": work, "args": args, "embedder": embedder}

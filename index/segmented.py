@@ -131,7 +131,7 @@ class SegmentedDense:
         """Segment ``i``'s top ``k`` live rows (local): asked for more while tombstones took
         some of the places."""
         part, base = self.parts[i], self.bases[i]
-        want = k + self.dead_in[i]
+        want = min(part.size, k + min(self.dead_in[i], 4 * k))
         while True:
             s, r = part.search(query, want)
             if not self.dead_in[i]:

@@ -253,3 +253,26 @@ def test_a_collection_of_format_1_grows_by_a_segment(cfg, tmp_path) -> None:
     assert coll.check() == [] and len(coll.manifest.documents) == 61
     seg = coll.data_dir / coll.layout.segments[0].name / "documents.jsonl"
     assert len(seg.read_text().splitlines()) == 60
+
+
+def test_many_tombstones_among_the_best_hits_still_leave_k_live_ones(cfg, tmp_path) -> None:
+    keep_dead = replace(cfg, index=replace(cfg.index, max_dead=0.9))
+    base = _library(tmp_path / "base", 60, "b")
+    _ingest(keep_dead, [base])
+    coll = Collection.open(keep_dead, "s")
+    query = coll.store.get(0).text
+    vec = HashingEmbedder(64).embed([query])[0]
+    best = coll.dense.search(vec, 40)[1].tolist()
+    by_row = {d.rows[0]: d for d in coll.manifest.documents}
+    coll.close()
+    for row in best[:30]:  # the 30 nearest documents go
+        Path(by_row[row].path).unlink()
+    _ingest(keep_dead, [base])
+    coll = Collection.open(keep_dead, "s")
+    assert coll.layout.dead == 30 and len(coll) == 30
+    scores, rows = coll.dense.search(vec, 5)
+    assert len(rows) == 5 and not set(rows.tolist()) & set(best[:30])
+    vecs = coll.dense.vectors()
+    live = [r for r in range(60) if r not in set(best[:30])]
+    want = sorted((float(vecs[r] @ vec) for r in live), reverse=True)[:5]
+    np.testing.assert_allclose(scores, want, rtol=1e-5)
