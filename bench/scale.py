@@ -203,6 +203,7 @@ def make_row(size: int, vectors: str, build: dict[str, Any], query: dict[str, An
         "ask_mean_k": ask.get("mean_k"),
         "ask_k_counts": ask.get("k_counts"),
         "ask_policies": ask.get("policies"),
+        "nprobe_sweep": query.get("nprobe_sweep"),
     }
     row.update({k: v for k, v in build.items() if k not in row})
     return row
@@ -723,7 +724,12 @@ def main(argv: list[str] | None = None) -> int:
         checkpoint = rows_dir / f"{args.vectors}-{size}.json"
         if checkpoint.is_file():
             log(f"{args.vectors} {size}: measured before ({checkpoint.name}); not run again")
-            done.append(json.loads(checkpoint.read_text()))
+            row = json.loads(checkpoint.read_text())
+            side = work / f"nprobe-scale-{args.vectors}-{size}.json"
+            if row.get("nprobe_sweep") is None and side.is_file():  # the query process's own
+                row["nprobe_sweep"] = json.loads(side.read_text())
+                checkpoint.write_text(json.dumps(row, indent=2, default=float))
+            done.append(row)
             continue
         with Stopwatch() as sw:
             row = measure_size(ctx, size)

@@ -65,10 +65,17 @@ class WordsUpdate:
             folder.mkdir(exist_ok=True)
             _write_file(target, doc_id, sha256, pages)
             written += 1
+        old_folder = self.old_dir / FOLDER if self.old_dir is not None else None
+        # The old generation's files, listed once (not a look-up per kept document).
+        present = (
+            {p.name for p in old_folder.iterdir()} if old_folder and old_folder.is_dir() else set()
+        )
         for doc_id in self.kept:
+            if f"{doc_id}.json.gz" not in present:
+                continue
             source = words_path(self.old_dir, doc_id) if self.old_dir is not None else None
             target = words_path(data_dir, doc_id)
-            if source is None or target is None or not source.is_file():
+            if source is None or target is None:
                 continue
             folder.mkdir(exist_ok=True)
             try:

@@ -131,9 +131,63 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     # exact 10th as found.
     out["ann_recall_at_10"] = float(np.mean(recall)) if recall else None
     out["ann_rows"] = found_rows
+    out["nprobe_sweep"] = nprobe_sweep(coll, modes["hybrid"], spec, qvecs, exact)
+    if out["nprobe_sweep"] is not None:  # also beside the other files of the run
+        side = Path(spec["exact"]).parent / f"nprobe-{spec['collection']}.json"
+        side.write_text(json.dumps(out["nprobe_sweep"]), encoding="utf-8")
     coll.close()
     if spec.get("ask"):
         out["ask"] = ask_stats(cfg, spec["collection"], questions[: spec["ask"]])
+    return out
+
+
+def _ivf_indexes(dense: Any) -> list[Any]:
+    """The FAISS IVF indexes behind a collection's dense index (one per IVF segment)."""
+    parts = getattr(dense, "parts", [dense])
+    return [p.index for p in parts if p.kind == "ivf"]
+
+
+def nprobe_sweep(
+    coll: Any, hybrid: Any, spec: dict[str, Any], qvecs: Any, exact: Any
+) -> list[dict[str, Any]] | None:
+    """For an IVF collection, at each number of lists scanned (the last, every list: an exact
+    search): ANN recall@10 against the exact scan (by row), the dense search's P50/P95 at
+    hybrid's depth, and hybrid's answer recall@5 — what ``index.ivf_nprobe`` trades."""
+    import numpy as np
+
+    ivfs = _ivf_indexes(coll.dense)
+    if not ivfs:
+        return None
+    nlist = max(int(ix.nlist) for ix in ivfs)
+    default = int(ivfs[0].nprobe)
+    depth = max(hybrid.candidates, 10)
+    out = []
+    for nprobe in sorted({32, 64, 128, 256, 512, default, nlist}):
+        if nprobe > nlist:
+            continue
+        for ix in ivfs:
+            ix.nprobe = min(nprobe, int(ix.nlist))
+        times, recall, hits = [], [], []
+        for i, q in enumerate(spec["questions"]):
+            t = time.perf_counter()
+            coll.dense.search(qvecs[i], depth)
+            times.append((time.perf_counter() - t) * 1000)
+            rows = coll.dense.search(qvecs[i], 10)[1]
+            recall.append(len(set(rows.tolist()) & set(exact[i].tolist())) / 10)
+            probe = hybrid.probe(q, 10, qvec=qvecs[i])
+            hits.append(found([h.chunk.text for h in probe.hits[:5]], spec["answers"][i]))
+        out.append(
+            {
+                "nprobe": nprobe,
+                "exact": nprobe >= nlist,
+                "default": nprobe == default,
+                "ann_recall_at_10": float(np.mean(recall)),
+                "dense_ms": percentiles(times),
+                "answer_recall_at_5": float(np.mean(hits)),
+            }
+        )
+    for ix in ivfs:
+        ix.nprobe = default
     return out
 
 
