@@ -24,16 +24,9 @@ from typing import TYPE_CHECKING, Any
 from fathom import __version__
 from fathom.core.base import Chunk
 from fathom.index.collection import embed_input, now_stamp
+from fathom.index.entries import DOCUMENTS, DocEntry, write_documents
 from fathom.index.locks import READERS, remove_unread
-from fathom.index.manifest import (
-    DOCUMENTS,
-    FORMAT_VERSION,
-    DocEntry,
-    Manifest,
-    fsync_dir,
-    write_documents,
-    write_manifest,
-)
+from fathom.index.manifest import FORMAT_VERSION, Manifest, fsync_dir, write_manifest
 from fathom.index.segments import (
     PARAMS,
     Layout,
@@ -119,27 +112,9 @@ def assemble_generation(
     merge = set(plan(layout, live, new_rows, cfg.index.merge_factor, cfg.index.max_dead).merge)
     keep = [i for i in range(len(layout.segments)) if i not in merge]
     carried = {p: e for p, e in kept.items() if seg_of[p] in merge}
-    entries, keep_out, deleted, row = [], [], [], 0
-    keep_docs, top_docs = [], []
-    changed = _changed_since(old) if keep else (lambda e: False)
-    for i in keep:
-        seg = layout.segments[i]
-        name_i = seg.name or f"seg-{old.generation:06d}"  # type: ignore[union-attr]
-        keep_out.append((layout.folder(old_dir, seg), Segment(name_i, seg.rows, seg.tokens)))  # type: ignore[arg-type]
-        docs = sorted((e for p, e in kept.items() if seg_of[p] == i), key=lambda e: e.rows)
-        keep_docs.append((docs, bases[i]))
-        covered = bases[i]
-        for e in docs:
-            shift = row - bases[i]
-            if e.rows[0] > covered:
-                deleted.append((covered + shift, e.rows[0] + shift))
-            entries.append(_moved(e, e.rows[0] + shift))
-            if changed(e):
-                top_docs.append(entries[-1])
-            covered = e.rows[1]
-        if covered < bases[i] + seg.rows:
-            deleted.append((covered + row - bases[i], row + seg.rows))
-        row += seg.rows
+    kept_in = {i: [e for p, e in kept.items() if seg_of[p] == i] for i in keep}
+    entries, keep_out, deleted, top_docs, keep_docs = _keep_segments(layout, old, old_dir, kept_in)
+    row = sum(seg.rows for _, seg in keep_out)
     chunks, vec_parts, new_entries = _in_path_order(
         carried, pending, new_vecs, _carried_rows(layout, old_dir, carried, embedder.dim), row
     )
@@ -153,6 +128,37 @@ def assemble_generation(
     top_docs.extend(e for e in entries if e.status != "ok")
     build = Build(keep_out, chunks, vectors, _merge_ranges(deleted), keep_docs, top_docs)
     return manifest, build
+
+
+def _keep_segments(
+    layout: Layout, old: Manifest | None, old_dir: Path | None, kept_in: dict[int, list[DocEntry]]
+) -> tuple[list[DocEntry], list[tuple[Path, Segment]], list[tuple[int, int]], list[DocEntry], list]:
+    """The old segments kept (``kept_in``: segment index → its kept documents), in order:
+    their documents' entries with rows in the new generation, ``(folder, segment)`` of each,
+    the tombstones (every row of theirs no kept document holds), the entries that differ from
+    their segment's, and each segment's entries with its old first row."""
+    entries: list[DocEntry] = []
+    keep_out, deleted, top_docs, keep_docs = [], [], [], []
+    changed = _changed_since(old) if kept_in else (lambda e: False)
+    bases, row = layout.bases, 0
+    for i, docs in kept_in.items():
+        seg = layout.segments[i]
+        name_i = seg.name or f"seg-{old.generation:06d}"  # type: ignore[union-attr]
+        keep_out.append((layout.folder(old_dir, seg), Segment(name_i, seg.rows, seg.tokens)))  # type: ignore[arg-type]
+        docs = sorted(docs, key=lambda e: e.rows)
+        keep_docs.append((docs, bases[i]))
+        covered, shift = bases[i], row - bases[i]
+        for e in docs:
+            if e.rows[0] > covered:
+                deleted.append((covered + shift, e.rows[0] + shift))
+            entries.append(_moved(e, e.rows[0] + shift))
+            if changed(e):
+                top_docs.append(entries[-1])
+            covered = e.rows[1]
+        if covered < bases[i] + seg.rows:
+            deleted.append((covered + shift, row + seg.rows))
+        row += seg.rows
+    return entries, keep_out, deleted, top_docs, keep_docs
 
 
 def _changed_since(old: Manifest | None) -> Callable[[DocEntry], bool]:

@@ -272,7 +272,7 @@ class _Run:
         self.seen_ids: dict[str, str] = {
             d.doc_id: d.path
             for d in self.old_docs
-            if d.status == "ok" and not self._under(d) and self._exists(d)
+            if d.status == "ok" and self._file(d) == (False, True)
         }
         self.admitted: set[str] = set()
         # Indexed files no longer where they were, by content: a file found elsewhere with
@@ -280,25 +280,17 @@ class _Run:
         self.gone = {
             d.sha256: d
             for d in self.old_docs
-            if d.status == "ok" and d.sha256 and not d.source_id and not self._exists(d)
+            if d.status == "ok" and d.sha256 and not d.source_id and not self._file(d)[1]
         }
         self.moved_from: set[str] = set()
         self.load_document = load_document
 
     def _file(self, entry: DocEntry) -> tuple[bool, bool]:
+        """Whether ``entry``'s file lies under a path this run reads, and still exists."""
         file = _split_record(entry)[0]
-        known = self._files.get(file)
-        if known is None:
-            known = self._files[file] = (_under(entry, self.roots), Path(file).exists())
-        return known
-
-    def _under(self, entry: DocEntry) -> bool:
-        """Whether ``entry``'s file lies under a path this run reads."""
-        return self._file(entry)[0]
-
-    def _exists(self, entry: DocEntry) -> bool:
-        """Whether ``entry``'s file still exists."""
-        return self._file(entry)[1]
+        if file not in self._files:
+            self._files[file] = (_under(entry, self.roots), Path(file).exists())
+        return self._files[file]
 
     def _result(self, path: str, status: str, reason: str = "", **info: Any) -> None:
         self.report.files.append(
@@ -466,7 +458,7 @@ class _Run:
         for doc in self.old_docs:
             if doc.path in seen_paths or doc.path in self.moved_from:
                 continue
-            if self._under(doc) or not self._exists(doc):
+            if self._file(doc) != (False, True):  # under a path read, or gone
                 dropped = True
                 if doc.status == "ok":
                     self._result(doc.path, "removed", "no longer present")

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fathom.index.manifest import DocEntry
+    from fathom.index.entries import DocEntry
 
 LAYOUT = "segments.json"
 FORMAT = 1
@@ -122,7 +122,7 @@ def link_segment(source: Path, target: Path) -> None:
 
 def _segment_files(folder: Path) -> list[Path]:
     from fathom.index.dense import DenseIndex
-    from fathom.index.manifest import DOCUMENTS
+    from fathom.index.entries import DOCUMENTS
     from fathom.index.sparse import Bm25Index
     from fathom.index.store import CHUNKS, OFFSETS
 
@@ -143,7 +143,7 @@ def read_documents_of(data_dir: Path, n_rows: int) -> tuple[list[DocEntry], set[
     failed and skipped entries and the indexed ones that differ from their segment's (a
     document moved to a new path keeps its rows). A segment's entry whose rows are tombstoned
     is a document removed since."""
-    from fathom.index.manifest import DOCUMENTS, read_documents
+    from fathom.index.entries import DOCUMENTS, read_documents
 
     top_file = data_dir / DOCUMENTS
     top = read_documents(top_file) if top_file.is_file() else []
