@@ -61,7 +61,8 @@ class IndexConfig:
     hnsw_threshold: int = 250_000
     ann: Literal["ivf", "hnsw"] = "ivf"
     ivf_nlist: int = 0  # inverted lists; 0: about 4·√n, a power of two
-    ivf_nprobe: int = 128  # lists a query scans
+    ivf_nprobe: int = 512  # lists a query scans
+    ivf_refine: int = 32  # candidates re-scored exactly from the stored vectors, per hit
     hnsw_m: int = 32
     hnsw_ef_construction: int = 200
     hnsw_ef_search: int = 128
@@ -365,6 +366,7 @@ _RANGES: dict[str, tuple[float, float | None, bool]] = {
     "index.hnsw_ef_search": (1, None, False),
     "index.ivf_nlist": (0, None, False),
     "index.ivf_nprobe": (1, None, False),
+    "index.ivf_refine": (1, None, False),
     "index.merge_factor": (1, None, False),
     "index.max_dead": (0, 1, False),
     "index.bm25_k1": (0, None, False),

@@ -232,7 +232,9 @@ def open_dense(data_dir: Path, layout: Layout, cfg: Any) -> Any:
 
     idx = cfg.index
     parts = [
-        DenseIndex.load(layout.folder(data_dir, s), idx.hnsw_ef_search, idx.mmap, idx.ivf_nprobe)
+        DenseIndex.load(
+            layout.folder(data_dir, s), idx.hnsw_ef_search, idx.mmap, idx.ivf_nprobe, idx.ivf_refine
+        )
         for s in layout.segments
     ]
     return parts[0] if _single(layout) else SegmentedDense(parts, layout)
