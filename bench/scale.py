@@ -191,6 +191,7 @@ def make_row(size: int, vectors: str, build: dict[str, Any], query: dict[str, An
         "bm25_ms": query["bm25_ms"],
         "hybrid_ms": query["hybrid_ms"],
         "hybrid_wall_ms": query["hybrid_wall_ms"],
+        "hybrid_stages_ms": query.get("hybrid_stages_ms"),
         "answer_recall_at_5_dense": query["answer_recall_at_5_dense"],
         "answer_recall_at_5_bm25": query["answer_recall_at_5_bm25"],
         "rss_open_gib": query["rss_open_gib"],

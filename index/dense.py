@@ -130,9 +130,19 @@ class DenseIndex:
         if k <= 0:
             return np.zeros(0, np.float32), np.zeros(0, np.int64)
         q = np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32)
-        scores, rows = self.index.search(q, k)
+        if hasattr(self.index, "k_factor"):  # IVF codes, re-scored: as many for any depth
+            params = _faiss().IndexRefineSearchParameters(k_factor=self.refine_factor(k))
+            scores, rows = self.index.search(q, k, params=params)
+        else:
+            scores, rows = self.index.search(q, k)
         keep = rows[0] >= 0
         return scores[0][keep], rows[0][keep].astype(np.int64)
+
+    def refine_factor(self, k: int) -> float:
+        """How many candidates per hit an IVF index re-scores for a top ``k``: ``index.
+        ivf_refine`` × 10 candidates in all whatever ``k`` (what a top 10 gets), at least
+        two per hit — a deep candidate list for fusion re-scores no more than a top 10."""
+        return max(2.0, float(self.index.k_factor) * 10 / max(k, 1))
 
     def _search_within(
         self, query: np.ndarray, k: int, within: Sequence[tuple[int, int]], scan_up_to: int
@@ -173,7 +183,7 @@ class DenseIndex:
             params = faiss.SearchParametersIVF(sel=selector, nprobe=nprobe)
             if hasattr(self.index, "k_factor"):  # codes re-scored from the stored vectors
                 params = faiss.IndexRefineSearchParameters(
-                    k_factor=float(self.index.k_factor), base_index_params=params
+                    k_factor=self.refine_factor(k), base_index_params=params
                 )
         else:
             ef = max(int(self.index.hnsw.efSearch), k)
