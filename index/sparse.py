@@ -245,6 +245,7 @@ class CorpusStats:
     rows: int = 0
     tokens: int = 0
     df: dict[str, int] = field(default_factory=dict)
+    unknown_rows: int = 0  # rows of segments that did not record their terms
 
     def add(self, index: Bm25Index, tokens: int) -> None:
         """Count in segment ``index`` (``tokens``: its terms, 0 when not recorded: then its
@@ -254,7 +255,7 @@ class CorpusStats:
         for term, n in index.doc_freqs().items():
             self.df[term] = self.df.get(term, 0) + n
         if not tokens:
-            self.unknown_rows = getattr(self, "unknown_rows", 0) + index.n
+            self.unknown_rows += index.n
 
 
 def _build_scored(
@@ -271,7 +272,7 @@ def _build_scored(
     n = len(terms)
     lens = np.asarray([len(d) for d in ids], dtype=np.float64)
     rows = stats.rows + n
-    unknown = getattr(stats, "unknown_rows", 0)
+    unknown = stats.unknown_rows
     mean_new = lens.mean() if n else 0.0
     avgdl = max((stats.tokens + lens.sum() + unknown * mean_new) / max(rows, 1), 1e-9)
     doc_col, term_col, tf_col = [], [], []
